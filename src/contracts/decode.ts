@@ -1,0 +1,251 @@
+import type { FieldIssue, PipelineCode } from '../errors.ts'
+import {
+  ARTHUNT_DATA_SCHEMAS,
+  ARTHUNT_EVENT_TYPES,
+  type ArtHuntEnvelope,
+  ArtHuntEnvelopeSchema,
+  artHuntIdempotencyKey,
+  type InvitationCreatedData,
+  type ResponseCreatedData,
+} from './arthunt.ts'
+import { type InboundEvent, MarkerBodySchema } from './inbound.ts'
+import { describeIssues, toFieldIssues } from './issues.ts'
+import {
+  type ContactUpserted,
+  type PersonUpserted,
+  PIN_CONTRACT_VERSION,
+  PIN_EVENT_TYPES,
+  PIN_PAYLOAD_SCHEMAS,
+  type PinHeaders,
+  PinHeadersSchema,
+  pinIdempotencyKey,
+  type VerificationCompleted,
+  type VerificationRequestSubmitted,
+} from './pin.ts'
+
+/** What is known about an event even when it is invalid: enough to find it again. */
+export type EventIdentity = {
+  contract?: 'arthunt' | 'pin' | 'marker'
+  eventType?: string
+  eventId?: string
+  idempotencyKey?: string
+}
+
+type ArtHuntEvent<T extends string, D> = {
+  contract: 'arthunt'
+  eventType: T
+  eventId: string
+  idempotencyKey: string
+  envelope: ArtHuntEnvelope
+  data: D
+  warnings: string[]
+}
+
+type PinEvent<T extends string, P> = {
+  contract: 'pin'
+  eventType: T
+  /** The `message-id` header. */
+  eventId: string
+  idempotencyKey: string
+  meta: PinHeaders
+  payload: P
+  warnings: string[]
+}
+
+/** A valid event of a contract this Worker handles. */
+export type DecodedEvent =
+  | ArtHuntEvent<'response.created', ResponseCreatedData>
+  | ArtHuntEvent<'invitation.created', InvitationCreatedData>
+  | PinEvent<'verification-request-submitted', VerificationRequestSubmitted>
+  | PinEvent<'verification-completed', VerificationCompleted>
+  | PinEvent<'person-upserted', PersonUpserted>
+  | PinEvent<'contact-upserted', ContactUpserted>
+
+/** The result of decoding one inbound event. */
+export type Decoded =
+  | { status: 'valid'; event: DecodedEvent }
+  /** A well-formed event of a type this version does not handle (a newer producer): acked, logged. */
+  | { status: 'ignored'; reason: string; identity: EventIdentity }
+  | { status: 'invalid'; code: PipelineCode; message: string; issues: FieldIssue[]; identity: EventIdentity }
+
+type Payload = { ok: true; value: unknown } | { ok: false; issue: FieldIssue }
+
+/**
+ * Picks the contract by the event's shape, not its source (any source may carry
+ * any contract), and validates it:
+ * - body with an `envelope` → ArtHunt `{ envelope, data }`;
+ * - body `{ notifyEdgeMarker }` → a marker the bridge sent in place of a payload;
+ * - an `event-type` header → PIN profile event or contact upsert.
+ *
+ * Never throws.
+ */
+export function decodeInbound(event: InboundEvent): Decoded {
+  const headers = lowerCaseKeys(event.headers)
+  const payload = parsePayload(event)
+  if (!payload.ok) return invalid('NTF_INVALID_PAYLOAD', [payload.issue], peekHeaders(headers))
+  const body = payload.value
+  if (isRecord(body) && 'envelope' in body) return decodeArtHunt(body)
+  if (isRecord(body) && 'notifyEdgeMarker' in body) return decodeMarker(body, event)
+  if (headers['event-type'] !== undefined) return decodePin(headers, body)
+  return invalid(
+    'NTF_INVALID_PAYLOAD',
+    [
+      {
+        field: 'body',
+        message:
+          'unrecognised event shape: expected an ArtHunt {envelope, data} body or a PIN event with an event-type header',
+      },
+    ],
+    {},
+  )
+}
+
+/** What can be learned about an event without validating it, e.g. for a dead letter. Never throws. */
+export function peekIdentity(event: InboundEvent): EventIdentity {
+  const decoded = decodeInbound(event)
+  if (decoded.status === 'valid') {
+    const { contract, eventType, eventId, idempotencyKey } = decoded.event
+    return { contract, eventType, eventId, idempotencyKey }
+  }
+  return decoded.identity
+}
+
+function decodeArtHunt(body: Record<string, unknown>): Decoded {
+  const identity = peekArtHunt(body)
+  const envelope = ArtHuntEnvelopeSchema.safeParse(body.envelope)
+  const eventType = isRecord(body.envelope) ? body.envelope.eventType : undefined
+  if (!isKnown(ARTHUNT_EVENT_TYPES, eventType)) {
+    if (envelope.success) {
+      return { status: 'ignored', reason: `ArtHunt eventType "${envelope.data.eventType}" is not handled`, identity }
+    }
+    return invalid('NTF_INVALID_PAYLOAD', toFieldIssues(envelope.error, 'envelope'), identity)
+  }
+  const data = ARTHUNT_DATA_SCHEMAS[eventType].safeParse(body.data)
+  const issues = [
+    ...(envelope.success ? [] : toFieldIssues(envelope.error, 'envelope')),
+    ...(data.success ? [] : toFieldIssues(data.error, 'data')),
+  ]
+  if (!envelope.success || !data.success) return invalid('NTF_INVALID_PAYLOAD', issues, identity)
+  const warnings =
+    envelope.data.schemaVersion === 1
+      ? []
+      : [`schemaVersion ${envelope.data.schemaVersion} is newer than 1; proceeding`]
+  return {
+    status: 'valid',
+    event: {
+      contract: 'arthunt',
+      eventType,
+      eventId: envelope.data.eventId,
+      idempotencyKey: artHuntIdempotencyKey(eventType, envelope.data.eventId),
+      envelope: envelope.data,
+      data: data.data,
+      warnings,
+    } as DecodedEvent,
+  }
+}
+
+function decodePin(headers: Record<string, string>, body: unknown): Decoded {
+  const identity = peekHeaders(headers)
+  const meta = PinHeadersSchema.safeParse(headers)
+  if (!meta.success) return invalid('NTF_INVALID_PAYLOAD', toFieldIssues(meta.error, 'headers'), identity)
+  const eventType = meta.data['event-type']
+  if (!isKnown(PIN_EVENT_TYPES, eventType)) {
+    return { status: 'ignored', reason: `PIN event-type "${eventType}" is not handled`, identity }
+  }
+  const payload = PIN_PAYLOAD_SCHEMAS[eventType].safeParse(body)
+  if (!payload.success) return invalid('NTF_INVALID_PAYLOAD', toFieldIssues(payload.error), identity)
+  const version = meta.data['contract-version']
+  const warnings =
+    version === undefined || version === PIN_CONTRACT_VERSION
+      ? []
+      : [`contract-version "${version}" differs from ${PIN_CONTRACT_VERSION}; proceeding`]
+  return {
+    status: 'valid',
+    event: {
+      contract: 'pin',
+      eventType,
+      eventId: meta.data['message-id'],
+      idempotencyKey: pinIdempotencyKey(eventType, meta.data['message-id']),
+      meta: meta.data,
+      payload: payload.data,
+      warnings,
+    } as DecodedEvent,
+  }
+}
+
+function decodeMarker(body: Record<string, unknown>, event: InboundEvent): Decoded {
+  const identity: EventIdentity = { contract: 'marker', eventId: event.sourceMessageId }
+  const marker = MarkerBodySchema.safeParse(body)
+  if (!marker.success) return invalid('NTF_INVALID_PAYLOAD', toFieldIssues(marker.error), identity)
+  const { notifyEdgeMarker, size, sha256, reason } = marker.data
+  const code: PipelineCode = notifyEdgeMarker === 'payload-too-large' ? 'NTF_PAYLOAD_TOO_LARGE' : 'NTF_INGEST_REJECTED'
+  const message =
+    notifyEdgeMarker === 'payload-too-large'
+      ? `payload of ${size} bytes (sha256 ${sha256}) does not fit a queue message; the original stays at ${event.origin}`
+      : `the ingest route refused this payload of ${size} bytes (sha256 ${sha256}): ${reason ?? 'no reason given'}; the original stays at ${event.origin}`
+  return { status: 'invalid', code, message, issues: [{ field: 'body', message }], identity }
+}
+
+function parsePayload(event: InboundEvent): Payload {
+  let text = event.body
+  if (event.encoding === 'base64') {
+    let bytes: Uint8Array
+    try {
+      bytes = Uint8Array.from(atob(event.body), (char) => char.charCodeAt(0))
+    } catch {
+      return { ok: false, issue: { field: 'body', message: 'encoding is base64 but the body is not valid base64' } }
+    }
+    try {
+      text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytes)
+    } catch {
+      return { ok: false, issue: { field: 'body', message: `body is not UTF-8 text (${bytes.byteLength} bytes)` } }
+    }
+  }
+  try {
+    return { ok: true, value: JSON.parse(text) }
+  } catch (error) {
+    return { ok: false, issue: { field: 'body', message: `body is not JSON: ${(error as Error).message}` } }
+  }
+}
+
+function invalid(code: PipelineCode, issues: FieldIssue[], identity: EventIdentity): Decoded {
+  return { status: 'invalid', code, message: describeIssues(issues), issues, identity }
+}
+
+function peekArtHunt(body: Record<string, unknown>): EventIdentity {
+  const envelope = isRecord(body.envelope) ? body.envelope : {}
+  const eventId = typeof envelope.eventId === 'string' ? envelope.eventId.slice(0, 200) : undefined
+  const eventType = typeof envelope.eventType === 'string' ? envelope.eventType.slice(0, 200) : undefined
+  return {
+    contract: 'arthunt',
+    eventId,
+    eventType,
+    idempotencyKey: eventId && eventType ? artHuntIdempotencyKey(eventType, eventId) : undefined,
+  }
+}
+
+function peekHeaders(headers: Record<string, string>): EventIdentity {
+  const eventId = headers['message-id']?.slice(0, 200)
+  const eventType = headers['event-type']?.slice(0, 200)
+  if (eventId === undefined && eventType === undefined) return {}
+  return {
+    contract: 'pin',
+    eventId,
+    eventType,
+    idempotencyKey: eventId && eventType ? pinIdempotencyKey(eventType, eventId) : undefined,
+  }
+}
+
+function lowerCaseKeys(headers: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = Object.create(null)
+  for (const [key, value] of Object.entries(headers)) out[key.toLowerCase()] = value
+  return out
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+function isKnown<T extends string>(known: readonly T[], value: unknown): value is T {
+  return typeof value === 'string' && (known as readonly string[]).includes(value)
+}

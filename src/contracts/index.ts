@@ -1,0 +1,11 @@
+/**
+ * The contracts of notify-edge, in one module that the bridge imports too:
+ * the bridge → Worker wire format, the events of the three seeds, and the
+ * shape-based decoder.
+ */
+export * from './arthunt.ts'
+export * from './decode.ts'
+export * from './inbound.ts'
+export * from './issues.ts'
+export * from './limits.ts'
+export * from './pin.ts'

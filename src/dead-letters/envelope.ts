@@ -1,0 +1,42 @@
+import { z } from 'zod'
+
+/**
+ * What a consumer sends to `notify-dlq` when it gives up on a message: the
+ * original body and why. A message that Cloudflare itself moved after
+ * `max_retries` arrives without this envelope.
+ */
+export const DeadLetterEnvelopeSchema = z.object({
+  notifyEdgeDeadLetter: z.literal(1),
+  /** The queue the message died on. */
+  queue: z.string().min(1),
+  code: z.string().min(1),
+  error: z.string(),
+  attempts: z.number().int().positive(),
+  /** Identity of this failure (message id + attempt): a redelivery of the same failure is a no-op. */
+  failureId: z.string().min(1),
+  failedAt: z.iso.datetime(),
+  /** The original message body. */
+  message: z.unknown(),
+})
+
+/** A dead letter as consumers send it. */
+export type DeadLetterEnvelope = z.infer<typeof DeadLetterEnvelopeSchema>
+
+/** Wraps a failed message for `notify-dlq`. */
+export function deadLetterEnvelope(
+  queue: string,
+  message: Message<unknown>,
+  failure: { code: string; error: string },
+  now = new Date(),
+): DeadLetterEnvelope {
+  return {
+    notifyEdgeDeadLetter: 1,
+    queue,
+    code: failure.code,
+    error: failure.error,
+    attempts: message.attempts,
+    failureId: `${message.id}:${message.attempts}`,
+    failedAt: now.toISOString(),
+    message: message.body,
+  }
+}

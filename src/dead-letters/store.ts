@@ -1,0 +1,59 @@
+/** A dead letter as stored in D1 table `dead_letters`. */
+export type DeadLetterRow = {
+  id: string
+  queue: string
+  code: string
+  error: string
+  attempts: number | null
+  source: string | null
+  origin: string | null
+  sourceMessageId: string | null
+  eventId: string | null
+  eventType: string | null
+  /** The original queue message, JSON. */
+  body: string
+  failureId: string
+  failedAt: string
+}
+
+/**
+ * Inserts a dead letter, or, when the same message died before, records the
+ * new failure on its row (last error, attempts, history) and opens it again.
+ * A redelivery of the same failure (same `failureId`) changes nothing.
+ * Parameters: the fields of `DeadLetterRow`, in order.
+ */
+export function upsertDeadLetter(db: D1Database, row: DeadLetterRow): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO dead_letters
+         (id, queue, code, error, attempts, source, origin, source_message_id, event_id, event_type, body,
+          history, failure_id, first_seen, last_seen)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
+          json_array(json_object('at', ?13, 'code', ?3, 'error', ?4, 'attempts', ?5)), ?12, ?13, ?13)
+       ON CONFLICT (id) DO UPDATE SET
+         code = excluded.code,
+         error = excluded.error,
+         attempts = excluded.attempts,
+         failure_id = excluded.failure_id,
+         last_seen = excluded.last_seen,
+         failures = dead_letters.failures + 1,
+         history = json_insert(dead_letters.history, '$[#]', json(excluded.history) -> '$[0]'),
+         status = 'open'
+       WHERE dead_letters.failure_id <> excluded.failure_id`,
+    )
+    .bind(
+      row.id,
+      row.queue,
+      row.code,
+      row.error,
+      row.attempts,
+      row.source,
+      row.origin,
+      row.sourceMessageId,
+      row.eventId,
+      row.eventType,
+      row.body,
+      row.failureId,
+      row.failedAt,
+    )
+}

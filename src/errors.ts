@@ -1,0 +1,126 @@
+/**
+ * Every error code of notify-edge, in one table with what is done about it.
+ *
+ * Pipeline codes (`NTF_*`) end a queue message: `retry` follows the retry
+ * policy (5 s, 30 s, then a dead letter carrying the last error), `dead-letter`
+ * skips retries because trying again cannot help. API codes carry the HTTP
+ * status they answer with. The README lists this table; a test keeps the two equal.
+ */
+export const ERRORS = {
+  NTF_INVALID_PAYLOAD: {
+    decision: 'dead-letter',
+    description: 'The event does not match its contract; the message names the field.',
+  },
+  NTF_PAYLOAD_TOO_LARGE: {
+    decision: 'dead-letter',
+    description:
+      'The payload did not fit a queue message; the bridge sent a marker and the original stays at its source.',
+  },
+  NTF_INGEST_REJECTED: {
+    decision: 'dead-letter',
+    description: 'The ingest route refused this event; the bridge sent a marker so that it is not lost from sight.',
+  },
+  NTF_TEMPLATE_NOT_RESOLVED: {
+    decision: 'dead-letter',
+    description: 'No active template for (kind, locale, channel), even after locale fallback.',
+  },
+  NTF_CONTACT_NOT_FOUND: {
+    decision: 'retry',
+    description: 'The recipient is not in the contact replica yet (it may lag); retried, then undeliverable.',
+  },
+  NTF_DEPENDENCY_FAILED: {
+    decision: 'retry',
+    description: 'D1, KV or a queue failed; retried.',
+  },
+  NTF_UNEXPECTED: {
+    decision: 'retry',
+    description: 'An error without a code (a bug); retried like an infrastructure failure so nothing is lost.',
+  },
+  NTF_SEND_TRANSIENT: {
+    decision: 'retry',
+    description: 'The email transport failed in a way that may pass (timeout, 5xx, rate limit).',
+  },
+  NTF_SEND_PERMANENT: {
+    decision: 'dead-letter',
+    description: 'The email transport refused the message for good (bad address, suppressed).',
+  },
+  NTF_RETRIES_EXHAUSTED: {
+    decision: 'dead-letter',
+    description: 'Cloudflare moved the message to notify-dlq after max_retries (the handler never settled it).',
+  },
+  NTF_UNKNOWN_QUEUE: {
+    decision: 'retry',
+    description:
+      'A batch arrived from a queue this Worker has no consumer for; retried until Cloudflare dead-letters it.',
+  },
+  UNAUTHORIZED: { status: 401, description: 'No bearer token, or a token this Worker does not know.' },
+  FORBIDDEN: { status: 403, description: 'A known token without the scope this route needs.' },
+  INVALID_JSON: { status: 400, description: 'The request body is not JSON.' },
+  INVALID_REQUEST: { status: 400, description: 'The request does not match its schema; `issues` names each field.' },
+  PAYLOAD_TOO_LARGE: { status: 413, description: 'The request body, or one event in it, is larger than allowed.' },
+  NOT_FOUND: { status: 404, description: 'No such route or resource.' },
+  QUEUE_UNAVAILABLE: {
+    status: 503,
+    description: 'The queue did not accept the batch; nothing was accepted, send again.',
+  },
+  CONFIG_INVALID: {
+    status: 500,
+    description: 'A Worker variable or secret is missing or malformed; the message names it.',
+  },
+  INTERNAL: { status: 500, description: 'An unexpected error; details are in the Worker log.' },
+} as const satisfies Record<
+  string,
+  { description: string } & ({ decision: 'retry' | 'dead-letter' } | { status: number })
+>
+
+/** Any error code. */
+export type ErrorCode = keyof typeof ERRORS
+
+/** Codes that end a queue message. */
+export type PipelineCode = { [K in ErrorCode]: (typeof ERRORS)[K] extends { decision: string } ? K : never }[ErrorCode]
+
+/** Codes the HTTP API answers with. */
+export type ApiCode = Exclude<ErrorCode, PipelineCode>
+
+/** One problem with a field, as the API and dead letters report it. */
+export type FieldIssue = {
+  /** Dotted path, e.g. `data.recipient.email` or `events[3].receivedAt`. */
+  field: string
+  message: string
+}
+
+/** An error that knows its pipeline code. Anything else thrown in a consumer counts as `NTF_UNEXPECTED`. */
+export class PipelineError extends Error {
+  readonly code: PipelineCode
+  readonly issues: FieldIssue[]
+
+  constructor(code: PipelineCode, message: string, options?: { cause?: unknown; issues?: FieldIssue[] }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause })
+    this.name = 'PipelineError'
+    this.code = code
+    this.issues = options?.issues ?? []
+  }
+}
+
+/** An error the HTTP API turns into `{error:{code,message,issues}}` with the code's status. */
+export class ApiError extends Error {
+  readonly code: ApiCode
+  readonly issues: FieldIssue[] | undefined
+
+  constructor(code: ApiCode, message: string, issues?: FieldIssue[]) {
+    super(message)
+    this.name = 'ApiError'
+    this.code = code
+    this.issues = issues
+  }
+
+  /** HTTP status of this error's code. */
+  get status(): number {
+    return ERRORS[this.code].status
+  }
+}
+
+/** The retry decision of a pipeline code. */
+export function decisionOf(code: PipelineCode): 'retry' | 'dead-letter' {
+  return ERRORS[code].decision
+}

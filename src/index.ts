@@ -1,0 +1,41 @@
+import { app } from './api/app.ts'
+import { consumeDeadLetters } from './dead-letters/consumer.ts'
+import { loggerFor } from './log.ts'
+import { runMaintenance } from './maintenance/cron.ts'
+import { consumeEvents } from './materialize/consumer.ts'
+import { QUEUES } from './queue/names.ts'
+
+/** Delay for messages of a batch that failed as a whole before any was settled. */
+const BATCH_FAILURE_DELAY_SECONDS = 30
+
+export default {
+  fetch: app.fetch,
+
+  /**
+   * Routes each batch to its consumer. Never throws: a consumer settles every
+   * message itself; if one fails before doing so (a bug, bad configuration),
+   * the batch is retried and nothing is lost. Local Queues would otherwise
+   * redeliver even acked messages of a batch whose handler threw.
+   */
+  async queue(batch, env): Promise<void> {
+    const log = loggerFor(env)
+    try {
+      switch (batch.queue) {
+        case QUEUES.events:
+          return await consumeEvents(batch, env, log)
+        case QUEUES.deadLetters:
+          return await consumeDeadLetters(batch, env, log)
+        default:
+          log.error('queue.unknown', { queue: batch.queue, count: batch.messages.length, code: 'NTF_UNKNOWN_QUEUE' })
+          batch.retryAll({ delaySeconds: BATCH_FAILURE_DELAY_SECONDS })
+      }
+    } catch (error) {
+      log.error('queue.batch-failed', { queue: batch.queue, count: batch.messages.length, error })
+      batch.retryAll({ delaySeconds: BATCH_FAILURE_DELAY_SECONDS })
+    }
+  },
+
+  async scheduled(controller, env): Promise<void> {
+    await runMaintenance(env, new Date(controller.scheduledTime), loggerFor(env))
+  },
+} satisfies ExportedHandler<Env>

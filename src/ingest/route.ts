@@ -1,0 +1,75 @@
+import { Hono } from 'hono'
+import { bodyLimit } from 'hono/body-limit'
+import { requireScope } from '../api/auth.ts'
+import {
+  INBOUND_EVENT_MAX_BYTES,
+  INGEST_MAX_BYTES,
+  INGEST_MAX_EVENTS,
+  IngestRequestSchema,
+  toFieldIssues,
+  utf8Length,
+} from '../contracts/index.ts'
+import { ApiError, type FieldIssue } from '../errors.ts'
+import { sendAll } from '../queue/send.ts'
+
+/**
+ * `POST /v1/ingest` (DESIGN §2): the bridge's only way in. Validates the wire
+ * format (not the event contracts: an event that breaks its contract must
+ * become a dead letter, not a refused request) and answers `202 {accepted}`
+ * only after every event is on `notify-events`.
+ */
+export const ingest = new Hono<{ Bindings: Env }>().post(
+  '/',
+  requireScope('ingest'),
+  bodyLimit({
+    maxSize: INGEST_MAX_BYTES,
+    onError: () => {
+      throw new ApiError('PAYLOAD_TOO_LARGE', `request body exceeds ${INGEST_MAX_BYTES} bytes`)
+    },
+  }),
+  async (c) => {
+    const text = await c.req.text()
+    let json: unknown
+    try {
+      json = JSON.parse(text)
+    } catch (error) {
+      throw new ApiError('INVALID_JSON', `request body is not JSON: ${(error as Error).message}`)
+    }
+    const parsed = IngestRequestSchema.safeParse(json)
+    if (!parsed.success) {
+      throw new ApiError(
+        'INVALID_REQUEST',
+        'the request does not match {events: InboundEvent[]}',
+        toFieldIssues(parsed.error),
+      )
+    }
+    const { events } = parsed.data
+    if (events.length === 0 || events.length > INGEST_MAX_EVENTS) {
+      throw new ApiError('INVALID_REQUEST', `send 1 to ${INGEST_MAX_EVENTS} events per request, not ${events.length}`, [
+        { field: 'events', message: `expected 1 to ${INGEST_MAX_EVENTS} events, got ${events.length}` },
+      ])
+    }
+    const oversized: FieldIssue[] = []
+    events.forEach((event, index) => {
+      const size = utf8Length(JSON.stringify(event))
+      if (size > INBOUND_EVENT_MAX_BYTES) {
+        oversized.push({
+          field: `events[${index}]`,
+          message: `event is ${size} bytes; one queue message holds at most ${INBOUND_EVENT_MAX_BYTES}: send a payload-too-large marker instead`,
+        })
+      }
+    })
+    if (oversized.length > 0)
+      throw new ApiError('PAYLOAD_TOO_LARGE', 'an event is too large for a queue message', oversized)
+    try {
+      await sendAll(c.env.EVENTS, events)
+    } catch (error) {
+      console.error(JSON.stringify({ level: 'error', event: 'ingest.queue-failed', error: (error as Error).message }))
+      throw new ApiError(
+        'QUEUE_UNAVAILABLE',
+        'notify-events did not accept the batch; nothing was accepted, send it again',
+      )
+    }
+    return c.json({ accepted: events.length }, 202)
+  },
+)

@@ -1,0 +1,9 @@
+/** The queues of notify-edge, as named in wrangler.toml. */
+export const QUEUES = {
+  events: 'notify-events',
+  dispatch: 'notify-dispatch',
+  deadLetters: 'notify-dlq',
+} as const
+
+/** A queue of notify-edge. */
+export type QueueName = (typeof QUEUES)[keyof typeof QUEUES]

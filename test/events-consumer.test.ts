@@ -1,0 +1,202 @@
+import { createExecutionContext, createMessageBatch, getQueueResult } from 'cloudflare:test'
+import { env } from 'cloudflare:workers'
+import { describe, expect, it, vi } from 'vitest'
+import type { InboundEvent } from '../src/contracts/index.ts'
+import worker from '../src/index.ts'
+import { freshInbound, guid, postIngest } from './helpers.ts'
+
+type DeadLetter = {
+  body: string
+  id: string
+  queue: string
+  code: string
+  error: string
+  attempts: number | null
+  event_id: string
+  status: string
+  failures: number
+  history: string
+}
+
+/**
+ * Delivers messages to the notify-events consumer, as Cloudflare would. The
+ * test batch does not record retry options, so `retry()` is observed (and
+ * still called through) to read each message's delay.
+ */
+async function deliverBatch(messages: { id: string; attempts: number; body: unknown }[]) {
+  const batch = createMessageBatch(
+    'notify-events',
+    messages.map((message) => ({ ...message, timestamp: new Date() })),
+  )
+  const spies = batch.messages.map((message) => vi.spyOn(message, 'retry'))
+  const ctx = createExecutionContext()
+  await worker.queue(batch, env)
+  const result = await getQueueResult(batch, ctx)
+  const retryMessages = batch.messages.flatMap((message, index) =>
+    (spies[index]?.mock.calls ?? []).map(([options]) => ({ msgId: message.id, delaySeconds: options?.delaySeconds })),
+  )
+  expect(retryMessages.map((retry) => retry.msgId)).toEqual(result.retryMessages.map((retry) => retry.msgId))
+  return { ...result, retryMessages }
+}
+
+/** Delivers one message, as Cloudflare would on its `attempts`-th delivery. */
+function deliver(body: unknown, attempts: number, id = `msg-${guid()}`) {
+  return deliverBatch([{ id, attempts, body }])
+}
+
+async function deadLettersOf(eventId: string, count = 1): Promise<DeadLetter[]> {
+  return vi.waitFor(
+    async () => {
+      const { results } = await env.DB.prepare('SELECT * FROM dead_letters WHERE event_id = ?')
+        .bind(eventId)
+        .all<DeadLetter>()
+      expect(results).toHaveLength(count)
+      return results
+    },
+    { timeout: 20_000, interval: 100 },
+  )
+}
+
+async function processedCount(eventId: string): Promise<number> {
+  const row = await env.DB.prepare('SELECT count(*) AS n FROM processed_events WHERE event_id = ?')
+    .bind(eventId)
+    .first<{ n: number }>()
+  return row?.n ?? 0
+}
+
+/** A real D1 failure confined to one event: a trigger that aborts its insert. */
+async function breakD1For(eventId: string): Promise<() => Promise<void>> {
+  const name = `fail_${eventId.replaceAll('-', '_')}`
+  await env.DB.prepare(
+    `CREATE TRIGGER ${name} BEFORE INSERT ON processed_events WHEN NEW.event_id = '${eventId}'
+     BEGIN SELECT RAISE(ABORT, 'injected D1 failure for ${eventId}'); END`,
+  ).run()
+  return async () => {
+    await env.DB.prepare(`DROP TRIGGER ${name}`).run()
+  }
+}
+
+function eventIdOf(event: InboundEvent): string {
+  return JSON.parse(event.body).envelope.eventId
+}
+
+describe('notify-events consumer', () => {
+  it('retries a failing message after 5 s, then 30 s, and leaves no dead letter when it then succeeds', async () => {
+    const event = freshInbound('response.created')
+    const eventId = eventIdOf(event)
+    const repair = await breakD1For(eventId)
+    const id = `msg-${guid()}`
+
+    const first = await deliver(event, 1, id)
+    expect(first.retryMessages).toEqual([{ msgId: id, delaySeconds: 5 }])
+    expect(first.explicitAcks).toEqual([])
+    const second = await deliver(event, 2, id)
+    expect(second.retryMessages).toEqual([{ msgId: id, delaySeconds: 30 }])
+
+    await repair()
+    const third = await deliver(event, 3, id)
+    expect(third.explicitAcks).toEqual([id])
+    expect(third.retryMessages).toEqual([])
+    expect(await processedCount(eventId)).toBe(1)
+    const { results } = await env.DB.prepare('SELECT id FROM dead_letters WHERE event_id = ?').bind(eventId).all()
+    expect(results).toEqual([])
+  })
+
+  it('dead-letters a message that fails three times: one row with the last error', async () => {
+    const event = freshInbound('invitation.created')
+    const eventId = eventIdOf(event)
+    const repair = await breakD1For(eventId)
+    const id = `msg-${guid()}`
+    expect((await deliver(event, 1, id)).retryMessages).toEqual([{ msgId: id, delaySeconds: 5 }])
+    expect((await deliver(event, 2, id)).retryMessages).toEqual([{ msgId: id, delaySeconds: 30 }])
+    const third = await deliver(event, 3, id)
+    expect(third.explicitAcks).toEqual([id])
+    expect(third.retryMessages).toEqual([])
+    await repair()
+
+    const [row] = await deadLettersOf(eventId)
+    expect(row).toMatchObject({ queue: 'notify-events', code: 'NTF_DEPENDENCY_FAILED', attempts: 3, status: 'open' })
+    expect(row?.error).toContain(`injected D1 failure for ${eventId}`)
+    expect(await processedCount(eventId)).toBe(0)
+  })
+
+  it('dead-letters an invalid event at once, naming the field, without retrying', async () => {
+    const event = freshInbound('response.created', (value) => {
+      delete (value.data as { recipient: Record<string, unknown> }).recipient.email
+    })
+    const eventId = eventIdOf(event)
+    const result = await deliver(event, 1)
+    expect(result.retryMessages).toEqual([])
+    expect(result.explicitAcks).toHaveLength(1)
+    const [row] = await deadLettersOf(eventId)
+    expect(row).toMatchObject({ code: 'NTF_INVALID_PAYLOAD', attempts: 1, queue: 'notify-events' })
+    expect(row?.error).toContain('data.recipient.email')
+    expect(JSON.parse(row?.body as never)).toEqual(event)
+  })
+
+  it('dead-letters a queue message that is not an InboundEvent at all', async () => {
+    const id = `msg-${guid()}`
+    const result = await deliver({ hello: 'world', marker: id }, 1, id)
+    expect(result.explicitAcks).toEqual([id])
+    await vi.waitFor(
+      async () => {
+        const row = await env.DB.prepare('SELECT code, error FROM dead_letters WHERE body LIKE ?')
+          .bind(`%${id}%`)
+          .first()
+        expect(row).toMatchObject({ code: 'NTF_INVALID_PAYLOAD', error: expect.stringContaining('source') })
+      },
+      { timeout: 20_000, interval: 100 },
+    )
+  })
+
+  it('acks an event type it does not handle (ignored-event), and a duplicate (skipped-duplicate)', async () => {
+    const ignored = freshInbound('person-upserted')
+    ignored.headers['event-type'] = 'person-deleted'
+    const ignoredResult = await deliver(ignored, 1)
+    expect(ignoredResult.explicitAcks).toHaveLength(1)
+    expect(await processedCount(ignored.headers['message-id'] as string)).toBe(0)
+
+    const event = freshInbound('verification-request-submitted')
+    const eventId = event.headers['message-id'] as string
+    expect((await deliver(event, 1)).explicitAcks).toHaveLength(1)
+    expect((await deliver({ ...event, sourceMessageId: 'redelivered' }, 1)).explicitAcks).toHaveLength(1)
+    expect(await processedCount(eventId)).toBe(1)
+  })
+
+  it('settles each message of a mixed batch on its own', async () => {
+    const good = freshInbound('verification-completed')
+    const bad = freshInbound('verification-completed', (value) => {
+      value.UserId = 'nope'
+    })
+    const broken = freshInbound('response.created')
+    const repair = await breakD1For(eventIdOf(broken))
+    const result = await deliverBatch([
+      { id: 'good', attempts: 1, body: good },
+      { id: 'bad', attempts: 1, body: bad },
+    ])
+    expect(result.explicitAcks.sort()).toEqual(['bad', 'good'])
+    await deadLettersOf(bad.headers['message-id'] as string)
+
+    // A D1 failure fails the batch's write for every valid event in it, and retries them all.
+    const mixed = await deliverBatch([
+      { id: 'fine', attempts: 1, body: freshInbound('verification-completed') },
+      { id: 'broken', attempts: 1, body: broken },
+    ])
+    expect(mixed.retryMessages).toEqual([
+      { msgId: 'fine', delaySeconds: 5 },
+      { msgId: 'broken', delaySeconds: 5 },
+    ])
+    await repair()
+  })
+
+  it('an invalid event posted to ingest ends as one NTF_INVALID_PAYLOAD dead letter', async () => {
+    const event = freshInbound('response.created', (value) => {
+      delete (value.data as { recipient: Record<string, unknown> }).recipient.email
+    })
+    const response = await postIngest({ events: [event, event] })
+    expect(response.status).toBe(202)
+    const [row] = await deadLettersOf(eventIdOf(event))
+    expect(row).toMatchObject({ code: 'NTF_INVALID_PAYLOAD', queue: 'notify-events' })
+    expect(row?.error).toContain('data.recipient.email')
+  })
+})

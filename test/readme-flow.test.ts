@@ -1,0 +1,38 @@
+import { env } from 'cloudflare:workers'
+import { describe, expect, it, vi } from 'vitest'
+import ingestSample from '../examples/ingest/response.created.json'
+import ingestMissingEmail from '../examples/ingest/response.created.missing-email.json'
+import { postIngest } from './helpers.ts'
+
+describe("the README's quick start, inside workerd", () => {
+  it('the sample is accepted and processed; the one without recipient.email ends as one dead letter', async () => {
+    const accepted = await postIngest(ingestSample)
+    expect(accepted.status).toBe(202)
+    expect(await accepted.json()).toEqual({ accepted: 1 })
+    await vi.waitFor(
+      async () => {
+        const row = await env.DB.prepare('SELECT outcome FROM processed_events WHERE idempotency_key = ?')
+          .bind('arthunt:response.created:7f1a0c62-5b1b-4d1a-9f1c-44cf2df5a111')
+          .first()
+        expect(row).toEqual({ outcome: 'accepted' })
+      },
+      { timeout: 20_000, interval: 100 },
+    )
+
+    expect((await postIngest(ingestMissingEmail)).status).toBe(202)
+    const rows = await vi.waitFor(
+      async () => {
+        const { results } = await env.DB.prepare(
+          "SELECT code, error FROM dead_letters WHERE source_message_id = '7f1a0c62-5b1b-4d1a-9f1c-44cf2df5a111:missing-email'",
+        ).all()
+        expect(results).toHaveLength(1)
+        return results
+      },
+      { timeout: 20_000, interval: 100 },
+    )
+    expect(rows[0]).toMatchObject({
+      code: 'NTF_INVALID_PAYLOAD',
+      error: expect.stringContaining('data.recipient.email'),
+    })
+  })
+})
