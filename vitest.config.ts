@@ -1,5 +1,7 @@
 import { cloudflareTest, readD1Migrations } from '@cloudflare/vitest-plugin'
 import { defineConfig } from 'vitest/config'
+import { fakeResend } from './test/fake-resend.ts'
+import { capture } from './test/log-privacy.ts'
 
 // Worker tests run inside workerd with the real local D1, KV and Queues of wrangler.toml.
 export default defineConfig({
@@ -7,6 +9,8 @@ export default defineConfig({
     cloudflareTest(async () => ({
       wrangler: { configPath: './wrangler.toml' },
       miniflare: {
+        // The only outbound HTTP the Worker makes is to the email provider: a fake of it, in tests only.
+        outboundService: fakeResend,
         bindings: {
           // Test-only tokens: the real ones come from `wrangler secret put` or .dev.vars.
           INGEST_TOKEN: 'test-ingest-token-0123456789',
@@ -19,7 +23,13 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     setupFiles: ['./test/setup.ts'],
-    silent: 'passed-only',
+    globalSetup: ['./test/global-setup.ts'],
+    // Every console line, workerd's included, goes to .wrangler/test-console.log (read it when a
+    // test fails) instead of the terminal, and is scanned for personal data in global-setup.ts.
+    onConsoleLog(log) {
+      capture(log)
+      return false
+    },
     testTimeout: 60_000,
   },
 })

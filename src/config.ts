@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { Locale, TimeZone } from './contracts/fields.ts'
 import { ApiError } from './errors.ts'
 
 const DelayList = z
@@ -9,6 +10,23 @@ const DelayList = z
 
 const Token = z.string().min(16, 'at least 16 characters')
 
+const Clock = z
+  .string()
+  .regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'HH:MM, 24-hour')
+  .transform((value) => Number(value.slice(0, 2)) * 60 + Number(value.slice(3)))
+
+const UrgencyList = z
+  .string()
+  .transform((value) =>
+    value
+      .split(',')
+      .map((item) => item.trim())
+      .filter(Boolean),
+  )
+  .pipe(z.array(z.enum(['low', 'normal', 'high'])))
+
+const Seconds = z.coerce.number().int().nonnegative()
+
 const ConfigSchema = z
   .object({
     INGEST_TOKEN: Token,
@@ -18,10 +36,42 @@ const ConfigSchema = z
     /** How long processed-event keys are kept for deduplication. @defaultValue 30 */
     PROCESSED_EVENTS_RETENTION_DAYS: z.coerce.number().int().min(7).default(30),
     LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+    /** Last step of the template locale fallback (`ru-RU → ru → DEFAULT_LOCALE`). @defaultValue "ru" */
+    DEFAULT_LOCALE: Locale.default('ru'),
+    /** Time zone of a recipient without one in the contact replica. @defaultValue "Europe/Moscow" */
+    DEFAULT_TIME_ZONE: TimeZone.default('Europe/Moscow'),
+    /** Start of quiet hours, recipient's local time. @defaultValue "22:00" */
+    QUIET_HOURS_START: Clock.default(22 * 60),
+    /** End of quiet hours, recipient's local time. @defaultValue "08:00" */
+    QUIET_HOURS_END: Clock.default(8 * 60),
+    /** Urgencies held during quiet hours (comma-separated). @defaultValue "low" */
+    QUIET_HOURS_URGENCIES: UrgencyList.default(['low']),
+    /** How long a fallback decision (from person-upserted) waits for the authoritative one. @defaultValue 600 */
+    FALLBACK_GRACE_SECONDS: Seconds.default(600),
+    /** KV idempotency fast-path TTL in days. @defaultValue 8 */
+    IDEMPOTENCY_TTL_DAYS: z.coerce.number().int().min(7).default(8),
+    /** `cloudflare` (send_email binding) or `resend` (HTTP API). @defaultValue "cloudflare" */
+    EMAIL_TRANSPORT: z.enum(['cloudflare', 'resend']).default('cloudflare'),
+    /** Envelope and header sender address. */
+    EMAIL_FROM: z.email(),
+    /** Display name of the sender. @defaultValue "notify-edge" */
+    EMAIL_FROM_NAME: z.string().min(1).default('notify-edge'),
+    /** Resend API key (secret); required when EMAIL_TRANSPORT is resend. */
+    RESEND_API_KEY: z.string().min(1).optional(),
+    /** Resend API base URL. @defaultValue "https://api.resend.com" */
+    RESEND_API_URL: z.url({ protocol: /^https?$/ }).default('https://api.resend.com'),
+    /** How long a dispatch claim (`sending`) is held before another delivery may take it. @defaultValue 120 */
+    DISPATCH_LEASE_SECONDS: Seconds.min(10).default(120),
+    /** How far past due a pending notification must be before the cron re-enqueues it. @defaultValue 120 */
+    STUCK_GRACE_SECONDS: Seconds.default(120),
   })
   .refine((config) => config.INGEST_TOKEN !== config.ADMIN_TOKEN, {
     path: ['ADMIN_TOKEN'],
     message: 'must differ from INGEST_TOKEN, or the ingest token would grant admin',
+  })
+  .refine((config) => config.EMAIL_TRANSPORT !== 'resend' || config.RESEND_API_KEY !== undefined, {
+    path: ['RESEND_API_KEY'],
+    message: 'is required when EMAIL_TRANSPORT is resend',
   })
 
 /** The Worker's configuration, parsed from its variables and secrets. */

@@ -3,7 +3,8 @@
  *
  * Pipeline codes (`NTF_*`) end a queue message: `retry` follows the retry
  * policy (5 s, 30 s, then a dead letter carrying the last error), `dead-letter`
- * skips retries because trying again cannot help. API codes carry the HTTP
+ * skips retries because trying again cannot help, `fail` ends the notification
+ * as `failed` without a dead letter (nothing an operator could replay helps). API codes carry the HTTP
  * status they answer with. The README lists this table; a test keeps the two equal.
  */
 export const ERRORS = {
@@ -24,6 +25,10 @@ export const ERRORS = {
     decision: 'dead-letter',
     description: 'No active template for (kind, locale, channel), even after locale fallback.',
   },
+  NTF_TEMPLATE_INVALID: {
+    decision: 'dead-letter',
+    description: 'The active template failed to render (e.g. an unknown filter); fix it, then replay.',
+  },
   NTF_CONTACT_NOT_FOUND: {
     decision: 'retry',
     description: 'The recipient is not in the contact replica yet (it may lag); retried, then undeliverable.',
@@ -41,8 +46,9 @@ export const ERRORS = {
     description: 'The email transport failed in a way that may pass (timeout, 5xx, rate limit).',
   },
   NTF_SEND_PERMANENT: {
-    decision: 'dead-letter',
-    description: 'The email transport refused the message for good (bad address, suppressed).',
+    decision: 'fail',
+    description:
+      'The email transport refused the message for good (bad address, suppressed): the notification ends `failed`, no retry.',
   },
   NTF_RETRIES_EXHAUSTED: {
     decision: 'dead-letter',
@@ -70,7 +76,7 @@ export const ERRORS = {
   INTERNAL: { status: 500, description: 'An unexpected error; details are in the Worker log.' },
 } as const satisfies Record<
   string,
-  { description: string } & ({ decision: 'retry' | 'dead-letter' } | { status: number })
+  { description: string } & ({ decision: 'retry' | 'dead-letter' | 'fail' } | { status: number })
 >
 
 /** Any error code. */
@@ -121,6 +127,6 @@ export class ApiError extends Error {
 }
 
 /** The retry decision of a pipeline code. */
-export function decisionOf(code: PipelineCode): 'retry' | 'dead-letter' {
+export function decisionOf(code: PipelineCode): 'retry' | 'dead-letter' | 'fail' {
   return ERRORS[code].decision
 }

@@ -1,5 +1,6 @@
 import { app } from './api/app.ts'
 import { consumeDeadLetters } from './dead-letters/consumer.ts'
+import { consumeDispatch } from './dispatch/consumer.ts'
 import { loggerFor } from './log.ts'
 import { runMaintenance } from './maintenance/cron.ts'
 import { consumeEvents } from './materialize/consumer.ts'
@@ -23,6 +24,8 @@ export default {
       switch (batch.queue) {
         case QUEUES.events:
           return await consumeEvents(batch, env, log)
+        case QUEUES.dispatch:
+          return await consumeDispatch(batch, env, log)
         case QUEUES.deadLetters:
           return await consumeDeadLetters(batch, env, log)
         default:

@@ -7,10 +7,9 @@ import { ERRORS } from '../src/errors.ts'
 
 describe('README and examples', () => {
   it('lists every error code of src/errors.ts with its decision, and no other', () => {
-    const rows = [...readme.matchAll(/^\| `([A-Z_]+)`\s*\| (retry|dead-letter|HTTP \d{3})\s*\|/gm)].map((match) => [
-      match[1],
-      match[2],
-    ])
+    const rows = [...readme.matchAll(/^\| `([A-Z_]+)`\s*\| (retry|dead-letter|fail|HTTP \d{3})\s*\|/gm)].map(
+      (match) => [match[1], match[2]],
+    )
     const expected = Object.entries(ERRORS).map(([code, entry]) => [
       code,
       'decision' in entry ? entry.decision : `HTTP ${entry.status}`,

@@ -1,5 +1,8 @@
-import { exports } from 'cloudflare:workers'
+import { createExecutionContext, createMessageBatch, getQueueResult } from 'cloudflare:test'
+import { env, exports } from 'cloudflare:workers'
+import { vi } from 'vitest'
 import type { InboundEvent } from '../src/contracts/index.ts'
+import worker from '../src/index.ts'
 
 export const INGEST_TOKEN = 'test-ingest-token-0123456789'
 export const ADMIN_TOKEN = 'test-admin-token-0123456789'
@@ -96,4 +99,136 @@ export function postIngest(body: unknown, token: string | null = INGEST_TOKEN): 
     headers,
     body: typeof body === 'string' ? body : JSON.stringify(body),
   })
+}
+
+/** Puts a contact into the replica, as a contact-upserted event would. */
+export async function seedContact(
+  userId: string,
+  contact: {
+    email?: string
+    locale?: string | null
+    timeZone?: string | null
+    displayName?: string | null
+    version?: number
+  } = {},
+): Promise<void> {
+  await env.DB.prepare(
+    `INSERT INTO contacts (user_id, email, locale, time_zone, display_name, version, updated_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+     ON CONFLICT (user_id) DO UPDATE SET email = excluded.email, locale = excluded.locale, time_zone = excluded.time_zone,
+       display_name = excluded.display_name, version = excluded.version`,
+  )
+    .bind(
+      userId,
+      contact.email ?? `user-${userId.slice(0, 8)}@example.com`,
+      contact.locale === undefined ? 'ru-RU' : contact.locale,
+      contact.timeZone === undefined ? 'Europe/Moscow' : contact.timeZone,
+      contact.displayName === undefined ? 'Тест Пользователь' : contact.displayName,
+      contact.version ?? 1,
+      new Date().toISOString(),
+    )
+    .run()
+}
+
+/** A notification row as tests read it. */
+export type NotificationRecord = {
+  id: string
+  kind: string
+  status: string
+  urgency: string
+  recipient_user_id: string
+  recipient_email: string | null
+  locale: string | null
+  subject: string | null
+  text_body: string | null
+  html_body: string | null
+  status_reason: string | null
+  error_code: string | null
+  scheduled_at: string
+  is_fallback: number
+}
+
+/** The notifications of an event (by its eventId / message-id). */
+export async function notificationsOf(eventId: string): Promise<NotificationRecord[]> {
+  const { results } = await env.DB.prepare('SELECT * FROM notifications WHERE event_id = ?1 ORDER BY recipient_user_id')
+    .bind(eventId)
+    .all<NotificationRecord>()
+  return results
+}
+
+/** Waits until `check` passes (the pipeline runs on real local queues). */
+export function eventually<T>(check: () => Promise<T>, timeout = 30_000): Promise<T> {
+  return vi.waitFor(check, { timeout, interval: 100 })
+}
+
+/** Raw MIME messages handed to the transport for an event's notifications. */
+export async function sentMessagesOf(eventId: string): Promise<{ notification_id: string; raw: string }[]> {
+  const { results } = await env.DB.prepare(
+    `SELECT s.notification_id, s.raw FROM sent_messages s JOIN notifications n ON n.id = s.notification_id
+     WHERE n.event_id = ?1`,
+  )
+    .bind(eventId)
+    .all<{ notification_id: string; raw: string }>()
+  return results
+}
+
+/** A parsed raw MIME message: decoded headers and text/html parts. */
+export type ParsedMail = { headers: Record<string, string>; text: string; html: string }
+
+function decodeWords(value: string): string {
+  return value.replace(/=\?utf-8\?B\?([^?]*)\?=/gi, (_, b64: string) =>
+    new TextDecoder().decode(Uint8Array.from(atob(b64), (char) => char.charCodeAt(0))),
+  )
+}
+
+/** Parses what mimetext builds (multipart/alternative, base64 parts); enough to assert on. */
+export function parseMime(raw: string): ParsedMail {
+  const [head = '', ...rest] = raw.split(/\r?\n\r?\n/)
+  const headers: Record<string, string> = {}
+  for (const line of head.split(/\r?\n(?![ \t])/)) {
+    const colon = line.indexOf(':')
+    if (colon > 0) headers[line.slice(0, colon).toLowerCase()] = decodeWords(line.slice(colon + 1).trim())
+  }
+  const body = rest.join('\n\n')
+  const boundary = /boundary="?([^";\s]+)"?/.exec(headers['content-type'] ?? '')?.[1]
+  const parts = boundary ? body.split(`--${boundary}`) : [body]
+  const part = (type: string) => {
+    const found = parts.find((candidate) => candidate.toLowerCase().includes(`content-type: ${type}`))
+    if (!found) return ''
+    const content = found
+      .split(/\r?\n\r?\n/)
+      .slice(1)
+      .join('\n\n')
+      .replace(/\s+/g, '')
+    return new TextDecoder().decode(Uint8Array.from(atob(content), (char) => char.charCodeAt(0)))
+  }
+  return { headers, text: part('text/plain'), html: part('text/html') }
+}
+
+/**
+ * Delivers messages to a consumer of this Worker directly, as Cloudflare would
+ * (`attempts` = delivery count). The test batch does not record retry options,
+ * so `retry()` is observed (and still called through) to read each delay.
+ */
+export async function deliverBatch(
+  messages: { id: string; attempts: number; body: unknown }[],
+  queue = 'notify-events',
+) {
+  const batch = createMessageBatch(
+    queue,
+    messages.map((message) => ({ ...message, timestamp: new Date() })),
+  )
+  const spies = batch.messages.map((message) => vi.spyOn(message, 'retry'))
+  const ctx = createExecutionContext()
+  await worker.queue(batch, env)
+  const result = await getQueueResult(batch, ctx)
+  const retryMessages = batch.messages.flatMap((message, index) =>
+    (spies[index]?.mock.calls ?? []).map(([options]) => ({ msgId: message.id, delaySeconds: options?.delaySeconds })),
+  )
+  return { ...result, retryMessages }
+}
+
+/** Delivers one message, as Cloudflare would on its `attempts`-th delivery. */
+export function deliver(body: unknown, attempts: number, id = `msg-${guid()}`, queue = 'notify-events') {
+  return deliverBatch([{ id, attempts, body }], queue)
 }

@@ -76,19 +76,17 @@ describe('POST /v1/ingest', () => {
 
   it('202 only after the events are on the queue: they reach the consumer', async () => {
     const events = Array.from({ length: 100 }, (_, index) =>
-      freshInbound(index % 2 === 0 ? 'response.created' : 'verification-completed'),
+      freshInbound(index % 2 === 0 ? 'response.created' : 'invitation.created'),
     )
     const response = await postIngest({ events })
     expect(response.status).toBe(202)
     expect(await response.json()).toEqual({ accepted: 100 })
     const keys = events.map((event) => {
-      const body = JSON.parse(event.body)
-      return body.envelope
-        ? `arthunt:response.created:${body.envelope.eventId}`
-        : `notifications-profile:verification-completed:${event.headers['message-id']}`
+      const { envelope } = JSON.parse(event.body)
+      return `arthunt:${envelope.eventType}:${envelope.eventId}`
     })
     const rows = await processedKeys(keys)
-    expect(rows.every((row) => row.outcome === 'accepted')).toBe(true)
+    expect(rows.every((row) => row.outcome === 'enqueued')).toBe(true)
   })
 
   it('sets secure headers and answers unknown routes with a coded 404', async () => {

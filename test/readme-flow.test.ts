@@ -14,7 +14,7 @@ describe("the README's quick start, inside workerd", () => {
         const row = await env.DB.prepare('SELECT outcome FROM processed_events WHERE idempotency_key = ?')
           .bind('arthunt:response.created:7f1a0c62-5b1b-4d1a-9f1c-44cf2df5a111')
           .first()
-        expect(row).toEqual({ outcome: 'accepted' })
+        expect(row).toEqual({ outcome: 'enqueued' })
       },
       { timeout: 20_000, interval: 100 },
     )

@@ -28,6 +28,9 @@ export const PinHeadersSchema = z.object({
   'created-at': Timestamp.optional(),
   'contract-version': z.string().optional(),
   'aggregate-id': z.string().optional(),
+  /** Trace context, when the producer propagates one. */
+  'trace-id': z.string().max(200).optional(),
+  traceparent: z.string().max(200).optional(),
 })
 
 /** `verification-request-submitted`: a person asked for verification; the reviewer is told. */

@@ -1,5 +1,6 @@
 import { InboundEventSchema, peekIdentity } from '../contracts/index.ts'
 import { sha256Hex } from '../crypto.ts'
+import { DispatchMessageSchema } from '../dispatch/message.ts'
 import type { Logger } from '../log.ts'
 import { QUEUES } from '../queue/names.ts'
 import { DeadLetterEnvelopeSchema } from './envelope.ts'
@@ -57,7 +58,9 @@ async function toRow(message: Message<unknown>): Promise<DeadLetterRow> {
 
 /** The queue a message that Cloudflare moved came from, judged by its shape. */
 function queueByShape(body: unknown): string {
-  return InboundEventSchema.safeParse(body).success ? QUEUES.events : 'unknown'
+  if (InboundEventSchema.safeParse(body).success) return QUEUES.events
+  if (DispatchMessageSchema.safeParse(body).success) return QUEUES.dispatch
+  return 'unknown'
 }
 
 type Identity = Pick<

@@ -62,7 +62,10 @@ export const ingest = new Hono<{ Bindings: Env }>().post(
     if (oversized.length > 0)
       throw new ApiError('PAYLOAD_TOO_LARGE', 'an event is too large for a queue message', oversized)
     try {
-      await sendAll(c.env.EVENTS, events)
+      await sendAll(
+        c.env.EVENTS,
+        events.map((body) => ({ body })),
+      )
     } catch (error) {
       console.error(JSON.stringify({ level: 'error', event: 'ingest.queue-failed', error: (error as Error).message }))
       throw new ApiError(

@@ -1,16 +1,43 @@
 import { configOf } from '../config.ts'
+import { dispatchFor } from '../dispatch/message.ts'
 import type { Logger } from '../log.ts'
 import { deleteProcessedEventsBefore } from '../materialize/processed.ts'
+import { sendAll } from '../queue/send.ts'
+import { markEnqueued, selectStuckNotifications } from './stuck.ts'
 
 const DAY_MS = 86_400_000
 
+/** Stuck notifications re-enqueued per run; the next run takes the rest. */
+const STUCK_BATCH = 500
+
 /**
- * The cron trigger's work: retention of processed-event keys. A failure is
- * logged and thrown, so the invocation shows as failed and the next tick
- * tries again; nothing here loses data that is still needed.
+ * The cron trigger's work. The notification row is the outbox of the dispatch
+ * queue: whatever dispatch message was lost (a crash between commit and send,
+ * local queue contents dropped on restart, a sender that died holding a lease)
+ * is sent again here, and dispatch's claim makes that safe. Then retention of
+ * processed-event keys. A failure is thrown so the run shows as failed; the
+ * next one tries again.
  */
 export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<void> {
   const config = configOf(env)
+  const nowIso = now.toISOString()
+  const cutoff = new Date(now.getTime() - config.STUCK_GRACE_SECONDS * 1000).toISOString()
+  const { results: stuck } = await selectStuckNotifications(env.DB, nowIso, cutoff, STUCK_BATCH).all<{
+    id: string
+    scheduled_at: string
+  }>()
+  if (stuck.length > 0) {
+    await sendAll(
+      env.DISPATCH,
+      stuck.map((row) => dispatchFor(row.id, row.scheduled_at, now)),
+    )
+    await markEnqueued(
+      env.DB,
+      stuck.map((row) => row.id),
+      nowIso,
+    ).run()
+    log.warn('maintenance.re-enqueued', { count: stuck.length })
+  }
   const before = new Date(now.getTime() - config.PROCESSED_EVENTS_RETENTION_DAYS * DAY_MS).toISOString()
   const result = await deleteProcessedEventsBefore(env.DB, before).run()
   log.info('maintenance.retention', { table: 'processed_events', before, deleted: result.meta.changes })

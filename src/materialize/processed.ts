@@ -1,34 +1,52 @@
-import type { DecodedEvent, InboundEvent } from '../contracts/index.ts'
+import type { InboundEvent } from '../contracts/index.ts'
 
-/** An event ready to be recorded in `processed_events`. */
-export type ProcessedEvent = { inbound: InboundEvent; event: DecodedEvent; outcome: string }
+/** An event as recorded in `processed_events`. */
+export type ProcessedEvent = {
+  idempotencyKey: string
+  eventId: string
+  contract: string
+  eventType: string
+  kind: string | null
+  traceId: string | null
+  outcome: string
+  inbound: InboundEvent
+}
 
 /**
- * Records an event as processed unless its idempotency key already is.
- * `meta.changes` of the statement's result is 0 for a duplicate.
- * Parameters: idempotency key, event id, contract, event type, source, origin,
- * source message id, outcome, received at, processed at.
+ * Records an event as processed by the batch holding `claim`, unless its
+ * idempotency key already is (then `meta.changes` is 0 and the claim stays the
+ * first writer's). Parameters: key, event id, contract, event type, source,
+ * origin, source message id, outcome, received at, processed at, claim, kind, trace id.
  */
-export function insertProcessedEvent(db: D1Database, row: ProcessedEvent, now: string): D1PreparedStatement {
-  const { inbound, event, outcome } = row
+export function insertProcessedEvent(
+  db: D1Database,
+  row: ProcessedEvent,
+  now: string,
+  claim: string,
+): D1PreparedStatement {
+  const { inbound } = row
   return db
     .prepare(
       `INSERT INTO processed_events
-         (idempotency_key, event_id, contract, event_type, source, origin, source_message_id, outcome, received_at, processed_at)
-       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         (idempotency_key, event_id, contract, event_type, source, origin, source_message_id, outcome, received_at,
+          processed_at, claim, kind, trace_id)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
        ON CONFLICT (idempotency_key) DO NOTHING`,
     )
     .bind(
-      event.idempotencyKey,
-      event.eventId,
-      event.contract,
-      event.eventType,
+      row.idempotencyKey,
+      row.eventId,
+      row.contract,
+      row.eventType,
       inbound.source,
       inbound.origin,
       inbound.sourceMessageId,
-      outcome,
+      row.outcome,
       inbound.receivedAt,
       now,
+      claim,
+      row.kind,
+      row.traceId,
     )
 }
 

@@ -1,22 +1,32 @@
 import { QUEUE_BATCH_MAX_BYTES, QUEUE_BATCH_MAX_MESSAGES, utf8Length } from '../contracts/limits.ts'
 
+/** One message to send: a JSON body and an optional delivery delay. */
+export type Outgoing = { body: unknown; delaySeconds?: number }
+
+/** Longest delay Cloudflare Queues accepts for one message (12 hours). */
+export const MAX_DELAY_SECONDS = 43_200
+
 /**
- * Sends JSON bodies with as few `sendBatch` calls as the platform limits allow
- * (100 messages, 256 KB per call). Rejects when any call fails; the caller
- * retries the whole set, which is safe because every consumer is idempotent.
+ * Sends JSON messages with as few `sendBatch` calls as the platform limits
+ * allow (100 messages, 256 KB per call). Rejects when any call fails; the
+ * caller retries the whole set, which is safe because every consumer is idempotent.
  */
-export async function sendAll(queue: Queue, bodies: readonly unknown[], options: { delaySeconds?: number } = {}) {
+export async function sendAll(queue: Queue, messages: readonly Outgoing[]): Promise<void> {
   let chunk: MessageSendRequest[] = []
   let bytes = 0
   const flush = async () => {
-    if (chunk.length > 0) await queue.sendBatch(chunk, options)
+    if (chunk.length > 0) await queue.sendBatch(chunk)
     chunk = []
     bytes = 0
   }
-  for (const body of bodies) {
+  for (const { body, delaySeconds } of messages) {
     const size = utf8Length(JSON.stringify(body))
     if (chunk.length === QUEUE_BATCH_MAX_MESSAGES || bytes + size > QUEUE_BATCH_MAX_BYTES) await flush()
-    chunk.push({ body, contentType: 'json' })
+    const request: MessageSendRequest = { body, contentType: 'json' }
+    if (delaySeconds !== undefined && delaySeconds > 0) {
+      request.delaySeconds = Math.min(MAX_DELAY_SECONDS, Math.ceil(delaySeconds))
+    }
+    chunk.push(request)
     bytes += size
   }
   await flush()

@@ -25,7 +25,10 @@ export async function settleBatch(
       return deadLetterEnvelope(batch.queue, message, settlement)
     })
     try {
-      await sendAll(deps.dlq, envelopes)
+      await sendAll(
+        deps.dlq,
+        envelopes.map((body) => ({ body })),
+      )
     } catch (error) {
       deadLettersSent = false
       deps.log.error('dead-letter.send-failed', { queue: batch.queue, count: dead.length, error })

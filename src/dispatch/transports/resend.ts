@@ -1,0 +1,58 @@
+import { buildMime, messageIdOf } from '../mime.ts'
+import { SendError, type Transport } from './types.ts'
+
+/** Longest wait for the provider before the attempt counts as a transient failure. */
+const TIMEOUT_MS = 15_000
+
+/**
+ * Resend's HTTP API. `Idempotency-Key` is the notification id, so a retry
+ * after a lost answer does not send twice (within Resend's 24 h window).
+ * 429, 5xx, 409 (a concurrent request with the same key) and network errors
+ * are transient; other 4xx are permanent.
+ */
+export function resendTransport(
+  options: { apiKey: string; baseUrl: string },
+  fetcher: typeof fetch = fetch,
+): Transport {
+  return {
+    name: 'resend',
+    async send(mail) {
+      const messageId = messageIdOf(mail)
+      const from = `${mail.from.name.replace(/[<>"]/g, '')} <${mail.from.address}>`
+      let response: Response
+      try {
+        response = await fetcher(new URL('/emails', options.baseUrl), {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${options.apiKey}`,
+            'content-type': 'application/json',
+            'idempotency-key': mail.notificationId,
+          },
+          body: JSON.stringify({
+            from,
+            to: [mail.to.address],
+            subject: mail.subject,
+            text: mail.text,
+            html: mail.html,
+            headers: { 'Message-ID': messageId, 'X-Notify-Edge-Notification': mail.notificationId },
+          }),
+          signal: AbortSignal.timeout(TIMEOUT_MS),
+        })
+      } catch (cause) {
+        throw new SendError(`resend: ${(cause as Error).message}`, false, { cause })
+      }
+      const text = await response.text()
+      if (!response.ok) {
+        const transient = response.status === 429 || response.status === 409 || response.status >= 500
+        throw new SendError(`resend: HTTP ${response.status} ${text.slice(0, 300)}`, !transient)
+      }
+      let id: unknown
+      try {
+        id = (JSON.parse(text) as { id?: unknown }).id
+      } catch {
+        id = undefined
+      }
+      return { providerId: typeof id === 'string' ? id : messageId, raw: buildMime(mail), messageId }
+    },
+  }
+}

@@ -1,0 +1,147 @@
+import type { TemplateSource } from '../templates/render.ts'
+import type { Kind, Urgency } from './kinds.ts'
+
+/** A contact from the replica. */
+export type Contact = {
+  userId: string
+  email: string
+  locale: string | null
+  timeZone: string | null
+  displayName: string | null
+  version: number
+}
+
+/** Everything the planner needs from D1 for one batch, read in one round trip. */
+export type BatchContext = {
+  processed: Set<string>
+  /** Pending notifications of already-processed events, to dispatch again. */
+  pendingByEvent: Map<string, { id: string; scheduledAt: string }[]>
+  contacts: Map<string, Contact>
+  reviewerPool: string[]
+  /** `${kind}|${urgency}` → channels */
+  channels: Map<string, string[]>
+  templates: TemplateSource[]
+  /** Decisions already notified from the authoritative source: rows of (person, request). */
+  authoritative: { person: string; request: string | null }[]
+}
+
+/** What to read for a batch. */
+export type ContextQuery = {
+  keys: string[]
+  userIds: string[]
+  needPool: boolean
+  kinds: Kind[]
+  decisionPersons: string[]
+}
+
+const json = (values: readonly string[]) => JSON.stringify([...new Set(values)])
+
+/**
+ * Reads the batch context with one `DB.batch` of seven statements, whatever
+ * the batch size: lists travel as one JSON parameter each (`json_each`).
+ */
+export async function loadContext(db: D1Database, query: ContextQuery): Promise<BatchContext> {
+  const [processed, pending, contacts, pool, policies, templates, decisions] = await db.batch([
+    // ?1: JSON array of idempotency keys
+    db
+      .prepare(
+        'SELECT idempotency_key FROM processed_events WHERE idempotency_key IN (SELECT value FROM json_each(?1))',
+      )
+      .bind(json(query.keys)),
+    // ?1: JSON array of idempotency keys
+    db
+      .prepare(
+        `SELECT id, idempotency_key, scheduled_at FROM notifications
+         WHERE idempotency_key IN (SELECT value FROM json_each(?1)) AND status = 'pending'`,
+      )
+      .bind(json(query.keys)),
+    // ?1: JSON array of user ids; ?2: 1 to add every reviewer of the pool
+    db
+      .prepare(
+        `SELECT user_id, email, locale, time_zone, display_name, version FROM contacts
+         WHERE user_id IN (SELECT value FROM json_each(?1))
+            OR (?2 = 1 AND user_id IN (SELECT user_id FROM reviewer_pool))`,
+      )
+      .bind(json(query.userIds), query.needPool ? 1 : 0),
+    // ?1: 1 when the pool is needed
+    db.prepare('SELECT user_id FROM reviewer_pool WHERE ?1 = 1 ORDER BY user_id').bind(query.needPool ? 1 : 0),
+    db.prepare('SELECT kind, urgency, channel FROM channel_policies WHERE enabled = 1'),
+    // ?1: JSON array of kinds
+    db
+      .prepare(
+        `SELECT kind, locale, channel, version, subject, text_body, html_body FROM templates
+         WHERE active = 1 AND kind IN (SELECT value FROM json_each(?1))`,
+      )
+      .bind(json(query.kinds)),
+    // ?1: JSON array of "{PersonId}:{decision}"
+    db
+      .prepare(
+        `SELECT decision_person, decision_request FROM notifications
+         WHERE is_fallback = 0 AND decision_person IN (SELECT value FROM json_each(?1))`,
+      )
+      .bind(json(query.decisionPersons)),
+  ])
+
+  const pendingByEvent = new Map<string, { id: string; scheduledAt: string }[]>()
+  for (const row of rows<{ id: string; idempotency_key: string; scheduled_at: string }>(pending)) {
+    const list = pendingByEvent.get(row.idempotency_key) ?? []
+    list.push({ id: row.id, scheduledAt: row.scheduled_at })
+    pendingByEvent.set(row.idempotency_key, list)
+  }
+  const channels = new Map<string, string[]>()
+  for (const row of rows<{ kind: string; urgency: Urgency; channel: string }>(policies)) {
+    const key = `${row.kind}|${row.urgency}`
+    channels.set(key, [...(channels.get(key) ?? []), row.channel])
+  }
+  return {
+    processed: new Set(rows<{ idempotency_key: string }>(processed).map((row) => row.idempotency_key)),
+    pendingByEvent,
+    contacts: new Map(
+      rows<{
+        user_id: string
+        email: string
+        locale: string | null
+        time_zone: string | null
+        display_name: string | null
+        version: number
+      }>(contacts).map((row) => [
+        row.user_id,
+        {
+          userId: row.user_id,
+          email: row.email,
+          locale: row.locale,
+          timeZone: row.time_zone,
+          displayName: row.display_name,
+          version: row.version,
+        },
+      ]),
+    ),
+    reviewerPool: rows<{ user_id: string }>(pool).map((row) => row.user_id),
+    channels,
+    templates: rows<{
+      kind: string
+      locale: string
+      channel: string
+      version: number
+      subject: string
+      text_body: string
+      html_body: string
+    }>(templates).map((row) => ({
+      kind: row.kind,
+      locale: row.locale,
+      channel: row.channel,
+      version: row.version,
+      subject: row.subject,
+      textBody: row.text_body,
+      htmlBody: row.html_body,
+    })),
+    authoritative: rows<{ decision_person: string; decision_request: string | null }>(decisions).map((row) => ({
+      person: row.decision_person,
+      request: row.decision_request,
+    })),
+  }
+}
+
+function rows<T>(result: D1Result | undefined): T[] {
+  return (result?.results ?? []) as T[]
+}

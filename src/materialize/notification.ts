@@ -1,0 +1,49 @@
+import { sha256Hex } from '../crypto.ts'
+import type { Kind, Urgency } from './kinds.ts'
+
+/** Statuses of a notification (DESIGN §4). */
+export type NotificationStatus =
+  | 'pending'
+  | 'sending'
+  | 'sent'
+  | 'failed'
+  | 'undeliverable'
+  | 'superseded'
+  | 'suppressed'
+
+/** A notification as materialize writes it. */
+export type NotificationRow = {
+  id: string
+  idempotencyKey: string
+  eventId: string
+  source: string
+  sourceMessageId: string
+  kind: Kind
+  channel: string
+  urgency: Urgency
+  recipientUserId: string
+  recipientEmail: string | null
+  recipientName: string | null
+  locale: string | null
+  timeZone: string | null
+  subject: string | null
+  textBody: string | null
+  htmlBody: string | null
+  templateVersion: number | null
+  status: Extract<NotificationStatus, 'pending' | 'undeliverable'>
+  statusReason: string | null
+  errorCode: string | null
+  isFallback: boolean
+  decisionPerson: string | null
+  decisionRequest: string | null
+  scheduledAt: string
+  traceId: string | null
+}
+
+/**
+ * The id of the notification for (event, recipient, channel, kind): derived,
+ * so that a redelivered event names the same notifications (INV-NTF-1).
+ */
+export async function notificationId(sourceMessageId: string, userId: string, channel: string, kind: Kind) {
+  return `ntf_${(await sha256Hex(`${sourceMessageId}\n${userId}\n${channel}\n${kind}`)).slice(0, 32)}`
+}

@@ -1,0 +1,65 @@
+import type { Contact } from './context.ts'
+import type { NotificationRow } from './notification.ts'
+
+/**
+ * Inserts a notification unless (event, recipient, channel, kind) already has
+ * one (INV-NTF-1). Parameters: the fields of `NotificationRow`, then now.
+ */
+export function insertNotification(db: D1Database, row: NotificationRow, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO notifications
+         (id, idempotency_key, event_id, source, source_message_id, kind, channel, urgency, recipient_user_id,
+          recipient_email, recipient_name, locale, time_zone, subject, text_body, html_body, template_version,
+          status, status_reason, error_code, is_fallback, decision_person, decision_request, scheduled_at,
+          trace_id, enqueued_at, created_at, updated_at)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
+          ?23, ?24, ?25, ?26, ?26, ?26)
+       ON CONFLICT DO NOTHING`,
+    )
+    .bind(
+      row.id,
+      row.idempotencyKey,
+      row.eventId,
+      row.source,
+      row.sourceMessageId,
+      row.kind,
+      row.channel,
+      row.urgency,
+      row.recipientUserId,
+      row.recipientEmail,
+      row.recipientName,
+      row.locale,
+      row.timeZone,
+      row.subject,
+      row.textBody,
+      row.htmlBody,
+      row.templateVersion,
+      row.status,
+      row.statusReason,
+      row.errorCode,
+      row.isFallback ? 1 : 0,
+      row.decisionPerson,
+      row.decisionRequest,
+      row.scheduledAt,
+      row.traceId,
+      now,
+    )
+}
+
+/**
+ * Upserts a contact of the replica; an older or equal `version` changes
+ * nothing. Parameters: user id, email, locale, time zone, display name, version, now.
+ */
+export function upsertContact(db: D1Database, contact: Contact, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO contacts (user_id, email, locale, time_zone, display_name, version, updated_at)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+       ON CONFLICT (user_id) DO UPDATE SET
+         email = excluded.email, locale = excluded.locale, time_zone = excluded.time_zone,
+         display_name = excluded.display_name, version = excluded.version, updated_at = excluded.updated_at
+       WHERE excluded.version > contacts.version`,
+    )
+    .bind(contact.userId, contact.email, contact.locale, contact.timeZone, contact.displayName, contact.version, now)
+}

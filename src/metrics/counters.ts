@@ -1,0 +1,50 @@
+/** Names of the counters kept in D1 table `counters`. */
+export const COUNTERS = {
+  events: 'notify_events_total',
+  notifications: 'notify_notifications_total',
+} as const
+
+/** Counter increments gathered over a batch, written as one statement per label set. */
+export class CounterBatch {
+  readonly #values = new Map<string, { name: string; labels: string; value: number; guard?: Guard }>()
+
+  /** Adds `value` to counter `name` with `labels`; with a guard, only if that batch won the event's claim. */
+  add(name: string, labels: Record<string, string>, value = 1, guard?: Guard): void {
+    const canonical = JSON.stringify(Object.fromEntries(Object.entries(labels).sort(([a], [b]) => a.localeCompare(b))))
+    const key = `${name}\n${canonical}\n${guard ? `${guard.idempotencyKey}\n${guard.claim}` : ''}`
+    const entry = this.#values.get(key)
+    if (entry) entry.value += value
+    else this.#values.set(key, { name, labels: canonical, value, guard })
+  }
+
+  /** The statements that apply the increments. */
+  statements(db: D1Database): D1PreparedStatement[] {
+    return [...this.#values.values()].map((entry) =>
+      incrementCounter(db, entry.name, entry.labels, entry.value, entry.guard),
+    )
+  }
+}
+
+/** Only count if `processed_events` row `idempotencyKey` carries `claim` (this batch wrote it). */
+export type Guard = { idempotencyKey: string; claim: string }
+
+/**
+ * Adds to a counter. Parameters: name, canonical labels JSON, increment, and
+ * optionally the idempotency key and claim that must match.
+ */
+export function incrementCounter(
+  db: D1Database,
+  name: string,
+  labels: string,
+  value: number,
+  guard?: Guard,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO counters (name, labels, value)
+       SELECT ?1, ?2, ?3
+       WHERE ?4 IS NULL OR EXISTS (SELECT 1 FROM processed_events WHERE idempotency_key = ?4 AND claim = ?5)
+       ON CONFLICT (name, labels) DO UPDATE SET value = value + excluded.value`,
+    )
+    .bind(name, labels, value, guard?.idempotencyKey ?? null, guard?.claim ?? null)
+}

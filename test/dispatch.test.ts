@@ -1,0 +1,145 @@
+import { env } from 'cloudflare:workers'
+import { describe, expect, it } from 'vitest'
+import { deliver, eventually, guid, parseMime } from './helpers.ts'
+
+type Row = {
+  id: string
+  status: string
+  send_attempts: number
+  provider_id: string | null
+  error_code: string | null
+  status_reason: string | null
+}
+
+/** A pending notification due now, as materialize would have written it. */
+async function pendingNotification(email: string, overrides: { scheduledAt?: string } = {}): Promise<string> {
+  const id = `ntf_test_${guid().replaceAll('-', '')}`
+  const now = new Date().toISOString()
+  await env.DB.prepare(
+    `INSERT INTO notifications (id, idempotency_key, event_id, source, source_message_id, kind, channel, urgency,
+       recipient_user_id, recipient_email, recipient_name, locale, time_zone, subject, text_body, html_body,
+       template_version, status, scheduled_at, enqueued_at, created_at, updated_at)
+     VALUES (?1, ?2, ?3, 'http', ?3, 'InvitationCreated', 'email', 'normal', ?4, ?5, 'Михаил Дизайнер', 'ru',
+       'Europe/Moscow', 'Вас пригласили в проект', 'Текст', '<p>Текст</p>', 1, 'pending', ?6, ?7, ?7, ?7)`,
+  )
+    .bind(id, `test:${id}`, guid(), guid(), email, overrides.scheduledAt ?? now, now)
+    .run()
+  return id
+}
+
+async function rowOf(id: string): Promise<Row> {
+  return (await env.DB.prepare('SELECT * FROM notifications WHERE id = ?1').bind(id).first<Row>()) as Row
+}
+
+const resendEnv = () => ({
+  ...env,
+  EMAIL_TRANSPORT: 'resend',
+  RESEND_API_KEY: 'test-resend-key',
+  RESEND_API_URL: 'http://fake-resend.test',
+})
+
+/** Delivers a dispatch message with an env of our choosing (the transport is configuration). */
+async function dispatch(id: string, attempts = 1, overrides?: Record<string, unknown>) {
+  const { createExecutionContext, createMessageBatch, getQueueResult } = await import('cloudflare:test')
+  const { default: worker } = await import('../src/index.ts')
+  const { vi } = await import('vitest')
+  const batch = createMessageBatch('notify-dispatch', [
+    { id: `d-${guid()}`, timestamp: new Date(), attempts, body: { notificationId: id } },
+  ])
+  const retry = vi.spyOn(batch.messages[0] as Message, 'retry')
+  const ctx = createExecutionContext()
+  await worker.queue(batch, (overrides ?? env) as Env)
+  const result = await getQueueResult(batch, ctx)
+  return { ...result, delays: retry.mock.calls.map(([options]) => options?.delaySeconds) }
+}
+
+describe('notify-dispatch consumer', () => {
+  it('two concurrent deliveries of one dispatch message → one claim, one email', async () => {
+    const id = await pendingNotification(`concurrent-${guid().slice(0, 8)}@example.com`)
+    const results = await Promise.all([dispatch(id), dispatch(id), dispatch(id)])
+    for (const result of results) expect(result.explicitAcks).toHaveLength(1)
+    const row = await rowOf(id)
+    expect(row).toMatchObject({ status: 'sent', send_attempts: 1 })
+    const { results: sent } = await env.DB.prepare('SELECT raw FROM sent_messages WHERE notification_id = ?1')
+      .bind(id)
+      .all<{ raw: string }>()
+    expect(sent).toHaveLength(1)
+    expect(parseMime(sent[0]?.raw as string).headers['message-id']).toBe(`<${id}@notify-edge.example>`)
+  })
+
+  it('a notification that is not due yet goes back on the queue instead of out', async () => {
+    const later = new Date(Date.now() + 3_600_000).toISOString()
+    const id = await pendingNotification(`later-${guid().slice(0, 8)}@example.com`, { scheduledAt: later })
+    const result = await dispatch(id)
+    expect(result.explicitAcks).toHaveLength(1)
+    expect(await rowOf(id)).toMatchObject({ status: 'pending', send_attempts: 0 })
+  })
+
+  it('resend: sends with the notification id as Idempotency-Key and records the provider id', async () => {
+    const id = await pendingNotification(`ok-${guid().slice(0, 8)}@example.com`)
+    const result = await dispatch(id, 1, resendEnv())
+    expect(result.explicitAcks).toHaveLength(1)
+    expect(await rowOf(id)).toMatchObject({ status: 'sent', provider_id: `re_${id}` })
+    const sent = await env.DB.prepare('SELECT transport FROM sent_messages WHERE notification_id = ?1').bind(id).first()
+    expect(sent).toEqual({ transport: 'resend' })
+  })
+
+  it('resend: a transient failure (503, 429) is retried after 5 s, then 30 s, then dead-lettered and failed', async () => {
+    for (const prefix of ['transient', 'ratelimited']) {
+      const id = await pendingNotification(`${prefix}-${guid().slice(0, 8)}@example.com`)
+      expect((await dispatch(id, 1, resendEnv())).delays).toEqual([5])
+      expect(await rowOf(id)).toMatchObject({ status: 'pending', error_code: 'NTF_SEND_TRANSIENT' })
+      expect((await dispatch(id, 2, resendEnv())).delays).toEqual([30])
+      const last = await dispatch(id, 3, resendEnv())
+      expect(last.delays).toEqual([])
+      expect(last.explicitAcks).toHaveLength(1)
+      expect(await rowOf(id)).toMatchObject({ status: 'failed', error_code: 'NTF_SEND_TRANSIENT', send_attempts: 3 })
+      await eventually(async () => {
+        const dead = await env.DB.prepare('SELECT code, queue FROM dead_letters WHERE body LIKE ?1')
+          .bind(`%${id}%`)
+          .first()
+        expect(dead).toEqual({ code: 'NTF_SEND_TRANSIENT', queue: 'notify-dispatch' })
+      })
+    }
+  })
+
+  it('resend: a permanent failure (422) ends the notification failed, without retry or dead letter', async () => {
+    const id = await pendingNotification(`permanent-${guid().slice(0, 8)}@example.com`)
+    const result = await dispatch(id, 1, resendEnv())
+    expect(result.delays).toEqual([])
+    expect(result.explicitAcks).toHaveLength(1)
+    const row = await rowOf(id)
+    expect(row).toMatchObject({ status: 'failed', error_code: 'NTF_SEND_PERMANENT', send_attempts: 1 })
+    expect(row.status_reason).toContain('HTTP 422')
+    const dead = await env.DB.prepare('SELECT count(*) AS n FROM dead_letters WHERE body LIKE ?1')
+      .bind(`%${id}%`)
+      .first()
+    expect(dead).toEqual({ n: 0 })
+  })
+
+  it('the cron re-enqueues a pending notification whose dispatch message was lost, and it is sent', async () => {
+    const past = new Date(Date.now() - 3_600_000).toISOString()
+    const id = await pendingNotification(`lost-${guid().slice(0, 8)}@example.com`, { scheduledAt: past })
+    await env.DB.prepare('UPDATE notifications SET enqueued_at = ?2 WHERE id = ?1').bind(id, past).run()
+    const { createExecutionContext, createScheduledController, waitOnExecutionContext } = await import(
+      'cloudflare:test'
+    )
+    const { default: worker } = await import('../src/index.ts')
+    const ctx = createExecutionContext()
+    await worker.scheduled(createScheduledController({ scheduledTime: new Date(), cron: '* * * * *' }), env)
+    await waitOnExecutionContext(ctx)
+    await eventually(async () => expect((await rowOf(id)).status).toBe('sent'))
+  })
+
+  it('a dispatch message for an unknown notification is acked; a malformed one is dead-lettered', async () => {
+    expect((await deliver({ notificationId: 'ntf_missing' }, 1, 'x1', 'notify-dispatch')).explicitAcks).toEqual(['x1'])
+    const marker = guid()
+    expect((await deliver({ wrong: marker }, 1, 'x2', 'notify-dispatch')).explicitAcks).toEqual(['x2'])
+    await eventually(async () => {
+      const dead = await env.DB.prepare('SELECT code, queue FROM dead_letters WHERE body LIKE ?1')
+        .bind(`%${marker}%`)
+        .first()
+      expect(dead).toEqual({ code: 'NTF_INVALID_PAYLOAD', queue: 'notify-dispatch' })
+    })
+  })
+})

@@ -1,0 +1,312 @@
+import { env } from 'cloudflare:workers'
+import { describe, expect, it } from 'vitest'
+import {
+  deliver,
+  eventually,
+  freshInbound,
+  guid,
+  notificationsOf,
+  parseMime,
+  seedContact,
+  sentMessagesOf,
+} from './helpers.ts'
+
+/** A verification story with its own person, owner, reviewer and request. */
+async function story(options: { ownerContact?: boolean; reviewerContact?: boolean } = {}) {
+  const ids = { owner: guid(), person: guid(), request: guid(), reviewer: guid() }
+  if (options.ownerContact !== false) {
+    await seedContact(ids.owner, { email: `owner-${ids.owner.slice(0, 8)}@example.com`, displayName: 'Анна Клиент' })
+  }
+  if (options.reviewerContact !== false) {
+    await seedContact(ids.reviewer, {
+      email: `reviewer-${ids.reviewer.slice(0, 8)}@example.com`,
+      displayName: 'Рецензент',
+    })
+  }
+  const submitted = () =>
+    freshInbound('verification-request-submitted', (value) => {
+      Object.assign(value, {
+        RequestId: ids.request,
+        PersonId: ids.person,
+        UserId: ids.owner,
+        ReviewerUserId: ids.reviewer,
+      })
+    })
+  const completed = (decision: string, reason?: string) =>
+    freshInbound('verification-completed', (value) => {
+      Object.assign(value, { RequestId: ids.request, PersonId: ids.person, UserId: ids.owner, Decision: decision })
+      if (reason === undefined) delete value.Reason
+      else value.Reason = reason
+    })
+  const personUpserted = (
+    status: string | null,
+    previous: string | null = 'pending',
+    requestId: string | null = ids.request,
+  ) =>
+    freshInbound('person-upserted', (value) => {
+      Object.assign(value, {
+        PersonId: ids.person,
+        UserId: ids.owner,
+        VerificationStatus: status,
+        PreviousVerificationStatus: previous,
+        VerificationRequestId: requestId,
+      })
+    })
+  return { ids, submitted, completed, personUpserted }
+}
+
+const messageIdOf = (event: { headers: Record<string, string> }) => event.headers['message-id'] as string
+
+async function outcomeOf(eventId: string): Promise<string | undefined> {
+  const row = await env.DB.prepare('SELECT outcome FROM processed_events WHERE event_id = ?1')
+    .bind(eventId)
+    .first<{ outcome: string }>()
+  return row?.outcome
+}
+
+/** Waits until the event's notifications have reached their final status. */
+async function settled(eventId: string, status = 'sent') {
+  return eventually(async () => {
+    const rows = await notificationsOf(eventId)
+    expect(rows.length).toBeGreaterThan(0)
+    for (const row of rows) expect(row.status).toBe(status)
+    return rows
+  })
+}
+
+describe('profile events → notifications (seed 002 acceptance criteria)', () => {
+  it('Given verification-request-submitted, When the consumer processes it, Then the PIN reviewer gets a NotificationEntity(Pending, Kind=VerificationSubmitted)', async () => {
+    const { ids, submitted } = await story()
+    const event = submitted()
+    const result = await deliver(event, 1)
+    expect(result.explicitAcks).toHaveLength(1)
+    const [created, ...others] = await notificationsOf(messageIdOf(event))
+    expect(others).toEqual([])
+    expect(created).toMatchObject({ kind: 'VerificationSubmitted', recipient_user_id: ids.reviewer, urgency: 'normal' })
+    expect(['pending', 'sending', 'sent']).toContain(created?.status)
+    expect(await outcomeOf(messageIdOf(event))).toBe('enqueued')
+    const counter = await env.DB.prepare(
+      "SELECT value FROM counters WHERE name = 'notify_notifications_total' AND labels = ?1",
+    )
+      .bind(JSON.stringify({ channel: 'email', kind: 'VerificationSubmitted', status: 'pending' }))
+      .first<{ value: number }>()
+    expect(counter?.value).toBeGreaterThanOrEqual(1)
+    const [row] = await settled(messageIdOf(event))
+    expect(row?.subject).toBe('Новая заявка на верификацию')
+  })
+
+  it('Given verification-completed(rejected, Reason), When processed, Then the owner gets VerificationRejected with the Reason, seen only by the owner', async () => {
+    const { ids, submitted, completed } = await story()
+    const reason = `Скан паспорта нечитаем ${guid()}`
+    const request = submitted()
+    await deliver(request, 1)
+    const decision = completed('rejected', reason)
+    await deliver(decision, 1)
+    const [row, ...others] = await settled(messageIdOf(decision))
+    expect(others).toEqual([])
+    expect(row).toMatchObject({ kind: 'VerificationRejected', recipient_user_id: ids.owner })
+    const [sent] = await sentMessagesOf(messageIdOf(decision))
+    const mail = parseMime(sent?.raw as string)
+    expect(mail.headers.subject).toBe('Верификация отклонена')
+    expect(mail.headers.to).toContain(`owner-${ids.owner.slice(0, 8)}@example.com`)
+    expect(mail.text).toContain(`Причина: ${reason}`)
+    // The reviewer's notification about the same request does not carry it.
+    await settled(messageIdOf(request))
+    const { results } = await env.DB.prepare(
+      'SELECT recipient_user_id FROM notifications WHERE instr(text_body, ?1) OR instr(html_body, ?1) OR instr(subject, ?1)',
+    )
+      .bind(reason)
+      .all()
+    expect(results).toEqual([{ recipient_user_id: ids.owner }])
+  })
+
+  it('Given person-upserted with a verification status change already covered by the request event, When mapped, Then ignored-event (ack) and no duplicate notification', async () => {
+    const { completed, personUpserted } = await story()
+    const decision = completed('approved')
+    await deliver(decision, 1)
+    await settled(messageIdOf(decision))
+    const upsert = personUpserted('approved')
+    const result = await deliver(upsert, 1)
+    expect(result.explicitAcks).toHaveLength(1)
+    expect(await outcomeOf(messageIdOf(upsert))).toBe('ignored-event')
+    expect(await notificationsOf(messageIdOf(upsert))).toEqual([])
+  })
+
+  it('Given person-upserted without a verification status change, When filtered, Then ignored-event (ack)', async () => {
+    const { personUpserted } = await story()
+    for (const upsert of [personUpserted('pending', 'pending'), personUpserted(null, null)]) {
+      const result = await deliver(upsert, 1)
+      expect(result.explicitAcks).toHaveLength(1)
+      expect(await outcomeOf(messageIdOf(upsert))).toBe('ignored-event')
+      expect(await notificationsOf(messageIdOf(upsert))).toEqual([])
+    }
+  })
+
+  it('Given the same event delivered again, When processed, Then skipped-duplicate (ack) and no new notifications', async () => {
+    const { completed } = await story()
+    const decision = completed('approved')
+    await deliver(decision, 1)
+    const [first] = await settled(messageIdOf(decision))
+    await env.IDEMPOTENCY.delete(`notifications-profile:verification-completed:${messageIdOf(decision)}`)
+    // Once past KV (deleted above) so D1 decides, once through the KV fast path.
+    for (const _ of [1, 2]) {
+      const again = await deliver({ ...decision, sourceMessageId: guid() }, 1)
+      expect(again.explicitAcks).toHaveLength(1)
+    }
+    const rows = await notificationsOf(messageIdOf(decision))
+    expect(rows).toEqual([first])
+    expect(await sentMessagesOf(messageIdOf(decision))).toHaveLength(1)
+  })
+})
+
+describe('verification decisions from two sources: one email per decision in either order', () => {
+  it('person-upserted first: the fallback waits out its grace, then is superseded by the authoritative decision', async () => {
+    const { ids, completed, personUpserted } = await story()
+    const upsert = personUpserted('rejected')
+    await deliver(upsert, 1)
+    const [fallback] = await notificationsOf(messageIdOf(upsert))
+    expect(fallback).toMatchObject({ kind: 'VerificationRejected', urgency: 'low', status: 'pending', is_fallback: 1 })
+    expect(Date.parse(fallback?.scheduled_at as string)).toBeGreaterThanOrEqual(Date.now() + 500_000)
+
+    const decision = completed('rejected', 'Нечитаемый скан')
+    await deliver(decision, 1)
+    await settled(messageIdOf(decision))
+
+    // The grace period is over: its dispatch message arrives and finds the authoritative notification.
+    await env.DB.prepare("UPDATE notifications SET scheduled_at = '2000-01-01T00:00:00.000Z' WHERE id = ?1")
+      .bind(fallback?.id)
+      .run()
+    const result = await deliver({ notificationId: fallback?.id }, 1, `msg-${guid()}`, 'notify-dispatch')
+    expect(result.explicitAcks).toHaveLength(1)
+    const [ended] = await notificationsOf(messageIdOf(upsert))
+    expect(ended).toMatchObject({ status: 'superseded' })
+    const { results } = await env.DB.prepare(
+      "SELECT count(*) AS n FROM notifications WHERE recipient_user_id = ?1 AND status = 'sent'",
+    )
+      .bind(ids.owner)
+      .all<{ n: number }>()
+    expect(results[0]?.n).toBe(1)
+  })
+
+  it('fallback already sent: the authoritative decision is suppressed', async () => {
+    const { ids, completed, personUpserted } = await story()
+    const upsert = personUpserted('approved')
+    await deliver(upsert, 1)
+    const [fallback] = await notificationsOf(messageIdOf(upsert))
+    await env.DB.prepare("UPDATE notifications SET scheduled_at = '2000-01-01T00:00:00.000Z' WHERE id = ?1")
+      .bind(fallback?.id)
+      .run()
+    await deliver({ notificationId: fallback?.id }, 1, `msg-${guid()}`, 'notify-dispatch')
+    expect((await notificationsOf(messageIdOf(upsert)))[0]?.status).toBe('sent')
+
+    const decision = completed('approved')
+    await deliver(decision, 1)
+    await settled(messageIdOf(decision), 'suppressed')
+    const { results } = await env.DB.prepare(
+      'SELECT status FROM notifications WHERE recipient_user_id = ?1 ORDER BY status',
+    )
+      .bind(ids.owner)
+      .all<{ status: string }>()
+    expect(results.map((row) => row.status)).toEqual(['sent', 'suppressed'])
+  })
+
+  it('an unknown Decision value is ignored-event with a log line, not a dead letter', async () => {
+    const { completed } = await story()
+    const decision = completed('escalated')
+    const result = await deliver(decision, 1)
+    expect(result.explicitAcks).toHaveLength(1)
+    expect(await outcomeOf(messageIdOf(decision))).toBe('ignored-event')
+    expect(await notificationsOf(messageIdOf(decision))).toEqual([])
+  })
+})
+
+describe('recipients and the contact replica', () => {
+  it('a request without ReviewerUserId goes to every reviewer of the pool, once each', async () => {
+    const reviewers = [guid(), guid()]
+    for (const reviewer of reviewers) {
+      await seedContact(reviewer)
+      await env.DB.prepare('INSERT INTO reviewer_pool (user_id, added_at) VALUES (?1, ?2)')
+        .bind(reviewer, new Date().toISOString())
+        .run()
+    }
+    const event = freshInbound('verification-request-submitted', (value) => {
+      delete value.ReviewerUserId
+    })
+    await deliver(event, 1)
+    const rows = await notificationsOf(messageIdOf(event))
+    const pool = await env.DB.prepare('SELECT count(*) AS n FROM reviewer_pool').first<{ n: number }>()
+    expect(rows).toHaveLength(pool?.n ?? 0)
+    expect(rows.map((row) => row.recipient_user_id)).toEqual(expect.arrayContaining(reviewers))
+    await env.DB.prepare('DELETE FROM reviewer_pool WHERE user_id IN (?1, ?2)')
+      .bind(...reviewers)
+      .run()
+  })
+
+  it('no recipient at all → no-recipients (ack)', async () => {
+    const pool = await env.DB.prepare('SELECT count(*) AS n FROM reviewer_pool').first<{ n: number }>()
+    expect(pool?.n).toBe(0)
+    const event = freshInbound('verification-request-submitted', (value) => {
+      delete value.ReviewerUserId
+    })
+    const result = await deliver(event, 1)
+    expect(result.explicitAcks).toHaveLength(1)
+    expect(await outcomeOf(messageIdOf(event))).toBe('no-recipients')
+  })
+
+  it('a missing contact is retried (the replica may lag), then ends as undeliverable with a reason', async () => {
+    const { ids, completed } = await story({ ownerContact: false })
+    const decision = completed('approved')
+    const id = `msg-${guid()}`
+    expect((await deliver(decision, 1, id)).retryMessages).toEqual([{ msgId: id, delaySeconds: 5 }])
+    expect((await deliver(decision, 2, id)).retryMessages).toEqual([{ msgId: id, delaySeconds: 30 }])
+    expect(await notificationsOf(messageIdOf(decision))).toEqual([])
+    const last = await deliver(decision, 3, id)
+    expect(last.explicitAcks).toEqual([id])
+    const [row] = await notificationsOf(messageIdOf(decision))
+    expect(row).toMatchObject({
+      status: 'undeliverable',
+      error_code: 'NTF_CONTACT_NOT_FOUND',
+      recipient_user_id: ids.owner,
+    })
+    expect(row?.status_reason).toContain('no contact')
+    expect(await outcomeOf(messageIdOf(decision))).toBe('undeliverable')
+  })
+
+  it('contact-upserted feeds the replica; an older Version never overwrites a newer one', async () => {
+    const userId = guid()
+    const upsert = (version: number, email: string) =>
+      freshInbound('contact-upserted', (value) => {
+        Object.assign(value, { UserId: userId, Version: version, Email: email })
+      })
+    await deliver(upsert(5, 'new@example.com'), 1)
+    await deliver(upsert(3, 'old@example.com'), 1)
+    const row = await env.DB.prepare('SELECT email, version FROM contacts WHERE user_id = ?1').bind(userId).first()
+    expect(row).toEqual({ email: 'new@example.com', version: 5 })
+    await deliver(upsert(6, 'newest@example.com'), 1)
+    expect(await env.DB.prepare('SELECT email FROM contacts WHERE user_id = ?1').bind(userId).first()).toEqual({
+      email: 'newest@example.com',
+    })
+  })
+
+  it("a contact upserted earlier in the same batch is used for the batch's later events", async () => {
+    const owner = guid()
+    const contact = freshInbound('contact-upserted', (value) => {
+      Object.assign(value, { UserId: owner, Version: 1, Email: 'fresh@example.com', Locale: 'en-US' })
+    })
+    const decision = freshInbound('verification-completed', (value) => {
+      Object.assign(value, { UserId: owner, Decision: 'approved' })
+    })
+    const { deliverBatch } = await import('./helpers.ts')
+    const result = await deliverBatch([
+      { id: 'contact', attempts: 1, body: contact },
+      { id: 'decision', attempts: 1, body: decision },
+    ])
+    expect(result.explicitAcks.sort()).toEqual(['contact', 'decision'])
+    const [row] = await notificationsOf(messageIdOf(decision))
+    expect(row).toMatchObject({
+      recipient_email: 'fresh@example.com',
+      locale: 'en',
+      subject: 'Your verification is approved',
+    })
+  })
+})
