@@ -43,8 +43,9 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env,
 async function toRow(message: Message<unknown>): Promise<DeadLetterRow> {
   const envelope = DeadLetterEnvelopeSchema.safeParse(message.body)
   if (envelope.success) {
-    const { queue, code, error, attempts, failureId, failedAt } = envelope.data
-    return { ...(await identify(queue, envelope.data.message)), code, error, attempts, failureId, failedAt }
+    const { queue, code, error, attempts, failureId, failedAt, kind } = envelope.data
+    const identity = await identify(queue, envelope.data.message)
+    return { ...identity, code, error, attempts, failureId, failedAt, kind: kind ?? identity.kind }
   }
   return {
     ...(await identify(queueByShape(message.body), message.body)),
@@ -56,6 +57,13 @@ async function toRow(message: Message<unknown>): Promise<DeadLetterRow> {
   }
 }
 
+/** The kind an event type makes, where it makes only one (a decision's kind depends on its payload). */
+const KIND_OF_EVENT_TYPE: Record<string, string> = {
+  'response.created': 'ResponseCreated',
+  'invitation.created': 'InvitationCreated',
+  'verification-request-submitted': 'VerificationSubmitted',
+}
+
 /** The queue a message that Cloudflare moved came from, judged by its shape. */
 function queueByShape(body: unknown): string {
   if (InboundEventSchema.safeParse(body).success) return QUEUES.events
@@ -65,7 +73,7 @@ function queueByShape(body: unknown): string {
 
 type Identity = Pick<
   DeadLetterRow,
-  'id' | 'queue' | 'source' | 'origin' | 'sourceMessageId' | 'eventId' | 'eventType' | 'body'
+  'id' | 'queue' | 'source' | 'origin' | 'sourceMessageId' | 'eventId' | 'eventType' | 'body' | 'kind'
 >
 
 /**
@@ -85,6 +93,7 @@ async function identify(queue: string, body: unknown): Promise<Identity> {
       sourceMessageId: null,
       eventId: null,
       eventType: null,
+      kind: null,
       body: json,
     }
   }
@@ -100,6 +109,7 @@ async function identify(queue: string, body: unknown): Promise<Identity> {
     sourceMessageId: event.sourceMessageId,
     eventId: identity.eventId ?? null,
     eventType: identity.eventType ?? null,
+    kind: KIND_OF_EVENT_TYPE[identity.eventType ?? ''] ?? null,
     body: json,
   }
 }

@@ -15,6 +15,8 @@ export const DeadLetterEnvelopeSchema = z.object({
   /** Identity of this failure (message id + attempt): a redelivery of the same failure is a no-op. */
   failureId: z.string().min(1),
   failedAt: z.iso.datetime(),
+  /** The notification kind it was about, when known. */
+  kind: z.string().optional(),
   /** The original message body. */
   message: z.unknown(),
 })
@@ -26,7 +28,7 @@ export type DeadLetterEnvelope = z.infer<typeof DeadLetterEnvelopeSchema>
 export function deadLetterEnvelope(
   queue: string,
   message: Message<unknown>,
-  failure: { code: string; error: string },
+  failure: { code: string; error: string; kind?: string },
   now = new Date(),
 ): DeadLetterEnvelope {
   return {
@@ -37,6 +39,7 @@ export function deadLetterEnvelope(
     attempts: message.attempts,
     failureId: `${message.id}:${message.attempts}`,
     failedAt: now.toISOString(),
+    ...(failure.kind ? { kind: failure.kind } : {}),
     message: message.body,
   }
 }

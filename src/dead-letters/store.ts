@@ -10,6 +10,7 @@ export type DeadLetterRow = {
   sourceMessageId: string | null
   eventId: string | null
   eventType: string | null
+  kind: string | null
   /** The original queue message, JSON. */
   body: string
   failureId: string
@@ -27,13 +28,14 @@ export function upsertDeadLetter(db: D1Database, row: DeadLetterRow): D1Prepared
     .prepare(
       `INSERT INTO dead_letters
          (id, queue, code, error, attempts, source, origin, source_message_id, event_id, event_type, body,
-          history, failure_id, first_seen, last_seen)
+          history, failure_id, first_seen, last_seen, kind)
        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
-          json_array(json_object('at', ?13, 'code', ?3, 'error', ?4, 'attempts', ?5)), ?12, ?13, ?13)
+          json_array(json_object('at', ?13, 'code', ?3, 'error', ?4, 'attempts', ?5)), ?12, ?13, ?13, ?14)
        ON CONFLICT (id) DO UPDATE SET
          code = excluded.code,
          error = excluded.error,
          attempts = excluded.attempts,
+         kind = coalesce(excluded.kind, dead_letters.kind),
          failure_id = excluded.failure_id,
          last_seen = excluded.last_seen,
          failures = dead_letters.failures + 1,
@@ -55,5 +57,6 @@ export function upsertDeadLetter(db: D1Database, row: DeadLetterRow): D1Prepared
       row.body,
       row.failureId,
       row.failedAt,
+      row.kind,
     )
 }

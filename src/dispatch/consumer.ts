@@ -2,7 +2,6 @@ import { configOf } from '../config.ts'
 import { describeIssues, toFieldIssues } from '../contracts/index.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
-import { COUNTERS, CounterBatch } from '../metrics/counters.ts'
 import { describeError, type Settlement, settleFailure } from '../queue/policy.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
 import { settleBatch } from '../queue/settle.ts'
@@ -29,7 +28,7 @@ type Claim = { message: Message<unknown>; id: string; statement: number }
  * (`pending → sending` with a lease; one winner), settle verification
  * decisions that arrived from both sources, send through the configured
  * transport, and record the result — claims in one D1 batch, results in one
- * more. Transient send failures retry 5 s / 30 s, then dead-letter;
+ * more. Status counters follow the rows by trigger (migration 0004). Transient send failures retry 5 s / 30 s, then dead-letter;
  * permanent ones end the notification `failed` without a retry.
  */
 export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, log: Logger): Promise<void> {
@@ -38,7 +37,6 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
   const nowIso = now.toISOString()
   const leaseUntil = new Date(now.getTime() + config.DISPATCH_LEASE_SECONDS * 1000).toISOString()
   const settlements = new Map<Message<unknown>, Settlement>()
-  const counters = new CounterBatch()
   const fail = (message: Message<unknown>, error: unknown) =>
     settlements.set(message, settleFailure(error, message.attempts, config.RETRY_DELAYS_SECONDS))
 
@@ -80,7 +78,6 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
     if (superseded || suppressed) {
       const ended = (superseded ?? suppressed) as { kind: string; channel: string }
       const status = superseded ? 'superseded' : 'suppressed'
-      counters.add(COUNTERS.notifications, { kind: ended.kind, channel: ended.channel, status })
       settlements.set(message, { action: 'ack' })
       log.info(`dispatch.${status}`, { notificationId: id, kind: ended.kind })
     } else if (claimed) {
@@ -132,13 +129,11 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
       source: row.source,
       traceId: row.trace_id,
     }
-    const labels = { kind: row.kind, channel: row.channel }
     if (sent) {
       marks.push(
         markSent(env.DB, row.id, sent.providerId, nowIso),
         recordSentMessage(env.DB, row.id, transport.name, sent.messageId, sent.raw, nowIso),
       )
-      counters.add(COUNTERS.notifications, { ...labels, status: 'sent' })
       decided.set(message, {
         settlement: { action: 'ack' },
         log: () => log.info('notification.sent', { ...fields, transport: transport.name, providerId: sent.providerId }),
@@ -148,12 +143,18 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
     const permanent = error instanceof SendError && error.permanent
     const code = permanent ? 'NTF_SEND_PERMANENT' : 'NTF_SEND_TRANSIENT'
     const reason = describeError(error)
+    const failure = settleFailure(
+      new PipelineError(code, reason, { cause: error }),
+      message.attempts,
+      config.RETRY_DELAYS_SECONDS,
+    )
     const settlement: Settlement = permanent
       ? { action: 'ack' }
-      : settleFailure(new PipelineError(code, reason, { cause: error }), message.attempts, config.RETRY_DELAYS_SECONDS)
+      : failure.action === 'dead-letter'
+        ? { ...failure, kind: row.kind }
+        : failure
     const final = settlement.action !== 'retry'
     marks.push(markSendFailure(env.DB, row.id, final ? 'failed' : 'pending', code, reason, nowIso))
-    if (final) counters.add(COUNTERS.notifications, { ...labels, status: 'failed' })
     decided.set(message, {
       settlement,
       log: () =>
@@ -165,7 +166,6 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
         }),
     })
   }
-  marks.push(...counters.statements(env.DB))
   try {
     if (marks.length > 0) await env.DB.batch(marks)
     for (const [message, { settlement, log: write }] of decided) {

@@ -11,7 +11,7 @@ import {
 import { dispatchFor } from '../dispatch/message.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
-import { COUNTERS, CounterBatch } from '../metrics/counters.ts'
+import { COUNTERS, CounterBatch, GAUGES, setGauge } from '../metrics/counters.ts'
 import { type Settlement, settleFailure } from '../queue/policy.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
 import { settleBatch } from '../queue/settle.ts'
@@ -46,8 +46,9 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
   const items: Item[] = []
   const seenKeys = new Set<string>()
 
-  const fail = (message: Message<unknown>, error: unknown, fields: Record<string, unknown>) => {
-    const settlement = settleFailure(error, message.attempts, config.RETRY_DELAYS_SECONDS)
+  const fail = (message: Message<unknown>, error: unknown, fields: Record<string, unknown>, kind?: string) => {
+    const settled = settleFailure(error, message.attempts, config.RETRY_DELAYS_SECONDS)
+    const settlement = settled.action === 'dead-letter' && kind ? { ...settled, kind } : settled
     settlements.set(message, settlement)
     if (settlement.action === 'dead-letter')
       counters.add(COUNTERS.events, { source: String(fields.source), outcome: 'dead-lettered' })
@@ -125,9 +126,10 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
       const context = await loadContext(env.DB, contextQuery(fresh))
       for (const item of fresh) {
         const plan = await planEvent(item.work, context, config, now)
-        if (plan.type === 'fail')
-          fail(item.message, plan.error, { ...describe(item.inbound), ...identityOf(item.work.event) })
-        else planned.push({ ...item, plan })
+        if (plan.type === 'fail') {
+          const kind = item.work.intent.type === 'notify' ? item.work.intent.kind : undefined
+          fail(item.message, plan.error, { ...describe(item.inbound), ...identityOf(item.work.event) }, kind)
+        } else planned.push({ ...item, plan })
       }
     } catch (cause) {
       const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 read: ${(cause as Error).message}`, { cause })
@@ -150,10 +152,8 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
     const guard = { idempotencyKey: event.idempotencyKey, claim }
     processedIndex.set(item.message, statements.length)
     statements.push(insertProcessedEvent(env.DB, processedRow(item, plan), nowIso, claim))
-    for (const row of plan.notifications) {
-      statements.push(insertNotification(env.DB, row, nowIso))
-      counters.add(COUNTERS.notifications, { kind: row.kind, channel: row.channel, status: row.status }, 1, guard)
-    }
+    // notify_notifications_total follows these rows by trigger (migration 0004).
+    for (const row of plan.notifications) statements.push(insertNotification(env.DB, row, nowIso))
     if (plan.contact) statements.push(upsertContact(env.DB, plan.contact, nowIso))
     counters.add(COUNTERS.events, { source: item.inbound.source, outcome: plan.outcome }, 1, guard)
   }
@@ -161,7 +161,7 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
     if (item.plan.type === 'duplicate')
       counters.add(COUNTERS.events, { source: item.inbound.source, outcome: 'skipped-duplicate' })
   }
-  statements.push(...counters.statements(env.DB))
+  statements.push(...counters.statements(env.DB), ...lagGauges(env.DB, fresh, now))
 
   let committed = true
   let results: D1Result[] = []
@@ -247,6 +247,23 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
     log,
     fallbackDelaySeconds: config.RETRY_DELAYS_SECONDS.at(-1) ?? 30,
   })
+}
+
+/**
+ * `notify_consumer_lag_seconds{source}`: how old the newest-processed events of
+ * each source were (event time — occurredAt / created-at — else when the bridge
+ * read them), the largest of this batch.
+ */
+function lagGauges(db: D1Database, items: readonly Item[], now: Date): D1PreparedStatement[] {
+  const lag = new Map<string, number>()
+  for (const { inbound, work } of items) {
+    const { event } = work
+    const at =
+      event.contract === 'arthunt' ? event.envelope.occurredAt : (event.meta['created-at'] ?? inbound.receivedAt)
+    const seconds = Math.max(0, (now.getTime() - Date.parse(at)) / 1000)
+    lag.set(inbound.source, Math.max(lag.get(inbound.source) ?? 0, seconds))
+  }
+  return [...lag].map(([source, seconds]) => setGauge(db, GAUGES.consumerLag, { source }, seconds, now.toISOString()))
 }
 
 function contextQuery(items: readonly Item[]) {

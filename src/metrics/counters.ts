@@ -1,8 +1,35 @@
-/** Names of the counters kept in D1 table `counters`. */
+/** Names of the counters kept in D1 table `counters` (notifications and dead letters by trigger). */
 export const COUNTERS = {
   events: 'notify_events_total',
   notifications: 'notify_notifications_total',
+  deadLettersOpen: 'notify_dead_letters_open',
 } as const
+
+/** Names of the gauges kept in D1 table `gauges`. */
+export const GAUGES = {
+  consumerLag: 'notify_consumer_lag_seconds',
+} as const
+
+/** Canonical label JSON: keys sorted, as the triggers of migration 0004 write them. */
+export function canonicalLabels(labels: Record<string, string>): string {
+  return JSON.stringify(Object.fromEntries(Object.entries(labels).sort(([a], [b]) => a.localeCompare(b))))
+}
+
+/** Sets a gauge. Parameters: name, canonical labels JSON, value, now. */
+export function setGauge(
+  db: D1Database,
+  name: string,
+  labels: Record<string, string>,
+  value: number,
+  now: string,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO gauges (name, labels, value, updated_at) VALUES (?1, ?2, ?3, ?4)
+       ON CONFLICT (name, labels) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+    )
+    .bind(name, canonicalLabels(labels), value, now)
+}
 
 /** Counter increments gathered over a batch, written as one statement per label set. */
 export class CounterBatch {
@@ -10,7 +37,7 @@ export class CounterBatch {
 
   /** Adds `value` to counter `name` with `labels`; with a guard, only if that batch won the event's claim. */
   add(name: string, labels: Record<string, string>, value = 1, guard?: Guard): void {
-    const canonical = JSON.stringify(Object.fromEntries(Object.entries(labels).sort(([a], [b]) => a.localeCompare(b))))
+    const canonical = canonicalLabels(labels)
     const key = `${name}\n${canonical}\n${guard ? `${guard.idempotencyKey}\n${guard.claim}` : ''}`
     const entry = this.#values.get(key)
     if (entry) entry.value += value

@@ -4,7 +4,7 @@ import { decisionOf, type PipelineCode, PipelineError } from '../errors.ts'
 export type Settlement =
   | { action: 'ack' }
   | { action: 'retry'; delaySeconds: number; code: PipelineCode; error: string }
-  | { action: 'dead-letter'; code: PipelineCode; error: string }
+  | { action: 'dead-letter'; code: PipelineCode; error: string; kind?: string }
 
 /** The code of anything thrown: a `PipelineError` knows its own; anything else is `NTF_UNEXPECTED`. */
 export function codeOf(error: unknown): PipelineCode {
