@@ -22,6 +22,8 @@ export default defineConfig({
   ],
   test: {
     include: ['test/**/*.test.ts'],
+    // test/node/ runs in Node against `wrangler dev` (node --test), not inside workerd.
+    exclude: ['test/node/**'],
     setupFiles: ['./test/setup.ts'],
     globalSetup: ['./test/global-setup.ts'],
     // Every console line, workerd's included, goes to .wrangler/test-console.log (read it when a

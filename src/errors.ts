@@ -65,6 +65,10 @@ export const ERRORS = {
   INVALID_REQUEST: { status: 400, description: 'The request does not match its schema; `issues` names each field.' },
   PAYLOAD_TOO_LARGE: { status: 413, description: 'The request body, or one event in it, is larger than allowed.' },
   NOT_FOUND: { status: 404, description: 'No such route or resource.' },
+  CONFLICT: {
+    status: 409,
+    description: 'The request conflicts with the current state (e.g. an older contact version).',
+  },
   QUEUE_UNAVAILABLE: {
     status: 503,
     description: 'The queue did not accept the batch; nothing was accepted, send again.',

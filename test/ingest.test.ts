@@ -94,8 +94,14 @@ describe('POST /v1/ingest', () => {
     expect(health.status).toBe(200)
     expect(await health.json()).toEqual({ status: 'ok' })
     expect(health.headers.get('x-content-type-options')).toBe('nosniff')
-    const missing = await exports.default.fetch('http://worker/v1/nothing')
+    const missing = await exports.default.fetch('http://worker/nothing')
     expect(missing.status).toBe(404)
+    // Under /v1 a route is only told apart from a missing one with a valid token.
+    expect((await exports.default.fetch('http://worker/v1/nothing')).status).toBe(401)
+    const adminMissing = await exports.default.fetch('http://worker/v1/nothing', {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    })
+    expect(adminMissing.status).toBe(404)
     expect(missing.headers.get('x-content-type-options')).toBe('nosniff')
     expect(await errorOf(missing)).toMatchObject({ code: 'NOT_FOUND' })
     const denied = await postIngest(one(), null)

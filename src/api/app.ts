@@ -1,20 +1,74 @@
-import { Hono } from 'hono'
+import { z } from '@hono/zod-openapi'
 import { secureHeaders } from 'hono/secure-headers'
+import { IngestRequestSchema } from '../contracts/index.ts'
 import { type ApiCode, ApiError, type FieldIssue } from '../errors.ts'
 import { ingest } from '../ingest/route.ts'
 import { loggerFor } from '../log.ts'
+import { requireScope } from './auth.ts'
+import { createRouter, errors, json } from './openapi.ts'
+import { contacts } from './routes/contacts.ts'
+import { deadLetters } from './routes/dead-letters.ts'
+import { events } from './routes/events.ts'
+import { metrics } from './routes/metrics.ts'
+import { notifications } from './routes/notifications.ts'
+import { reviewers } from './routes/reviewers.ts'
+import { templates } from './routes/templates.ts'
 
 /** The error body of every non-2xx answer. */
 export type ErrorBody = { error: { code: ApiCode; message: string; issues?: FieldIssue[] } }
 
-/** The Worker's HTTP API: health, ingest and (later) the operator routes. */
-export const app = new Hono<{ Bindings: Env }>()
+/** The Worker's HTTP API: health, ingest, the operator routes, metrics and their OpenAPI document. */
+export const app = createRouter()
 
 app.use(secureHeaders())
 
 app.get('/healthz', (c) => c.json({ status: 'ok' }))
 
+// Scopes: the ingest token may only ingest; the admin token may do everything else.
+const admin = requireScope('admin')
+app.use('/v1/*', async (c, next) => (c.req.path === '/v1/ingest' ? next() : admin(c, next)))
+app.use('/metrics', admin)
+
 app.route('/v1/ingest', ingest)
+app.route('/v1/dead-letters', deadLetters)
+app.route('/v1/events', events)
+app.route('/v1/notifications', notifications)
+app.route('/v1/templates', templates)
+app.route('/v1/contacts', contacts)
+app.route('/v1/reviewers', reviewers)
+app.route('/metrics', metrics)
+
+// The ingest route validates its body itself (size before parse); it is documented here.
+app.openAPIRegistry.registerComponent('securitySchemes', 'adminToken', { type: 'http', scheme: 'bearer' })
+app.openAPIRegistry.registerComponent('securitySchemes', 'ingestToken', { type: 'http', scheme: 'bearer' })
+app.openAPIRegistry.registerPath({
+  method: 'post',
+  path: '/v1/ingest',
+  summary: 'Accept events from the bridge onto notify-events',
+  description: '1–100 events, at most 256 KB; 202 only after every event is on the queue.',
+  security: [{ ingestToken: [] }],
+  request: { body: { content: { 'application/json': { schema: IngestRequestSchema } } } },
+  responses: {
+    202: json(z.object({ accepted: z.number().int() }), 'Accepted: every event is on the queue'),
+    ...errors(400, 401, 403, 413, 500, 503),
+  },
+})
+app.openAPIRegistry.registerPath({
+  method: 'get',
+  path: '/healthz',
+  summary: 'Liveness',
+  responses: { 200: json(z.object({ status: z.literal('ok') }), 'Alive') },
+})
+
+app.doc('/openapi.json', {
+  openapi: '3.0.3',
+  info: {
+    title: 'notify-edge',
+    version: '0.1.0',
+    description:
+      'Ingest for the bridge; dead letters, event traces, notifications, templates, contacts and metrics for operators.',
+  },
+})
 
 app.notFound((c) =>
   c.json<ErrorBody>({ error: { code: 'NOT_FOUND', message: `no route ${c.req.method} ${c.req.path}` } }, 404),

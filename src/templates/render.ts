@@ -66,15 +66,23 @@ export function parseTemplate(source: Pick<TemplateSource, 'subject' | 'textBody
 
 /**
  * Renders a template with `model` (plus `locale`). Parsed templates are cached
- * per (kind, locale, channel, version): a version is immutable once saved.
+ * per (kind, locale, channel, version): a version is immutable once saved;
+ * `cache: false` is for drafts (previews), which have no version yet.
  */
-export function render(source: TemplateSource, model: Record<string, unknown>, locale: string): Rendered {
+export function render(
+  source: TemplateSource,
+  model: Record<string, unknown>,
+  locale: string,
+  options: { cache?: boolean } = {},
+): Rendered {
   const key = `${source.kind}|${source.locale}|${source.channel}|${source.version}`
-  let parsed = cache.get(key)
+  let parsed = options.cache === false ? undefined : cache.get(key)
   if (!parsed) {
     parsed = parseTemplate(source)
-    if (cache.size >= CACHE_LIMIT) cache.clear()
-    cache.set(key, parsed)
+    if (options.cache !== false) {
+      if (cache.size >= CACHE_LIMIT) cache.clear()
+      cache.set(key, parsed)
+    }
   }
   const scope = { ...model, locale }
   return {

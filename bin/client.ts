@@ -1,0 +1,34 @@
+/** A small client of the notify-edge HTTP API for the command line. */
+export type Client = {
+  get(path: string): Promise<unknown>
+  post(path: string, body: unknown): Promise<unknown>
+}
+
+/** Reads NOTIFY_EDGE_URL and NOTIFY_EDGE_TOKEN; an error answer becomes an Error with its code and message. */
+export function createClient(environment: Record<string, string | undefined>): Client {
+  const base = environment.NOTIFY_EDGE_URL ?? 'http://127.0.0.1:8787'
+  const token = environment.NOTIFY_EDGE_TOKEN
+  if (!token) throw new Error('set NOTIFY_EDGE_TOKEN to the admin token')
+  const request = async (method: string, path: string, body?: unknown) => {
+    const response = await fetch(new URL(path, base), {
+      method,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
+    const text = await response.text()
+    const json = text
+      ? (JSON.parse(text) as {
+          error?: { code: string; message: string; issues?: { field: string; message: string }[] }
+        })
+      : null
+    if (!response.ok) {
+      const issues = json?.error?.issues?.map((issue) => `\n  ${issue.field}: ${issue.message}`).join('') ?? ''
+      throw new Error(`${response.status} ${json?.error?.code ?? ''}: ${json?.error?.message ?? text}${issues}`)
+    }
+    return json
+  }
+  return { get: (path) => request('GET', path), post: (path, body) => request('POST', path, body) }
+}

@@ -1,0 +1,217 @@
+#!/usr/bin/env node
+/**
+ * The operators' command line for notify-edge, over its HTTP API.
+ *
+ *   notify-edge dlq list [--status S] [--code C] [--queue Q] [--source S] [--kind K] [--since T] [--until T] [--limit N] [--all]
+ *   notify-edge dlq show <id>
+ *   notify-edge dlq replay <id>
+ *   notify-edge dlq replay --filter [--status S] [--code C] … [--max N] [--dry-run]
+ *   notify-edge dlq discard <id> --reason "…"
+ *   notify-edge events show <eventId>
+ *
+ * Every command takes --json. NOTIFY_EDGE_URL (default http://127.0.0.1:8787) and
+ * NOTIFY_EDGE_TOKEN (the admin token) come from the environment.
+ */
+import { parseArgs } from 'node:util'
+import { createClient } from './client.ts'
+import { renderTable } from './table.ts'
+
+const USAGE = `usage:
+  notify-edge dlq list [--status open|replayed|discarded] [--code C] [--queue Q] [--source S] [--kind K]
+                       [--since ISO] [--until ISO] [--limit N] [--all] [--json]
+  notify-edge dlq show <id> [--json]
+  notify-edge dlq replay <id> [--json]
+  notify-edge dlq replay --filter [--status S] [--code C] [--queue Q] [--source S] [--kind K] [--max N] [--dry-run] [--json]
+  notify-edge dlq discard <id> --reason "why" [--json]
+  notify-edge events show <eventId> [--json]
+environment: NOTIFY_EDGE_URL (default http://127.0.0.1:8787), NOTIFY_EDGE_TOKEN (admin token)`
+
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    json: { type: 'boolean', default: false },
+    status: { type: 'string' },
+    code: { type: 'string' },
+    queue: { type: 'string' },
+    source: { type: 'string' },
+    kind: { type: 'string' },
+    since: { type: 'string' },
+    until: { type: 'string' },
+    limit: { type: 'string' },
+    all: { type: 'boolean', default: false },
+    filter: { type: 'boolean', default: false },
+    max: { type: 'string' },
+    'dry-run': { type: 'boolean', default: false },
+    reason: { type: 'string' },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+})
+
+type Summary = Record<string, unknown>
+
+const out = (text: string) => process.stdout.write(`${text}\n`)
+const short = (value: unknown, width = 60) => {
+  const text = value === null || value === undefined ? '' : String(value)
+  return text.length > width ? `${text.slice(0, width - 1)}…` : text
+}
+
+function filters(): Record<string, string> {
+  const picked: Record<string, string> = {}
+  for (const key of ['status', 'code', 'queue', 'source', 'kind', 'since', 'until'] as const) {
+    const value = values[key]
+    if (typeof value === 'string') picked[key] = value
+  }
+  return picked
+}
+
+function deadLetterTable(items: Summary[]): string {
+  return renderTable(
+    ['ID', 'STATUS', 'QUEUE', 'CODE', 'SOURCE', 'EVENT', 'KIND', 'FAILS', 'REPLAYS', 'FIRST SEEN', 'ERROR'],
+    items.map((item) => [
+      short(item.id, 12),
+      item.status,
+      item.queue,
+      item.code,
+      item.source,
+      short(item.eventId, 36),
+      item.kind,
+      item.failures,
+      item.replays,
+      item.firstSeen,
+      short(item.error, 50),
+    ]),
+  )
+}
+
+async function main(): Promise<number> {
+  const [area, command, id] = positionals
+  if (values.help || !area) {
+    out(USAGE)
+    return values.help ? 0 : 2
+  }
+  const api = createClient(process.env)
+
+  if (area === 'dlq' && command === 'list') {
+    const query = new URLSearchParams({ ...filters(), limit: values.limit ?? '50' })
+    const items: Summary[] = []
+    let cursor: string | null = null
+    do {
+      if (cursor) query.set('cursor', cursor)
+      const page = (await api.get(`/v1/dead-letters?${query}`)) as { items: Summary[]; nextCursor: string | null }
+      items.push(...page.items)
+      cursor = values.all ? page.nextCursor : null
+      if (!values.all && page.nextCursor && !values.json) out(`(more: --all, or --limit)`)
+    } while (cursor)
+    out(values.json ? JSON.stringify(items, null, 2) : items.length ? deadLetterTable(items) : 'no dead letters')
+    return 0
+  }
+  if (area === 'dlq' && command === 'show' && id) {
+    const letter = (await api.get(`/v1/dead-letters/${encodeURIComponent(id)}`)) as Summary & { history: Summary[] }
+    if (values.json) out(JSON.stringify(letter, null, 2))
+    else {
+      const { body, history, headers, ...fields } = letter
+      out(
+        renderTable(
+          ['FIELD', 'VALUE'],
+          Object.entries(fields).map(([key, value]) => [key, short(value, 100)]),
+        ),
+      )
+      out(`\nheaders: ${JSON.stringify(headers)}`)
+      out(
+        `\nhistory:\n${renderTable(
+          ['AT', 'CODE', 'ATTEMPTS', 'ERROR'],
+          history.map((h) => [h.at, h.code, h.attempts, short(h.error, 80)]),
+        )}`,
+      )
+      out(`\nbody:\n${JSON.stringify(body, null, 2)}`)
+    }
+    return 0
+  }
+  if (area === 'dlq' && command === 'replay') {
+    if (values.filter) {
+      const body = { ...filters(), dryRun: values['dry-run'], ...(values.max ? { max: Number(values.max) } : {}) }
+      const result = (await api.post('/v1/dead-letters/replay', body)) as {
+        matched: Summary[]
+        replayed: string[]
+        skipped: Summary[]
+      }
+      if (values.json) out(JSON.stringify(result, null, 2))
+      else {
+        out(values['dry-run'] ? `dry run: would replay ${result.matched.length}` : `replayed ${result.replayed.length}`)
+        if (result.matched.length) out(deadLetterTable(result.matched))
+        for (const skipped of result.skipped) out(`skipped ${skipped.id}: ${skipped.reason}`)
+      }
+      return 0
+    }
+    if (!id) throw new Error('dlq replay needs a dead-letter id, or --filter')
+    const result = await api.post(`/v1/dead-letters/${encodeURIComponent(id)}/replay`, {})
+    out(values.json ? JSON.stringify(result, null, 2) : `replayed ${id}`)
+    return 0
+  }
+  if (area === 'dlq' && command === 'discard' && id) {
+    if (!values.reason) throw new Error('dlq discard needs --reason "why"')
+    const result = await api.post(`/v1/dead-letters/${encodeURIComponent(id)}/discard`, { reason: values.reason })
+    out(values.json ? JSON.stringify(result, null, 2) : `discarded ${id}`)
+    return 0
+  }
+  if (area === 'events' && command === 'show' && id) {
+    const story = (await api.get(`/v1/events/${encodeURIComponent(id)}`)) as {
+      processed: Summary[]
+      notifications: Summary[]
+      deadLetters: Summary[]
+    }
+    if (values.json) {
+      out(JSON.stringify(story, null, 2))
+      return 0
+    }
+    out(`event ${id}\n`)
+    out(
+      story.processed.length
+        ? renderTable(
+            ['OUTCOME', 'TYPE', 'KIND', 'SOURCE', 'ORIGIN', 'RECEIVED', 'PROCESSED', 'IDEMPOTENCY KEY'],
+            story.processed.map((p) => [
+              p.outcome,
+              p.eventType,
+              p.kind,
+              p.source,
+              short(p.origin, 40),
+              p.receivedAt,
+              p.processedAt,
+              p.idempotencyKey,
+            ]),
+          )
+        : 'not processed',
+    )
+    out('\nnotifications:')
+    out(
+      story.notifications.length
+        ? renderTable(
+            ['ID', 'KIND', 'CHANNEL', 'RECIPIENT', 'STATUS', 'SCHEDULED', 'SENT', 'REASON'],
+            story.notifications.map((n) => [
+              n.id,
+              n.kind,
+              n.channel,
+              n.recipientUserId,
+              n.status,
+              n.scheduledAt,
+              n.sentAt,
+              short(n.statusReason, 50),
+            ]),
+          )
+        : 'none',
+    )
+    out('\ndead letters:')
+    out(story.deadLetters.length ? deadLetterTable(story.deadLetters) : 'none')
+    return 0
+  }
+  out(USAGE)
+  return 2
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: Error) => {
+    process.stderr.write(`notify-edge: ${error.message}\n`)
+    process.exit(1)
+  },
+)

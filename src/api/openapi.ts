@@ -1,0 +1,63 @@
+import { OpenAPIHono, z } from '@hono/zod-openapi'
+import { toFieldIssues } from '../contracts/issues.ts'
+import { ApiError } from '../errors.ts'
+
+/** Hono environment of every route. */
+export type AppEnv = { Bindings: Env }
+
+/**
+ * A router whose request validation failures become `INVALID_REQUEST` with
+ * one issue per field, through the one `app.onError`.
+ */
+export function createRouter(): OpenAPIHono<AppEnv> {
+  return new OpenAPIHono<AppEnv>({
+    defaultHook: (result) => {
+      if (!result.success) {
+        throw new ApiError('INVALID_REQUEST', 'the request does not match its schema', toFieldIssues(result.error))
+      }
+    },
+  })
+}
+
+/** `{error:{code,message,issues?}}`, the body of every non-2xx answer. */
+export const ErrorSchema = z
+  .object({
+    error: z.object({
+      code: z.string().openapi({ example: 'NOT_FOUND' }),
+      message: z.string(),
+      issues: z.array(z.object({ field: z.string(), message: z.string() })).optional(),
+    }),
+  })
+  .openapi('Error')
+
+const DESCRIPTIONS: Record<number, string> = {
+  400: 'Bad request: `issues` names each field',
+  401: 'No bearer token, or an unknown one',
+  403: 'A token without the scope this route needs',
+  404: 'No such resource',
+  409: 'Conflicts with the current state',
+  413: 'Too large',
+  500: 'Unexpected error',
+  503: 'A dependency is unavailable; try again',
+}
+
+/** The OpenAPI error responses of a route. */
+export function errors(...statuses: number[]) {
+  return Object.fromEntries(
+    statuses.map((status) => [
+      status,
+      { description: DESCRIPTIONS[status] ?? 'Error', content: { 'application/json': { schema: ErrorSchema } } },
+    ]),
+  )
+}
+
+/** Error responses every admin route can give. */
+export const ADMIN_ERRORS = [401, 403, 500] as const
+
+/** The security requirement of admin routes. */
+export const ADMIN_SECURITY = [{ adminToken: [] }]
+
+/** A JSON response of `schema`. */
+export function json<T extends z.ZodType>(schema: T, description: string) {
+  return { description, content: { 'application/json': { schema } } }
+}

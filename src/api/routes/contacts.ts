@@ -1,0 +1,123 @@
+import { createRoute, z } from '@hono/zod-openapi'
+import { Id, Locale, TimeZone } from '../../contracts/fields.ts'
+import { ApiError } from '../../errors.ts'
+import { upsertContact } from '../../materialize/write.ts'
+import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
+
+const UserParam = z.object({ userId: Id.openapi({ param: { name: 'userId', in: 'path' } }) })
+const Contact = z
+  .object({
+    userId: z.string(),
+    email: z.string(),
+    locale: z.string().nullable(),
+    timeZone: z.string().nullable(),
+    displayName: z.string().nullable(),
+    version: z.number(),
+    updatedAt: z.string(),
+  })
+  .openapi('Contact')
+
+type Row = {
+  user_id: string
+  email: string
+  locale: string | null
+  time_zone: string | null
+  display_name: string | null
+  version: number
+  updated_at: string
+}
+
+const toContact = (row: Row): z.infer<typeof Contact> => ({
+  userId: row.user_id,
+  email: row.email,
+  locale: row.locale,
+  timeZone: row.time_zone,
+  displayName: row.display_name,
+  version: row.version,
+  updatedAt: row.updated_at,
+})
+
+const find = (db: D1Database, userId: string) =>
+  db.prepare('SELECT * FROM contacts WHERE user_id = ?1').bind(userId).first<Row>()
+
+const get = createRoute({
+  method: 'get',
+  path: '/{userId}',
+  summary: 'A contact of the replica',
+  security: ADMIN_SECURITY,
+  request: { params: UserParam },
+  responses: { 200: json(Contact, 'The contact'), ...errors(400, 404, ...ADMIN_ERRORS) },
+})
+
+const put = createRoute({
+  method: 'put',
+  path: '/{userId}',
+  summary: 'Create or update a contact',
+  description:
+    'Guarded by `version` like contact-upserted: an older or equal version is refused (409). Without `version`, the next one is used.',
+  security: ADMIN_SECURITY,
+  request: {
+    params: UserParam,
+    body: {
+      content: {
+        'application/json': {
+          schema: z.object({
+            email: z.email(),
+            locale: Locale.nullish(),
+            timeZone: TimeZone.nullish(),
+            displayName: z.string().max(500).nullish(),
+            version: z.number().int().nonnegative().optional(),
+          }),
+        },
+      },
+    },
+  },
+  responses: { 200: json(Contact, 'Saved'), ...errors(400, 409, ...ADMIN_ERRORS) },
+})
+
+const remove = createRoute({
+  method: 'delete',
+  path: '/{userId}',
+  summary: 'Delete a contact (later notifications to this user end undeliverable)',
+  security: ADMIN_SECURITY,
+  request: { params: UserParam },
+  responses: { 204: { description: 'Deleted' }, ...errors(400, 404, ...ADMIN_ERRORS) },
+})
+
+/** `/v1/contacts`: the contact replica the PIN events read addresses from. */
+export const contacts = createRouter()
+  .openapi(get, async (c) => {
+    const row = await find(c.env.DB, c.req.valid('param').userId)
+    if (!row) throw new ApiError('NOT_FOUND', 'no such contact')
+    return c.json(toContact(row), 200)
+  })
+  .openapi(put, async (c) => {
+    const { userId } = c.req.valid('param')
+    const body = c.req.valid('json')
+    const current = await find(c.env.DB, userId)
+    const version = body.version ?? (current ? current.version + 1 : 1)
+    const now = new Date().toISOString()
+    const result = await upsertContact(
+      c.env.DB,
+      {
+        userId,
+        email: body.email,
+        locale: body.locale ?? null,
+        timeZone: body.timeZone ?? null,
+        displayName: body.displayName ?? null,
+        version,
+      },
+      now,
+    ).run()
+    if (result.meta.changes === 0) {
+      throw new ApiError('CONFLICT', `version ${version} is not newer than the stored version ${current?.version}`)
+    }
+    return c.json(toContact((await find(c.env.DB, userId)) as Row), 200)
+  })
+  .openapi(remove, async (c) => {
+    const result = await c.env.DB.prepare('DELETE FROM contacts WHERE user_id = ?1')
+      .bind(c.req.valid('param').userId)
+      .run()
+    if (result.meta.changes === 0) throw new ApiError('NOT_FOUND', 'no such contact')
+    return c.body(null, 204)
+  })

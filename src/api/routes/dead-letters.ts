@@ -1,0 +1,253 @@
+import { createRoute, z } from '@hono/zod-openapi'
+import {
+  type DeadLetterSummaryRow,
+  decodeCursor,
+  encodeCursor,
+  getDeadLetter,
+  listDeadLetters,
+  markDiscarded,
+} from '../../dead-letters/query.ts'
+import { replayDeadLetters } from '../../dead-letters/replay.ts'
+import { ApiError } from '../../errors.ts'
+import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
+
+const Status = z.enum(['open', 'replayed', 'discarded'])
+const Iso = z.iso.datetime({ offset: true })
+
+/** Filters shared by the list and the bulk replay. */
+const Filters = z.object({
+  status: Status.optional(),
+  code: z.string().min(1).optional(),
+  queue: z.string().min(1).optional(),
+  source: z.enum(['postgres', 'rabbitmq', 'kafka', 'http']).optional(),
+  kind: z.string().min(1).optional(),
+  since: Iso.optional().openapi({ description: 'first seen at or after (ISO-8601)' }),
+  until: Iso.optional().openapi({ description: 'first seen before (ISO-8601)' }),
+})
+
+export const DeadLetterSummary = z
+  .object({
+    id: z.string(),
+    queue: z.string(),
+    code: z.string(),
+    error: z.string(),
+    attempts: z.number().nullable(),
+    source: z.string().nullable(),
+    origin: z.string().nullable(),
+    eventId: z.string().nullable(),
+    eventType: z.string().nullable(),
+    kind: z.string().nullable(),
+    status: Status,
+    failures: z.number(),
+    replays: z.number(),
+    firstSeen: z.string(),
+    lastSeen: z.string(),
+  })
+  .openapi('DeadLetterSummary')
+
+const DeadLetter = DeadLetterSummary.extend({
+  body: z.unknown().openapi({ description: 'the original queue message' }),
+  headers: z
+    .record(z.string(), z.string())
+    .nullable()
+    .openapi({ description: 'the source headers, for an inbound event' }),
+  history: z.array(z.object({ at: z.string(), code: z.string(), error: z.string(), attempts: z.number().nullable() })),
+  discardReason: z.string().nullable(),
+  replayedAt: z.string().nullable(),
+}).openapi('DeadLetter')
+
+/** A dead-letter row as the API shows it. */
+export function summaryOf(row: DeadLetterSummaryRow): z.infer<typeof DeadLetterSummary> {
+  return {
+    id: row.id,
+    queue: row.queue,
+    code: row.code,
+    error: row.error,
+    attempts: row.attempts,
+    source: row.source,
+    origin: row.origin,
+    eventId: row.event_id,
+    eventType: row.event_type,
+    kind: row.kind,
+    status: row.status as z.infer<typeof Status>,
+    failures: row.failures,
+    replays: row.replays,
+    firstSeen: row.first_seen,
+    lastSeen: row.last_seen,
+  }
+}
+
+const IdParam = z.object({
+  id: z
+    .string()
+    .min(1)
+    .max(128)
+    .openapi({ param: { name: 'id', in: 'path' } }),
+})
+
+const list = createRoute({
+  method: 'get',
+  path: '/',
+  summary: 'List dead letters',
+  description: 'Filters combine; pages follow a stable (firstSeen, id) order, so inserts meanwhile never shift a page.',
+  security: ADMIN_SECURITY,
+  request: {
+    query: Filters.extend({
+      limit: z.coerce.number().int().min(1).max(500).default(50),
+      cursor: z.string().max(500).optional(),
+      order: z.enum(['asc', 'desc']).default('asc'),
+    }),
+  },
+  responses: {
+    200: json(
+      z.object({ items: z.array(DeadLetterSummary), nextCursor: z.string().nullable() }),
+      'A page of dead letters',
+    ),
+    ...errors(400, ...ADMIN_ERRORS),
+  },
+})
+
+const show = createRoute({
+  method: 'get',
+  path: '/{id}',
+  summary: 'One dead letter: original body and headers, attempts, error history',
+  security: ADMIN_SECURITY,
+  request: { params: IdParam },
+  responses: { 200: json(DeadLetter, 'The dead letter'), ...errors(404, ...ADMIN_ERRORS) },
+})
+
+const ReplayResult = z
+  .object({
+    replayed: z.array(z.string()),
+    skipped: z.array(z.object({ id: z.string(), reason: z.string() })),
+  })
+  .openapi('ReplayResult')
+
+const replayOne = createRoute({
+  method: 'post',
+  path: '/{id}/replay',
+  summary: 'Send the original message back to the queue it died on',
+  description:
+    'Marks the dead letter `replayed` and counts replays. An event processed since ends as a duplicate: no second email.',
+  security: ADMIN_SECURITY,
+  request: { params: IdParam },
+  responses: { 200: json(ReplayResult, 'Replayed'), ...errors(404, 409, 503, ...ADMIN_ERRORS) },
+})
+
+const discard = createRoute({
+  method: 'post',
+  path: '/{id}/discard',
+  summary: 'Discard a dead letter, with a reason',
+  security: ADMIN_SECURITY,
+  request: {
+    params: IdParam,
+    body: { content: { 'application/json': { schema: z.object({ reason: z.string().trim().min(1).max(1000) }) } } },
+  },
+  responses: { 200: json(DeadLetterSummary, 'Discarded'), ...errors(400, 404, ...ADMIN_ERRORS) },
+})
+
+const bulk = createRoute({
+  method: 'post',
+  path: '/replay',
+  summary: 'Replay every dead letter matching the filters (open ones by default)',
+  security: ADMIN_SECURITY,
+  request: {
+    body: {
+      content: {
+        'application/json': {
+          schema: Filters.extend({
+            dryRun: z.boolean().default(false),
+            max: z.number().int().min(1).max(1000).default(100),
+          }),
+        },
+      },
+    },
+  },
+  responses: {
+    200: json(
+      ReplayResult.extend({ dryRun: z.boolean(), matched: z.array(DeadLetterSummary) }),
+      'What was (or, with dryRun, would be) replayed',
+    ),
+    ...errors(400, 503, ...ADMIN_ERRORS),
+  },
+})
+
+/** `/v1/dead-letters`: inspect, replay and discard what failed. */
+export const deadLetters = createRouter()
+  .openapi(list, async (c) => {
+    const { limit, cursor: cursorText, order, ...filter } = c.req.valid('query')
+    const cursor = cursorText === undefined ? undefined : decodeCursor(cursorText)
+    if (cursorText !== undefined && !cursor) {
+      throw new ApiError('INVALID_REQUEST', 'cursor is not one this API gave out', [
+        { field: 'cursor', message: 'unknown cursor' },
+      ])
+    }
+    const { results } = await listDeadLetters(c.env.DB, filter, {
+      cursor,
+      limit: limit + 1,
+      order,
+    }).all<DeadLetterSummaryRow>()
+    const page = results.slice(0, limit)
+    const last = page.at(-1)
+    return c.json(
+      { items: page.map(summaryOf), nextCursor: results.length > limit && last ? encodeCursor(last) : null },
+      200,
+    )
+  })
+  .openapi(show, async (c) => {
+    const row = await getDeadLetter(c.env.DB, c.req.valid('param').id).first<Record<string, unknown>>()
+    if (!row) throw new ApiError('NOT_FOUND', 'no such dead letter')
+    const body = JSON.parse(String(row.body)) as { headers?: unknown }
+    const headers = typeof body === 'object' && body !== null && typeof body.headers === 'object' ? body.headers : null
+    return c.json(
+      {
+        ...summaryOf(row as DeadLetterSummaryRow),
+        body,
+        headers: headers as Record<string, string> | null,
+        history: JSON.parse(String(row.history)),
+        discardReason: (row.discard_reason as string | null) ?? null,
+        replayedAt: (row.replayed_at as string | null) ?? null,
+      },
+      200,
+    )
+  })
+  .openapi(replayOne, async (c) => {
+    const row = await getDeadLetter(c.env.DB, c.req.valid('param').id).first<{
+      id: string
+      queue: string
+      body: string
+    }>()
+    if (!row) throw new ApiError('NOT_FOUND', 'no such dead letter')
+    const result = await replayOrUnavailable(c.env, [row])
+    if (result.replayed.length === 0) throw new ApiError('CONFLICT', `cannot replay: ${result.skipped[0]?.reason}`)
+    return c.json(result, 200)
+  })
+  .openapi(discard, async (c) => {
+    const { id } = c.req.valid('param')
+    const { changes } = (await markDiscarded(c.env.DB, id, c.req.valid('json').reason).run()).meta
+    if (changes === 0) throw new ApiError('NOT_FOUND', 'no such dead letter')
+    const row = await getDeadLetter(c.env.DB, id).first<DeadLetterSummaryRow>()
+    return c.json(summaryOf(row as DeadLetterSummaryRow), 200)
+  })
+  .openapi(bulk, async (c) => {
+    const { dryRun, max, ...filter } = c.req.valid('json')
+    const { results } = await listDeadLetters(
+      c.env.DB,
+      { ...filter, status: filter.status ?? 'open' },
+      { limit: max, order: 'asc' },
+    ).all<DeadLetterSummaryRow>()
+    const matched = results.map(summaryOf)
+    if (dryRun) return c.json({ dryRun, matched, replayed: [], skipped: [] }, 200)
+    const full = await c.env.DB.batch(results.map((row) => getDeadLetter(c.env.DB, row.id)))
+    const rows = full.flatMap((result) => (result.results ?? []) as { id: string; queue: string; body: string }[])
+    return c.json({ dryRun, matched, ...(await replayOrUnavailable(c.env, rows)) }, 200)
+  })
+
+async function replayOrUnavailable(env: Env, rows: { id: string; queue: string; body: string }[]) {
+  try {
+    return await replayDeadLetters(env, rows, new Date())
+  } catch (error) {
+    console.error(JSON.stringify({ level: 'error', event: 'replay.failed', error: (error as Error).message }))
+    throw new ApiError('QUEUE_UNAVAILABLE', 'the replay could not be sent; nothing was marked, try again')
+  }
+}

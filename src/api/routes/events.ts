@@ -1,0 +1,88 @@
+import { createRoute, z } from '@hono/zod-openapi'
+import { type DeadLetterSummaryRow, deadLettersOfEvent } from '../../dead-letters/query.ts'
+import { ApiError } from '../../errors.ts'
+import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
+import { DeadLetterSummary, summaryOf } from './dead-letters.ts'
+import { type NotificationRowView, NotificationSummary, notificationSummaryOf } from './notifications.ts'
+
+const Processed = z
+  .object({
+    idempotencyKey: z.string(),
+    contract: z.string(),
+    eventType: z.string(),
+    kind: z.string().nullable(),
+    source: z.string(),
+    origin: z.string(),
+    sourceMessageId: z.string(),
+    outcome: z.string(),
+    traceId: z.string().nullable(),
+    receivedAt: z.string(),
+    processedAt: z.string(),
+  })
+  .openapi('ProcessedEvent')
+
+const EventStory = z
+  .object({
+    eventId: z.string(),
+    processed: z.array(Processed),
+    notifications: z.array(NotificationSummary),
+    deadLetters: z.array(DeadLetterSummary),
+  })
+  .openapi('EventStory')
+
+const show = createRoute({
+  method: 'get',
+  path: '/{eventId}',
+  summary: 'The whole story of one event',
+  description:
+    'Where it came from, its outcome and idempotency key, its notifications with statuses and times, and its dead letters. The event id is the ArtHunt eventId or the PIN message-id.',
+  security: ADMIN_SECURITY,
+  request: {
+    params: z.object({
+      eventId: z
+        .string()
+        .min(1)
+        .max(200)
+        .openapi({ param: { name: 'eventId', in: 'path' } }),
+    }),
+  },
+  responses: { 200: json(EventStory, 'The event'), ...errors(404, ...ADMIN_ERRORS) },
+})
+
+/** `/v1/events`: "did Anna get the email about response X, and if not, why?" */
+export const events = createRouter().openapi(show, async (c) => {
+  const { eventId } = c.req.valid('param')
+  const db = c.env.DB
+  const [processed, notifications, deadLetters] = await db.batch([
+    db.prepare('SELECT * FROM processed_events WHERE event_id = ?1 ORDER BY processed_at').bind(eventId),
+    db.prepare('SELECT * FROM notifications WHERE event_id = ?1 ORDER BY created_at, id').bind(eventId),
+    deadLettersOfEvent(db, eventId),
+  ])
+  const processedRows = (processed?.results ?? []) as Record<string, string | null>[]
+  const notificationRows = (notifications?.results ?? []) as NotificationRowView[]
+  const deadLetterRows = (deadLetters?.results ?? []) as DeadLetterSummaryRow[]
+  if (processedRows.length + notificationRows.length + deadLetterRows.length === 0) {
+    throw new ApiError('NOT_FOUND', 'nothing is known about this event: not processed, no notification, no dead letter')
+  }
+  return c.json(
+    {
+      eventId,
+      processed: processedRows.map((row) => ({
+        idempotencyKey: String(row.idempotency_key),
+        contract: String(row.contract),
+        eventType: String(row.event_type),
+        kind: row.kind ?? null,
+        source: String(row.source),
+        origin: String(row.origin),
+        sourceMessageId: String(row.source_message_id),
+        outcome: String(row.outcome),
+        traceId: row.trace_id ?? null,
+        receivedAt: String(row.received_at),
+        processedAt: String(row.processed_at),
+      })),
+      notifications: notificationRows.map(notificationSummaryOf),
+      deadLetters: deadLetterRows.map(summaryOf),
+    },
+    200,
+  )
+})

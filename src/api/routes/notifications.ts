@@ -1,0 +1,122 @@
+import { createRoute, z } from '@hono/zod-openapi'
+import { ApiError } from '../../errors.ts'
+import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
+
+/** A notification row as read from D1. */
+export type NotificationRowView = Record<string, string | number | null> & { id: string }
+
+export const NotificationSummary = z
+  .object({
+    id: z.string(),
+    eventId: z.string(),
+    kind: z.string(),
+    channel: z.string(),
+    urgency: z.string(),
+    recipientUserId: z.string(),
+    status: z.enum(['pending', 'sending', 'sent', 'failed', 'undeliverable', 'superseded', 'suppressed']),
+    statusReason: z.string().nullable(),
+    errorCode: z.string().nullable(),
+    locale: z.string().nullable(),
+    scheduledAt: z.string(),
+    sentAt: z.string().nullable(),
+    sendAttempts: z.number(),
+    providerId: z.string().nullable(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  })
+  .openapi('NotificationSummary')
+
+/** A notification as the API shows it in lists (no address, no content). */
+export function notificationSummaryOf(row: NotificationRowView): z.infer<typeof NotificationSummary> {
+  const text = (key: string) => (row[key] === null || row[key] === undefined ? null : String(row[key]))
+  return {
+    id: row.id,
+    eventId: String(row.event_id),
+    kind: String(row.kind),
+    channel: String(row.channel),
+    urgency: String(row.urgency),
+    recipientUserId: String(row.recipient_user_id),
+    status: row.status as z.infer<typeof NotificationSummary>['status'],
+    statusReason: text('status_reason'),
+    errorCode: text('error_code'),
+    locale: text('locale'),
+    scheduledAt: String(row.scheduled_at),
+    sentAt: text('sent_at'),
+    sendAttempts: Number(row.send_attempts ?? 0),
+    providerId: text('provider_id'),
+    createdAt: String(row.created_at),
+    updatedAt: String(row.updated_at),
+  }
+}
+
+const Notification = NotificationSummary.extend({
+  recipientEmail: z.string().nullable(),
+  recipientName: z.string().nullable(),
+  timeZone: z.string().nullable(),
+  subject: z.string().nullable(),
+  text: z.string().nullable(),
+  html: z.string().nullable(),
+  templateVersion: z.number().nullable(),
+  traceId: z.string().nullable(),
+  sentMessage: z
+    .object({ transport: z.string(), messageId: z.string(), sentAt: z.string(), raw: z.string().optional() })
+    .nullable(),
+}).openapi('Notification')
+
+const show = createRoute({
+  method: 'get',
+  path: '/{id}',
+  summary: 'One notification: recipient snapshot, rendered content, status, and what was sent',
+  security: ADMIN_SECURITY,
+  request: {
+    params: z.object({
+      id: z
+        .string()
+        .min(1)
+        .max(100)
+        .openapi({ param: { name: 'id', in: 'path' } }),
+    }),
+    query: z.object({
+      raw: z.enum(['true', 'false']).default('false').openapi({ description: 'include the raw MIME' }),
+    }),
+  },
+  responses: { 200: json(Notification, 'The notification'), ...errors(400, 404, ...ADMIN_ERRORS) },
+})
+
+/** `/v1/notifications`. */
+export const notifications = createRouter().openapi(show, async (c) => {
+  const { id } = c.req.valid('param')
+  const db = c.env.DB
+  const [found, sent] = await db.batch([
+    db.prepare('SELECT * FROM notifications WHERE id = ?1').bind(id),
+    db.prepare('SELECT transport, message_id, raw, sent_at FROM sent_messages WHERE notification_id = ?1').bind(id),
+  ])
+  const row = found?.results?.[0] as NotificationRowView | undefined
+  if (!row) throw new ApiError('NOT_FOUND', 'no such notification')
+  const message = sent?.results?.[0] as
+    | { transport: string; message_id: string; raw: string; sent_at: string }
+    | undefined
+  const text = (key: string) => (row[key] === null || row[key] === undefined ? null : String(row[key]))
+  return c.json(
+    {
+      ...notificationSummaryOf(row),
+      recipientEmail: text('recipient_email'),
+      recipientName: text('recipient_name'),
+      timeZone: text('time_zone'),
+      subject: text('subject'),
+      text: text('text_body'),
+      html: text('html_body'),
+      templateVersion: row.template_version === null ? null : Number(row.template_version),
+      traceId: text('trace_id'),
+      sentMessage: message
+        ? {
+            transport: message.transport,
+            messageId: message.message_id,
+            sentAt: message.sent_at,
+            ...(c.req.valid('query').raw === 'true' ? { raw: message.raw } : {}),
+          }
+        : null,
+    },
+    200,
+  )
+})

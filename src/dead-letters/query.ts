@@ -1,0 +1,114 @@
+/** Filters of the dead-letter list and bulk replay. */
+export type DeadLetterFilter = {
+  status?: string
+  code?: string
+  queue?: string
+  source?: string
+  kind?: string
+  since?: string
+  until?: string
+}
+
+/** A position in the (first_seen, id) order. */
+export type Cursor = { firstSeen: string; id: string }
+
+/** A dead letter as the API lists it. */
+export type DeadLetterSummaryRow = {
+  id: string
+  queue: string
+  code: string
+  error: string
+  attempts: number | null
+  source: string | null
+  origin: string | null
+  event_id: string | null
+  event_type: string | null
+  kind: string | null
+  status: string
+  failures: number
+  replays: number
+  first_seen: string
+  last_seen: string
+}
+
+const SUMMARY = `id, queue, code, error, attempts, source, origin, event_id, event_type, kind, status, failures, replays,
+  first_seen, last_seen`
+
+/**
+ * Lists dead letters in a stable keyset order, (first_seen, id): a page starts
+ * strictly after the cursor, so rows inserted meanwhile never shift a page.
+ * Parameters: status, code, queue, source, kind, since, until, cursor first_seen,
+ * cursor id, limit (NULL filters match everything).
+ */
+export function listDeadLetters(
+  db: D1Database,
+  filter: DeadLetterFilter,
+  options: { cursor?: Cursor; limit: number; order: 'asc' | 'desc' },
+): D1PreparedStatement {
+  const after = options.order === 'asc' ? '>' : '<'
+  return db
+    .prepare(
+      `SELECT ${SUMMARY} FROM dead_letters
+       WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR code = ?2) AND (?3 IS NULL OR queue = ?3)
+         AND (?4 IS NULL OR source = ?4) AND (?5 IS NULL OR kind = ?5)
+         AND (?6 IS NULL OR first_seen >= ?6) AND (?7 IS NULL OR first_seen < ?7)
+         AND (?8 IS NULL OR (first_seen, id) ${after} (?8, ?9))
+       ORDER BY first_seen ${options.order}, id ${options.order}
+       LIMIT ?10`,
+    )
+    .bind(
+      filter.status ?? null,
+      filter.code ?? null,
+      filter.queue ?? null,
+      filter.source ?? null,
+      filter.kind ?? null,
+      filter.since ?? null,
+      filter.until ?? null,
+      options.cursor?.firstSeen ?? null,
+      options.cursor?.id ?? null,
+      options.limit,
+    )
+}
+
+/** One dead letter, whole. Parameters: id. */
+export function getDeadLetter(db: D1Database, id: string): D1PreparedStatement {
+  return db.prepare('SELECT * FROM dead_letters WHERE id = ?1').bind(id)
+}
+
+/** Dead letters of an event. Parameters: event id. */
+export function deadLettersOfEvent(db: D1Database, eventId: string): D1PreparedStatement {
+  return db.prepare(`SELECT ${SUMMARY} FROM dead_letters WHERE event_id = ?1 ORDER BY first_seen, id`).bind(eventId)
+}
+
+/** Marks dead letters replayed and counts the replay. Parameters: JSON array of ids, now. */
+export function markReplayed(db: D1Database, ids: readonly string[], now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE dead_letters SET status = 'replayed', replays = replays + 1, replayed_at = ?2
+       WHERE id IN (SELECT value FROM json_each(?1))`,
+    )
+    .bind(JSON.stringify(ids), now)
+}
+
+/** Discards a dead letter with the operator's reason. Parameters: id, reason. */
+export function markDiscarded(db: D1Database, id: string, reason: string): D1PreparedStatement {
+  return db.prepare(`UPDATE dead_letters SET status = 'discarded', discard_reason = ?2 WHERE id = ?1`).bind(id, reason)
+}
+
+/** Opaque cursor text for a row. */
+export function encodeCursor(row: { first_seen: string; id: string }): string {
+  return btoa(JSON.stringify([row.first_seen, row.id]))
+    .replaceAll('+', '-')
+    .replaceAll('/', '_')
+    .replace(/=+$/, '')
+}
+
+/** The cursor in an opaque text, or undefined when it is not one of ours. */
+export function decodeCursor(text: string): Cursor | undefined {
+  try {
+    const [firstSeen, id] = JSON.parse(atob(text.replaceAll('-', '+').replaceAll('_', '/'))) as unknown[]
+    return typeof firstSeen === 'string' && typeof id === 'string' ? { firstSeen, id } : undefined
+  } catch {
+    return undefined
+  }
+}

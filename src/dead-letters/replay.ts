@@ -1,0 +1,65 @@
+import { DispatchMessageSchema } from '../dispatch/message.ts'
+import { QUEUES } from '../queue/names.ts'
+import { sendAll } from '../queue/send.ts'
+import { markReplayed } from './query.ts'
+
+/** What a replay needs of a dead letter. */
+export type ReplayRow = { id: string; queue: string; body: string }
+
+/** The result of a replay. */
+export type ReplayResult = { replayed: string[]; skipped: { id: string; reason: string }[] }
+
+/**
+ * Sends each dead letter's original message back to the queue it died on and
+ * marks it `replayed` (counting replays). A notification that failed to send is
+ * first put back to `pending`, so the replayed dispatch message can claim it.
+ * An event that was processed since comes back as a duplicate: no second email.
+ */
+export async function replayDeadLetters(env: Env, rows: readonly ReplayRow[], now: Date): Promise<ReplayResult> {
+  const nowIso = now.toISOString()
+  const skipped: ReplayResult['skipped'] = []
+  const events: unknown[] = []
+  const dispatches: unknown[] = []
+  const resets: D1PreparedStatement[] = []
+  const replayed: string[] = []
+  for (const row of rows) {
+    const body: unknown = JSON.parse(row.body)
+    if (row.queue === QUEUES.events) {
+      events.push(body)
+    } else if (row.queue === QUEUES.dispatch) {
+      const message = DispatchMessageSchema.safeParse(body)
+      if (!message.success) {
+        skipped.push({ id: row.id, reason: 'the dead message is not a dispatch message' })
+        continue
+      }
+      dispatches.push(message.data)
+      resets.push(resetFailedNotification(env.DB, message.data.notificationId, nowIso))
+    } else {
+      skipped.push({ id: row.id, reason: `it died on an unknown queue (${row.queue})` })
+      continue
+    }
+    replayed.push(row.id)
+  }
+  if (resets.length > 0) await env.DB.batch(resets)
+  await sendAll(
+    env.EVENTS,
+    events.map((body) => ({ body })),
+  )
+  await sendAll(
+    env.DISPATCH,
+    dispatches.map((body) => ({ body })),
+  )
+  if (replayed.length > 0) await markReplayed(env.DB, replayed, nowIso).run()
+  return { replayed, skipped }
+}
+
+/** Puts a `failed` notification back to `pending`, due now. Parameters: id, now. */
+function resetFailedNotification(db: D1Database, id: string, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'pending', scheduled_at = ?2, enqueued_at = ?2, error_code = NULL,
+         status_reason = 'replayed by an operator', lease_until = NULL, updated_at = ?2
+       WHERE id = ?1 AND status = 'failed'`,
+    )
+    .bind(id, now)
+}

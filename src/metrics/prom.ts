@@ -1,0 +1,81 @@
+// Deep imports on purpose: prom-client's index also loads its push gateway and the
+// default process metrics, which need Node's http and process APIs that a Worker lacks.
+import Counter from 'prom-client/lib/counter.js'
+import Gauge from 'prom-client/lib/gauge.js'
+import Registry from 'prom-client/lib/registry.js'
+import { COUNTERS, GAUGES } from './counters.ts'
+
+type Row = { name: string; labels: string; value: number }
+
+const HELP: Record<string, { help: string; labels: string[]; type: 'counter' | 'gauge' }> = {
+  [COUNTERS.notifications]: {
+    help: 'Notifications that entered each status, by kind and channel.',
+    labels: ['kind', 'channel', 'status'],
+    type: 'counter',
+  },
+  [COUNTERS.events]: { help: 'Inbound events by source and outcome.', labels: ['source', 'outcome'], type: 'counter' },
+  [COUNTERS.deadLettersOpen]: {
+    help: 'Dead letters open now, by queue and code; alert when > 0.',
+    labels: ['queue', 'code'],
+    type: 'gauge',
+  },
+  [GAUGES.consumerLag]: {
+    help: 'Age of the events in the latest notify-events batch (event time to processing), by source.',
+    labels: ['source'],
+    type: 'gauge',
+  },
+}
+
+/** The profile-events document's own names, kept so dashboards built on it keep working. */
+const ALIASES = {
+  enqueued: {
+    name: 'notifications_enqueued_total',
+    help: 'Notifications created pending, by kind and channel (seed 002).',
+  },
+  lag: { name: 'notifications_consumer_lag_seconds', help: 'Same as notify_consumer_lag_seconds (seed 002).' },
+}
+
+/**
+ * The Prometheus exposition text of the counters and gauges kept in D1,
+ * formatted by prom-client.
+ */
+export async function exposition(
+  counters: readonly Row[],
+  gauges: readonly Row[],
+): Promise<{ text: string; contentType: string }> {
+  const registry = new Registry()
+  const metrics = new Map<string, Counter | Gauge>()
+  const metric = (name: string, help: string, labelNames: string[], type: 'counter' | 'gauge') => {
+    let found = metrics.get(name)
+    if (!found) {
+      found =
+        type === 'counter'
+          ? new Counter({ name, help, labelNames, registers: [registry] })
+          : new Gauge({ name, help, labelNames, registers: [registry] })
+      metrics.set(name, found)
+    }
+    return found
+  }
+  for (const [name, spec] of Object.entries(HELP)) metric(name, spec.help, spec.labels, spec.type)
+  metric(ALIASES.enqueued.name, ALIASES.enqueued.help, ['kind', 'channel'], 'counter')
+  metric(ALIASES.lag.name, ALIASES.lag.help, ['source'], 'gauge')
+
+  for (const row of [...counters, ...gauges]) {
+    const spec = HELP[row.name]
+    if (!spec) continue
+    const stored = JSON.parse(row.labels) as Record<string, string>
+    // In the declared order, whatever order the row stored them in.
+    const labels = Object.fromEntries(spec.labels.map((name) => [name, stored[name] ?? '']))
+    const target = metric(row.name, spec.help, spec.labels, spec.type)
+    if (target instanceof Counter) target.inc(labels, Math.max(0, row.value))
+    else target.set(labels, row.value)
+    if (row.name === COUNTERS.notifications && labels.status === 'pending') {
+      ;(metrics.get(ALIASES.enqueued.name) as Counter).inc(
+        { kind: labels.kind, channel: labels.channel },
+        Math.max(0, row.value),
+      )
+    }
+    if (row.name === GAUGES.consumerLag) (metrics.get(ALIASES.lag.name) as Gauge).set(labels, row.value)
+  }
+  return { text: await registry.metrics(), contentType: registry.contentType }
+}

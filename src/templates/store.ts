@@ -1,0 +1,66 @@
+import type { TemplateSource } from './render.ts'
+
+type Row = {
+  kind: string
+  locale: string
+  channel: string
+  version: number
+  subject: string
+  text_body: string
+  html_body: string
+  created_at: string
+}
+
+/** The active template for (kind, locale, channel). Parameters: kind, locale, channel. */
+export async function activeTemplate(db: D1Database, kind: string, locale: string, channel: string) {
+  const row = await db
+    .prepare(
+      `SELECT kind, locale, channel, version, subject, text_body, html_body, created_at FROM templates
+       WHERE kind = ?1 AND locale = ?2 AND channel = ?3 AND active = 1`,
+    )
+    .bind(kind, locale, channel)
+    .first<Row>()
+  return row ? { ...toSource(row), createdAt: row.created_at } : null
+}
+
+/**
+ * Saves a new version of (kind, locale, channel) and makes it the only active
+ * one, in one batch. Returns the new version.
+ */
+export async function saveTemplate(
+  db: D1Database,
+  source: Omit<TemplateSource, 'version'>,
+  now: string,
+): Promise<number> {
+  const current = await db
+    .prepare(
+      'SELECT coalesce(max(version), 0) AS version FROM templates WHERE kind = ?1 AND locale = ?2 AND channel = ?3',
+    )
+    .bind(source.kind, source.locale, source.channel)
+    .first<{ version: number }>()
+  const version = (current?.version ?? 0) + 1
+  await db.batch([
+    db
+      .prepare('UPDATE templates SET active = 0 WHERE kind = ?1 AND locale = ?2 AND channel = ?3 AND active = 1')
+      .bind(source.kind, source.locale, source.channel),
+    db
+      .prepare(
+        `INSERT INTO templates (kind, locale, channel, version, subject, text_body, html_body, active, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8)`,
+      )
+      .bind(source.kind, source.locale, source.channel, version, source.subject, source.textBody, source.htmlBody, now),
+  ])
+  return version
+}
+
+function toSource(row: Row): TemplateSource {
+  return {
+    kind: row.kind,
+    locale: row.locale,
+    channel: row.channel,
+    version: row.version,
+    subject: row.subject,
+    textBody: row.text_body,
+    htmlBody: row.html_body,
+  }
+}

@@ -1,0 +1,145 @@
+import { env, exports } from 'cloudflare:workers'
+import { describe, expect, it } from 'vitest'
+import {
+  ADMIN_TOKEN,
+  deliver,
+  eventually,
+  freshInbound,
+  guid,
+  INGEST_TOKEN,
+  notificationsOf,
+  postIngest,
+  seedContact,
+} from './helpers.ts'
+
+function call(method: string, path: string, token: string | null, body?: unknown): Promise<Response> {
+  const headers: Record<string, string> = {}
+  if (token) headers.authorization = `Bearer ${token}`
+  if (body !== undefined) headers['content-type'] = 'application/json'
+  return exports.default.fetch(`http://worker${path}`, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+}
+
+const admin = (method: string, path: string, body?: unknown) => call(method, path, ADMIN_TOKEN, body)
+
+async function jsonOf<T = Record<string, unknown>>(response: Response): Promise<T> {
+  return (await response.json()) as T
+}
+
+const user = '0c0e2d2a-5c71-4a3f-8a2f-7e9c1b3d4a55'
+const template = {
+  subject: 'Тема {{ actorName }}',
+  textBody: 'Текст {{ projectTitle }}',
+  htmlBody: '<p>{{ projectTitle }}</p>',
+}
+
+/** Every operator route, with a request the admin token may make (expected status). */
+const ROUTES: { method: string; path: string; body?: unknown; admin: number }[] = [
+  { method: 'GET', path: '/v1/dead-letters', admin: 200 },
+  { method: 'GET', path: '/v1/dead-letters/none', admin: 404 },
+  { method: 'POST', path: '/v1/dead-letters/none/replay', admin: 404 },
+  { method: 'POST', path: '/v1/dead-letters/none/discard', body: { reason: 'test' }, admin: 404 },
+  { method: 'POST', path: '/v1/dead-letters/replay', body: { dryRun: true }, admin: 200 },
+  { method: 'GET', path: '/v1/events/none', admin: 404 },
+  { method: 'GET', path: '/v1/notifications/none', admin: 404 },
+  { method: 'GET', path: '/v1/templates/ResponseCreated/ru/email', admin: 200 },
+  { method: 'PUT', path: '/v1/templates/ResponseCreated/xx/email', body: template, admin: 200 },
+  { method: 'POST', path: '/v1/templates/preview', body: { kind: 'ResponseCreated' }, admin: 200 },
+  { method: 'GET', path: `/v1/contacts/${user}`, admin: 404 },
+  { method: 'PUT', path: `/v1/contacts/${guid()}`, body: { email: 'someone@example.com' }, admin: 200 },
+  { method: 'DELETE', path: `/v1/contacts/${guid()}`, admin: 404 },
+  { method: 'GET', path: '/v1/reviewers', admin: 200 },
+  { method: 'PUT', path: `/v1/reviewers/${guid()}`, admin: 200 },
+  { method: 'DELETE', path: `/v1/reviewers/${guid()}`, admin: 404 },
+  { method: 'GET', path: '/metrics', admin: 200 },
+]
+
+describe('operator API: scopes', () => {
+  for (const route of ROUTES) {
+    it(`${route.method} ${route.path}: 401 without or with an unknown token, 403 with the ingest token, ${route.admin} with the admin token`, async () => {
+      for (const token of [null, 'not-a-known-token-0000']) {
+        const response = await call(route.method, route.path, token, route.body)
+        expect(response.status).toBe(401)
+        expect(await jsonOf(response)).toMatchObject({ error: { code: 'UNAUTHORIZED' } })
+      }
+      const ingest = await call(route.method, route.path, INGEST_TOKEN, route.body)
+      expect(ingest.status).toBe(403)
+      expect(await jsonOf(ingest)).toMatchObject({ error: { code: 'FORBIDDEN' } })
+      const allowed = await call(route.method, route.path, ADMIN_TOKEN, route.body)
+      expect(allowed.status).toBe(route.admin)
+      expect(allowed.headers.get('x-content-type-options')).toBe('nosniff')
+    })
+  }
+
+  it('/healthz and /openapi.json need no token', async () => {
+    expect((await call('GET', '/healthz', null)).status).toBe(200)
+    expect((await call('GET', '/openapi.json', null)).status).toBe(200)
+  })
+
+  it('a bad request names the field', async () => {
+    const response = await admin('GET', '/v1/dead-letters?limit=0&status=lost')
+    expect(response.status).toBe(400)
+    const body = await jsonOf<{ error: { code: string; issues: { field: string }[] } }>(response)
+    expect(body.error.code).toBe('INVALID_REQUEST')
+    expect(body.error.issues.map((issue) => issue.field).sort()).toEqual(['limit', 'status'])
+  })
+})
+
+describe('/openapi.json', () => {
+  it('is an OpenAPI 3 document listing every route with its error responses', async () => {
+    const doc = await jsonOf<{
+      openapi: string
+      info: { title: string }
+      paths: Record<
+        string,
+        Record<string, { responses: Record<string, { description: string }>; security?: unknown[] }>
+      >
+      components: { securitySchemes: Record<string, unknown> }
+    }>(await call('GET', '/openapi.json', null))
+    expect(doc.openapi).toMatch(/^3\.0\.\d$/)
+    expect(doc.info.title).toBe('notify-edge')
+    const listed = Object.entries(doc.paths).flatMap(([path, methods]) =>
+      Object.keys(methods).map((m) => `${m.toUpperCase()} ${path}`),
+    )
+    expect(listed.sort()).toEqual(
+      [
+        'GET /healthz',
+        'POST /v1/ingest',
+        'GET /v1/dead-letters',
+        'GET /v1/dead-letters/{id}',
+        'POST /v1/dead-letters/{id}/replay',
+        'POST /v1/dead-letters/{id}/discard',
+        'POST /v1/dead-letters/replay',
+        'GET /v1/events/{eventId}',
+        'GET /v1/notifications/{id}',
+        'GET /v1/templates/{kind}/{locale}/{channel}',
+        'PUT /v1/templates/{kind}/{locale}/{channel}',
+        'POST /v1/templates/preview',
+        'GET /v1/contacts/{userId}',
+        'PUT /v1/contacts/{userId}',
+        'DELETE /v1/contacts/{userId}',
+        'GET /v1/reviewers',
+        'PUT /v1/reviewers/{userId}',
+        'DELETE /v1/reviewers/{userId}',
+        'GET /metrics',
+      ].sort(),
+    )
+    for (const [path, methods] of Object.entries(doc.paths)) {
+      for (const [method, operation] of Object.entries(methods)) {
+        for (const [status, response] of Object.entries(operation.responses)) {
+          expect(response.description, `${method} ${path} ${status}`).toBeTruthy()
+        }
+        if (path !== '/healthz') {
+          expect(Object.keys(operation.responses), `${method} ${path}`).toEqual(expect.arrayContaining(['401', '403']))
+          for (const requirement of operation.security ?? []) {
+            for (const scheme of Object.keys(requirement as object))
+              expect(doc.components.securitySchemes).toHaveProperty(scheme)
+          }
+        }
+      }
+    }
+  })
+})
