@@ -1,0 +1,53 @@
+import { z } from 'zod'
+
+const Identifier = z.string().regex(/^[a-z_][a-z0-9_]*$/, 'a lower-case SQL identifier')
+const Milliseconds = z.coerce.number().int().positive()
+
+const ConfigSchema = z.object({
+  /** The Worker's ingest route. @defaultValue "http://127.0.0.1:8787/v1/ingest" */
+  SINK_URL: z.url({ protocol: /^https?$/ }).default('http://127.0.0.1:8787/v1/ingest'),
+  /** The Worker's INGEST_TOKEN. @defaultValue "dev-ingest-token-change-me" (.dev.vars.example) */
+  SINK_TOKEN: z.string().min(1).default('dev-ingest-token-change-me'),
+  /** Requests to the sink in flight at once. @defaultValue 4 */
+  SINK_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
+  /** How long the sink waits to fill a batch. @defaultValue 5 */
+  SINK_LINGER_MS: z.coerce.number().int().min(0).max(1000).default(5),
+  /** Timeout of one sink request. @defaultValue 15000 */
+  SINK_TIMEOUT_MS: Milliseconds.default(15_000),
+  /** PostgreSQL connection URL; the outbox source is enabled when set. */
+  PG_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'a postgres:// URL')
+    .optional(),
+  /** Schema of the outbox tables. @defaultValue "data_exchange" */
+  PG_SCHEMA: Identifier.default('data_exchange'),
+  /** NOTIFY channel of the outbox trigger. @defaultValue "queue_message_log" */
+  PG_CHANNEL: Identifier.default('queue_message_log'),
+  /** `notify` (LISTEN + sweeps) or `poll` (sweeps only, no trigger needed). @defaultValue "notify" */
+  PG_MODE: z.enum(['notify', 'poll']).default('notify'),
+  /** Rows claimed per transaction. @defaultValue 100 */
+  PG_BATCH_SIZE: z.coerce.number().int().min(1).max(1000).default(100),
+  /** Interval of the sweep (the poll interval in poll mode). @defaultValue 1000 */
+  PG_SWEEP_INTERVAL_MS: Milliseconds.default(1000),
+  /** Port of /healthz, /readyz and /metrics. @defaultValue 8788 */
+  HTTP_PORT: z.coerce.number().int().min(0).max(65_535).default(8788),
+  /** pino level. @defaultValue "info" */
+  LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  /** How long SIGTERM waits for in-flight work before giving up on it (it stays at its source). @defaultValue 10000 */
+  SHUTDOWN_TIMEOUT_MS: Milliseconds.default(10_000),
+})
+
+/** The bridge's configuration. */
+export type BridgeConfig = z.infer<typeof ConfigSchema>
+
+/** Parses the environment once; throws an Error naming every bad variable. */
+export function parseConfig(environment: Record<string, string | undefined>): BridgeConfig {
+  // An empty variable counts as unset, as in most container setups.
+  const defined = Object.fromEntries(
+    Object.entries(environment).filter(([, value]) => value !== undefined && value !== ''),
+  )
+  const result = ConfigSchema.safeParse(defined)
+  if (result.success) return result.data
+  const problems = result.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`)
+  throw new Error(`invalid configuration: ${problems.join('; ')}`)
+}

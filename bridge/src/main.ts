@@ -1,0 +1,60 @@
+/**
+ * The notify-edge bridge: forwards events from the PostgreSQL outbox (and,
+ * later, RabbitMQ and Kafka) to the Worker's ingest route. `npm run bridge`.
+ */
+import { parseConfig } from './config.ts'
+import { startHttp } from './http.ts'
+import { createLogger } from './log.ts'
+import { createMetrics } from './metrics.ts'
+import { Sink } from './sink/sink.ts'
+import { PostgresRelay } from './sources/postgres/relay.ts'
+
+let config: ReturnType<typeof parseConfig>
+try {
+  config = parseConfig(process.env)
+} catch (error) {
+  process.stderr.write(`notify-edge bridge: ${(error as Error).message}\n`)
+  process.exit(2)
+}
+
+const log = createLogger(config.LOG_LEVEL)
+const metrics = createMetrics()
+const sink = new Sink(
+  {
+    url: config.SINK_URL,
+    token: config.SINK_TOKEN,
+    concurrency: config.SINK_CONCURRENCY,
+    lingerMs: config.SINK_LINGER_MS,
+    timeoutMs: config.SINK_TIMEOUT_MS,
+  },
+  log,
+  metrics,
+)
+const sources = config.PG_URL ? [new PostgresRelay(config, sink, log, metrics)] : []
+if (sources.length === 0) log.warn('no source is enabled: set PG_URL')
+
+const server = await startHttp(config.HTTP_PORT, metrics, () => ({
+  sources: sources.map((source) => ({ name: source.name, up: source.up })),
+  sinkHealthy: sink.healthy,
+  sinkUrl: config.SINK_URL,
+}))
+for (const source of sources) source.start()
+log.info(
+  { sources: sources.map((source) => source.name), sink: config.SINK_URL, port: config.HTTP_PORT },
+  'bridge started',
+)
+
+let stopping = false
+async function shutdown(signal: string): Promise<void> {
+  if (stopping) return
+  stopping = true
+  log.info({ signal }, 'stopping: no new claims, finishing what is in flight')
+  const deadline = setTimeout(() => sink.abort(), config.SHUTDOWN_TIMEOUT_MS)
+  await Promise.all(sources.map((source) => source.stop(config.SHUTDOWN_TIMEOUT_MS)))
+  clearTimeout(deadline)
+  server.close()
+  log.info('stopped')
+  process.exit(0)
+}
+process.on('SIGTERM', () => void shutdown('SIGTERM'))
+process.on('SIGINT', () => void shutdown('SIGINT'))
