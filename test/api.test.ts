@@ -1,16 +1,6 @@
-import { env, exports } from 'cloudflare:workers'
+import { exports } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
-import {
-  ADMIN_TOKEN,
-  deliver,
-  eventually,
-  freshInbound,
-  guid,
-  INGEST_TOKEN,
-  notificationsOf,
-  postIngest,
-  seedContact,
-} from './helpers.ts'
+import { ADMIN_TOKEN, guid, INGEST_TOKEN } from './helpers.ts'
 
 function call(method: string, path: string, token: string | null, body?: unknown): Promise<Response> {
   const headers: Record<string, string> = {}

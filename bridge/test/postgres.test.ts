@@ -1,0 +1,199 @@
+/**
+ * The PostgreSQL outbox relay against the real PostgreSQL of this machine, a
+ * database per test, and a local HTTP server standing in for the Worker's
+ * ingest route that records what it accepts.
+ */
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { after, test } from 'node:test'
+import { freePort, freshDatabase, recordingSink, startBridge, transferredCount, waitFor, writeRows } from './helpers.ts'
+
+const cleanups: (() => Promise<unknown>)[] = []
+after(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {})
+})
+
+async function setup() {
+  const db = await freshDatabase()
+  cleanups.push(() => db.drop())
+  const sink = await recordingSink()
+  cleanups.push(() => sink.close())
+  return { db, sink }
+}
+
+async function bridge(env: Record<string, string>) {
+  const started = await startBridge(env)
+  cleanups.push(() => started.stop())
+  await started.ready()
+  return started
+}
+
+function assertOnce(ids: string[], expected: string[]) {
+  assert.equal(new Set(ids).size, ids.length, 'an event was forwarded twice')
+  assert.deepEqual([...ids].sort(), [...expected].sort())
+}
+
+test('1,000 rows written by 4 concurrent writers are forwarded exactly once and all marked transferred; SIGTERM exits 0', async () => {
+  const { db, sink } = await setup()
+  const relay = await bridge({ PG_URL: db.url, SINK_URL: sink.url })
+  const ids = await writeRows(db.sql, 1000, 4)
+  await waitFor(async () => ((await transferredCount(db.sql)) === 1000 ? true : undefined), 'all rows transferred')
+  assertOnce(sink.ids(), ids)
+  const event = sink.accepted[0]
+  assert.equal(event?.source, 'postgres')
+  assert.match(event?.origin ?? '', /^postgres:data_exchange\.message_queue_log\/[0-9a-f-]{36}$/)
+  assert.ok(sink.requests.every((request) => request.count <= 100))
+  const metrics = await relay.metrics()
+  assert.match(metrics, /bridge_events_forwarded_total\{source="postgres"\} 1000/)
+  assert.deepEqual(await relay.stop(), { code: 0, signal: null })
+})
+
+test('two bridge processes on one outbox never forward a message twice', async () => {
+  const { db, sink } = await setup()
+  await bridge({ PG_URL: db.url, SINK_URL: sink.url, PG_BATCH_SIZE: '20' })
+  await bridge({ PG_URL: db.url, SINK_URL: sink.url, PG_BATCH_SIZE: '20' })
+  const ids = await writeRows(db.sql, 600, 3)
+  await waitFor(async () => ((await transferredCount(db.sql)) === 600 ? true : undefined), 'all rows transferred')
+  assertOnce(sink.ids(), ids)
+})
+
+test('sink refusing connections, then answering 503: nothing is marked before it accepts, then everything arrives', async () => {
+  const db = await freshDatabase()
+  cleanups.push(() => db.drop())
+  const port = await freePort()
+  const relay = await bridge({ PG_URL: db.url, SINK_URL: `http://127.0.0.1:${port}/v1/ingest` })
+  const ids = await writeRows(db.sql, 50)
+  await waitFor(
+    async () => (/bridge_sink_errors_total\{status="network"\} [2-9]/.test(await relay.metrics()) ? true : undefined),
+    'refused connections',
+  )
+  assert.equal(await transferredCount(db.sql), 0)
+
+  const sink = await recordingSink(port)
+  cleanups.push(() => sink.close())
+  sink.setMode('fail503')
+  await waitFor(
+    () => (sink.requests.filter((r) => r.status === 503).length >= 3 ? true : undefined),
+    'three 503 answers',
+    60_000,
+  )
+  assert.equal(await transferredCount(db.sql), 0)
+  assert.equal((await fetch(`http://127.0.0.1:${relay.port}/readyz`)).status, 503)
+
+  sink.setMode('accept')
+  await waitFor(
+    async () => ((await transferredCount(db.sql)) === 50 ? true : undefined),
+    'all rows transferred',
+    60_000,
+  )
+  assertOnce(sink.ids(), ids)
+  await waitFor(
+    async () => ((await fetch(`http://127.0.0.1:${relay.port}/readyz`)).status === 200 ? true : undefined),
+    'ready again',
+  )
+})
+
+test('pg_terminate_backend on the LISTEN and the claiming connections: the bridge reconnects and rows written meanwhile arrive', async () => {
+  const { db, sink } = await setup()
+  await bridge({ PG_URL: db.url, SINK_URL: sink.url, PG_SWEEP_INTERVAL_MS: '60000' })
+  const first = await writeRows(db.sql, 10)
+  await waitFor(async () => ((await transferredCount(db.sql)) === 10 ? true : undefined), 'first rows')
+  const database = db.url.slice(db.url.lastIndexOf('/') + 1)
+  const killed = await db.sql<{ pid: number }[]>`
+    SELECT pid FROM pg_stat_activity WHERE datname = ${database} AND application_name = 'notify-edge-bridge'`
+  assert.ok(killed.length >= 2, `expected the LISTEN and a claiming connection, found ${killed.length}`)
+  await db.sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+               WHERE datname = ${database} AND application_name = 'notify-edge-bridge'`
+  const second = await writeRows(db.sql, 25, 5)
+  // The sweep interval is a minute: these arrive through the re-LISTEN and the sweep after reconnecting.
+  await waitFor(
+    async () => ((await transferredCount(db.sql)) === 35 ? true : undefined),
+    'rows written while disconnected',
+  )
+  assertOnce(sink.ids(), [...first, ...second])
+})
+
+test('the bridge SIGKILLed in the middle of a batch: after a restart that batch is delivered again, nothing is lost', async () => {
+  const { db, sink } = await setup()
+  sink.setMode('stall')
+  const first = await bridge({ PG_URL: db.url, SINK_URL: sink.url })
+  const ids = await writeRows(db.sql, 30)
+  await waitFor(() => (sink.requests.length > 0 ? true : undefined), 'a batch in flight')
+  assert.deepEqual(await first.kill(), { code: null, signal: 'SIGKILL' })
+  assert.equal(await transferredCount(db.sql), 0)
+
+  sink.setMode('accept')
+  await bridge({ PG_URL: db.url, SINK_URL: sink.url })
+  await waitFor(async () => ((await transferredCount(db.sql)) === 30 ? true : undefined), 'all rows after restart')
+  assert.deepEqual([...new Set(sink.ids())].sort(), [...ids].sort())
+})
+
+test('PG_MODE=poll delivers without the trigger', async () => {
+  const { db, sink } = await setup()
+  await db.sql`DROP TRIGGER message_queue_log_notify ON data_exchange.message_queue_log`
+  await bridge({ PG_URL: db.url, SINK_URL: sink.url, PG_MODE: 'poll', PG_SWEEP_INTERVAL_MS: '100' })
+  const ids = await writeRows(db.sql, 40, 2)
+  await waitFor(async () => ((await transferredCount(db.sql)) === 40 ? true : undefined), 'all rows polled')
+  assertOnce(sink.ids(), ids)
+})
+
+test('a row without its data row, and one whose body is not UTF-8, are forwarded (base64), never skipped', async () => {
+  const { db, sink } = await setup()
+  await bridge({ PG_URL: db.url, SINK_URL: sink.url })
+  const missing = crypto.randomUUID()
+  const binary = crypto.randomUUID()
+  await db.sql`INSERT INTO data_exchange.message_queue_log (message_id) VALUES (${missing})`
+  await db.sql.begin(async (tx) => {
+    await tx`INSERT INTO data_exchange.message_queue_log (message_id) VALUES (${binary})`
+    await tx`INSERT INTO data_exchange.message_queue_log_data (message_id, message_body) VALUES (${binary}, ${Buffer.from([0xff, 0xfe, 0x00, 0x41])})`
+  })
+  await waitFor(async () => ((await transferredCount(db.sql)) === 2 ? true : undefined), 'both rows')
+  const byId = new Map(sink.accepted.map((event) => [event.sourceMessageId, event]))
+  assert.deepEqual(byId.get(missing)?.encoding, 'base64')
+  assert.equal(byId.get(missing)?.body, '')
+  assert.equal(byId.get(binary)?.encoding, 'base64')
+  assert.deepEqual(Buffer.from(byId.get(binary)?.body ?? '', 'base64'), Buffer.from([0xff, 0xfe, 0x00, 0x41]))
+})
+
+test('a bad variable: non-zero exit and a message naming it', () => {
+  const result = spawnSync(process.execPath, ['bridge/src/main.ts'], {
+    env: { PATH: process.env.PATH, PG_MODE: 'sometimes', PG_BATCH_SIZE: 'many' },
+    encoding: 'utf8',
+  })
+  assert.notEqual(result.status, 0)
+  assert.match(result.stderr, /PG_MODE/)
+  assert.match(result.stderr, /PG_BATCH_SIZE/)
+})
+
+test('npm run migrate:pg on a database that already holds the seed tables and rows loses nothing', async () => {
+  const { default: postgres } = await import('postgres')
+  const { PG_ADMIN_URL } = await import('./helpers.ts')
+  const { migratePostgres } = await import('../src/migrate.ts')
+  const name = `notify_edge_seed_${crypto.randomUUID().replaceAll('-', '').slice(0, 10)}`
+  const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} })
+  await admin.unsafe(`CREATE DATABASE ${name}`)
+  const url = PG_ADMIN_URL.replace(/\/[^/]*$/, `/${name}`)
+  const sql = postgres(url, { max: 1, onnotice: () => {} })
+  try {
+    // The seed's schema, verbatim, with rows in it.
+    await sql.unsafe(`CREATE SCHEMA IF NOT EXISTS data_exchange;
+      CREATE TABLE IF NOT EXISTS data_exchange.message_queue_log (message_id UUID PRIMARY KEY, transferred BOOLEAN DEFAULT FALSE, transfer_time TIMESTAMP);
+      CREATE TABLE IF NOT EXISTS data_exchange.message_queue_log_data (message_id UUID REFERENCES data_exchange.message_queue_log(message_id), message_body BYTEA);
+      INSERT INTO data_exchange.message_queue_log VALUES ('11111111-1111-4111-8111-111111111111', true, '2026-01-01'), ('22222222-2222-4222-8222-222222222222', false, NULL);
+      INSERT INTO data_exchange.message_queue_log_data VALUES ('11111111-1111-4111-8111-111111111111', 'a'), ('22222222-2222-4222-8222-222222222222', 'b');`)
+    assert.deepEqual(await migratePostgres(url), ['0001_outbox.sql'])
+    assert.deepEqual(await migratePostgres(url), ['0001_outbox.sql'])
+    const rows =
+      await sql`SELECT l.message_id, l.transferred, l.transfer_time, d.message_body FROM data_exchange.message_queue_log l
+      JOIN data_exchange.message_queue_log_data d USING (message_id) ORDER BY l.message_id`
+    assert.equal(rows.length, 2)
+    assert.equal(rows[0]?.transferred, true)
+    assert.equal(Buffer.from(rows[1]?.message_body).toString(), 'b')
+    const [trigger] = await sql`SELECT tgname FROM pg_trigger WHERE tgname = 'message_queue_log_notify'`
+    assert.ok(trigger)
+  } finally {
+    await sql.end({ timeout: 1 })
+    await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    await admin.end({ timeout: 1 })
+  }
+})
