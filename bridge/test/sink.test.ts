@@ -1,0 +1,146 @@
+/** The sink against a local HTTP server standing in for the Worker's ingest route. */
+import assert from 'node:assert/strict'
+import { once } from 'node:events'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { Writable } from 'node:stream'
+import { after, test } from 'node:test'
+import { INBOUND_EVENT_MAX_BYTES, type InboundEvent } from '../../src/contracts/index.ts'
+import { createLogger } from '../src/log.ts'
+import { createMetrics } from '../src/metrics.ts'
+import { Sink } from '../src/sink/sink.ts'
+
+type Handler = (
+  events: InboundEvent[],
+  request: number,
+) => { status: number; body?: unknown; headers?: Record<string, string> }
+
+const servers: ReturnType<typeof createServer>[] = []
+after(() => {
+  for (const server of servers) {
+    server.closeAllConnections()
+    server.close()
+  }
+})
+
+async function server(handler: Handler) {
+  const seen: { at: number; events: InboundEvent[] }[] = []
+  const http = createServer(async (request: IncomingMessage, response: ServerResponse) => {
+    const chunks: Buffer[] = []
+    for await (const chunk of request) chunks.push(chunk as Buffer)
+    const { events } = JSON.parse(Buffer.concat(chunks).toString()) as { events: InboundEvent[] }
+    seen.push({ at: performance.now(), events })
+    const answer = handler(events, seen.length)
+    response.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers })
+    response.end(JSON.stringify(answer.body ?? {}))
+  })
+  servers.push(http)
+  http.listen(0, '127.0.0.1')
+  await once(http, 'listening')
+  const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/v1/ingest`
+  const sink = new Sink(
+    { url, token: 't', concurrency: 2, lingerMs: 1, timeoutMs: 5000 },
+    createLogger('silent'),
+    createMetrics(),
+  )
+  return { sink, seen }
+}
+
+function event(body: string, id = crypto.randomUUID()): InboundEvent {
+  return {
+    source: 'http',
+    origin: `test:${id}`,
+    sourceMessageId: id,
+    receivedAt: new Date().toISOString(),
+    headers: {},
+    body,
+  }
+}
+
+const accept: Handler = (events) => ({ status: 202, body: { accepted: events.length } })
+
+test('a payload too large for a queue message travels as a payload-too-large marker', async () => {
+  const { sink, seen } = await server(accept)
+  const big = event(JSON.stringify({ padding: 'x'.repeat(INBOUND_EVENT_MAX_BYTES) }))
+  await sink.send([big, event('{}')])
+  const [sent] = seen.flatMap((request) => request.events).filter((e) => e.sourceMessageId === big.sourceMessageId)
+  const marker = JSON.parse(sent?.body ?? '{}')
+  assert.equal(marker.notifyEdgeMarker, 'payload-too-large')
+  assert.equal(marker.size, Buffer.byteLength(big.body))
+  assert.match(marker.sha256, /^[0-9a-f]{64}$/)
+  assert.equal(marker.head, big.body.slice(0, 1024))
+})
+
+test('an event the route refuses by index is replaced by a marker; the others go as they were', async () => {
+  const { sink, seen } = await server((events, request) =>
+    request === 1
+      ? {
+          status: 400,
+          body: {
+            error: {
+              code: 'INVALID_REQUEST',
+              message: 'bad',
+              issues: [{ field: 'events[1].receivedAt', message: 'Invalid ISO datetime' }],
+            },
+          },
+        }
+      : { status: 202, body: { accepted: events.length } },
+  )
+  const events = [event('{"a":1}'), event('{"b":2}'), event('{"c":3}')]
+  await sink.send(events)
+  assert.equal(seen.length, 2)
+  const resent = seen[1]?.events ?? []
+  assert.deepEqual(resent[0], events[0])
+  assert.deepEqual(resent[2], events[2])
+  const marker = JSON.parse(resent[1]?.body ?? '{}')
+  assert.equal(marker.notifyEdgeMarker, 'rejected-by-ingest')
+  assert.match(marker.reason, /events\[1\]\.receivedAt: Invalid ISO datetime/)
+  assert.equal(resent[1]?.sourceMessageId, events[1]?.sourceMessageId)
+})
+
+test('429 with Retry-After is retried no sooner than it asks; 5xx is retried; send() resolves only on 202', async () => {
+  const { sink, seen } = await server((events, request) =>
+    request === 1
+      ? { status: 429, headers: { 'retry-after': '1' } }
+      : request === 2
+        ? { status: 502 }
+        : { status: 202, body: { accepted: events.length } },
+  )
+  let resolved = false
+  const done = sink.send([event('{}')]).then(() => {
+    resolved = true
+  })
+  await done
+  assert.equal(resolved, true)
+  assert.equal(seen.length, 3)
+  const [first, second] = seen
+  assert.ok((second?.at ?? 0) - (first?.at ?? 0) >= 990, 'Retry-After: 1 was not honoured')
+})
+
+test('batches hold at most 100 events', async () => {
+  const { sink, seen } = await server(accept)
+  await sink.send(Array.from({ length: 250 }, () => event('{}')))
+  assert.equal(
+    seen.reduce((sum, request) => sum + request.events.length, 0),
+    250,
+  )
+  assert.ok(seen.every((request) => request.events.length <= 100))
+})
+
+test('logs mask e-mail addresses and drop personal fields', () => {
+  let text = ''
+  const stream = new Writable({
+    write(chunk, _encoding, callback) {
+      text += chunk
+      callback()
+    },
+  })
+  const log = createLogger('info', stream)
+  log.info(
+    { to: 'anna.client@example.com', displayName: 'Анна Клиент', reason: 'Нечитаемо' },
+    'sent to anna.client@example.com',
+  )
+  assert.doesNotMatch(text, /anna\.client@example\.com/)
+  assert.match(text, /a\*\*\*@example\.com/)
+  assert.doesNotMatch(text, /Анна Клиент|Нечитаемо/)
+})
