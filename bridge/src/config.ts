@@ -2,6 +2,16 @@ import { z } from 'zod'
 
 const Identifier = z.string().regex(/^[a-z_][a-z0-9_]*$/, 'a lower-case SQL identifier')
 const Milliseconds = z.coerce.number().int().positive()
+const List = z
+  .string()
+  .transform((value) =>
+    value
+      .split(',')
+      .map((item) => item.trim())
+      .filter(Boolean),
+  )
+  .pipe(z.array(z.string().min(1)).min(1, 'at least one item'))
+const Bool = z.enum(['true', 'false', '1', '0']).transform((value) => value === 'true' || value === '1')
 
 const ConfigSchema = z.object({
   /** The Worker's ingest route. @defaultValue "http://127.0.0.1:8787/v1/ingest" */
@@ -29,6 +39,32 @@ const ConfigSchema = z.object({
   PG_BATCH_SIZE: z.coerce.number().int().min(1).max(1000).default(100),
   /** Interval of the sweep (the poll interval in poll mode). @defaultValue 1000 */
   PG_SWEEP_INTERVAL_MS: Milliseconds.default(1000),
+  /** AMQP URL; the RabbitMQ source is enabled when set. */
+  RABBITMQ_URL: z
+    .string()
+    .regex(/^amqps?:\/\//, 'an amqp:// URL')
+    .optional(),
+  /** Exchange the ArtHunt events are published on. @defaultValue "arthunt.notifications" */
+  RABBITMQ_EXCHANGE: z.string().min(1).default('arthunt.notifications'),
+  /** Queue the bridge consumes. @defaultValue "email.notifications" */
+  RABBITMQ_QUEUE: z.string().min(1).default('email.notifications'),
+  /** Routing keys bound to the queue (comma-separated). @defaultValue both of seed 000 */
+  RABBITMQ_ROUTING_KEYS: List.default([
+    'notifications.email.response.created',
+    'notifications.email.invitation.created',
+  ]),
+  /** Unacknowledged messages at once (prefetch). @defaultValue 100 */
+  RABBITMQ_PREFETCH: z.coerce.number().int().min(1).max(10_000).default(100),
+  /** Declare seed 000's topology (exchange, queue, bindings, dead-letter queue) instead of using the queue as it is. @defaultValue false */
+  RABBITMQ_DECLARE: Bool.default(false),
+  /** Kafka bootstrap brokers (comma-separated); the Kafka source is enabled when set. */
+  KAFKA_BROKERS: List.optional(),
+  /** Consumer group. @defaultValue "notifications-profile-events" */
+  KAFKA_GROUP_ID: z.string().min(1).default('notifications-profile-events'),
+  /** Topics (comma-separated). @defaultValue seed 002's */
+  KAFKA_TOPICS: List.default(['pin.profile.verification-requests.v1', 'pin.profile.persons.v1']),
+  /** Client id. @defaultValue "notify-edge-bridge" */
+  KAFKA_CLIENT_ID: z.string().min(1).default('notify-edge-bridge'),
   /** Port of /healthz, /readyz and /metrics. @defaultValue 8788 */
   HTTP_PORT: z.coerce.number().int().min(0).max(65_535).default(8788),
   /** pino level. @defaultValue "info" */

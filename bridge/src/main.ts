@@ -1,13 +1,15 @@
 /**
- * The notify-edge bridge: forwards events from the PostgreSQL outbox (and,
- * later, RabbitMQ and Kafka) to the Worker's ingest route. `npm run bridge`.
+ * The notify-edge bridge: forwards events from the PostgreSQL outbox, RabbitMQ
+ * and Kafka to the Worker's ingest route. `npm run bridge`.
  */
 import { parseConfig } from './config.ts'
 import { startHttp } from './http.ts'
 import { createLogger } from './log.ts'
 import { createMetrics } from './metrics.ts'
 import { Sink } from './sink/sink.ts'
+import { KafkaSource } from './sources/kafka/source.ts'
 import { PostgresRelay } from './sources/postgres/relay.ts'
+import { RabbitSource } from './sources/rabbitmq/source.ts'
 
 let config: ReturnType<typeof parseConfig>
 try {
@@ -30,8 +32,13 @@ const sink = new Sink(
   log,
   metrics,
 )
-const sources = config.PG_URL ? [new PostgresRelay(config, sink, log, metrics)] : []
-if (sources.length === 0) log.warn('no source is enabled: set PG_URL')
+// A source is enabled when its URL is set; each reconnects on its own, and one down never stops the others.
+const sources = [
+  ...(config.PG_URL ? [new PostgresRelay(config, sink, log, metrics)] : []),
+  ...(config.RABBITMQ_URL ? [new RabbitSource(config, sink, log, metrics)] : []),
+  ...(config.KAFKA_BROKERS ? [new KafkaSource(config, sink, log, metrics)] : []),
+]
+if (sources.length === 0) log.warn('no source is enabled: set PG_URL, RABBITMQ_URL or KAFKA_BROKERS')
 
 const server = await startHttp(config.HTTP_PORT, metrics, () => ({
   sources: sources.map((source) => ({ name: source.name, up: source.up })),

@@ -1,0 +1,154 @@
+import { type Consumer, type EachBatchPayload, Kafka, type KafkaMessage, logLevel } from 'kafkajs'
+import type { Logger } from 'pino'
+import { INGEST_MAX_EVENTS, type InboundEvent } from '../../../../src/contracts/index.ts'
+import type { BridgeConfig } from '../../config.ts'
+import type { Metrics } from '../../metrics.ts'
+import { sleep } from '../../sink/backoff.ts'
+import type { Sink } from '../../sink/sink.ts'
+import { payloadOf, stringHeaders } from '../payload.ts'
+
+/** Heartbeat while a batch waits for the Worker, well inside the session timeout. */
+const HEARTBEAT_MS = 3000
+
+/** How long a batch may wait for the sink before its partition stops fetching. */
+const PAUSE_AFTER_MS = 5000
+
+/**
+ * The Kafka source (seed 002): consumer group `notifications-profile-events`
+ * on the PIN profile topics. Each partition's records go to the Worker in
+ * order, 100 at a time; an offset is resolved and committed only after the
+ * Worker accepted everything before it. While the Worker does not accept, the
+ * partition is paused (no more fetching) and heartbeats go on, so the group
+ * keeps it; it resumes when the sink delivers. SIGTERM leaves the group.
+ */
+export class KafkaSource {
+  readonly name = 'kafka'
+  readonly #config: BridgeConfig
+  readonly #sink: Sink
+  readonly #log: Logger
+  readonly #metrics: Metrics
+  readonly #consumer: Consumer
+  #up = false
+  #running: Promise<void> | undefined
+
+  constructor(config: BridgeConfig, sink: Sink, log: Logger, metrics: Metrics) {
+    this.#config = config
+    this.#sink = sink
+    this.#log = log.child({ source: 'kafka' })
+    this.#metrics = metrics
+    const kafka = new Kafka({
+      clientId: config.KAFKA_CLIENT_ID,
+      brokers: config.KAFKA_BROKERS as string[],
+      logLevel: logLevel.NOTHING,
+      retry: { initialRetryTime: 300, maxRetryTime: 15_000, retries: Number.MAX_SAFE_INTEGER },
+    })
+    this.#consumer = kafka.consumer({
+      groupId: config.KAFKA_GROUP_ID,
+      sessionTimeout: 30_000,
+      heartbeatInterval: HEARTBEAT_MS,
+      retry: { initialRetryTime: 300, maxRetryTime: 15_000, retries: Number.MAX_SAFE_INTEGER },
+    })
+    const { CONNECT, DISCONNECT, CRASH, GROUP_JOIN, REBALANCING } = this.#consumer.events
+    this.#consumer.on(CONNECT, () => this.#log.info('source:connected'))
+    this.#consumer.on(GROUP_JOIN, ({ payload }) => {
+      this.#setUp(true)
+      this.#log.info({ memberAssignment: payload.memberAssignment }, 'source:joined group')
+    })
+    this.#consumer.on(REBALANCING, () => this.#log.info('source:rebalancing'))
+    this.#consumer.on(DISCONNECT, () => this.#setUp(false))
+    this.#consumer.on(CRASH, ({ payload }) => {
+      this.#setUp(false)
+      this.#log.warn(
+        { error: payload.error, restart: payload.restart },
+        'source:crashed; kafkajs restarts the consumer',
+      )
+    })
+    metrics.sourceUp.set({ source: 'kafka' }, 0)
+  }
+
+  /** True while the consumer is in its group. */
+  get up(): boolean {
+    return this.#up
+  }
+
+  start(): void {
+    this.#running = this.#start().catch((error) => this.#log.error({ error }, 'kafka source stopped'))
+  }
+
+  async #start(): Promise<void> {
+    await this.#consumer.connect()
+    await this.#consumer.subscribe({ topics: this.#config.KAFKA_TOPICS, fromBeginning: true })
+    await this.#consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: 3,
+      eachBatch: (payload) => this.#eachBatch(payload),
+    })
+  }
+
+  async #eachBatch(payload: EachBatchPayload): Promise<void> {
+    const { batch, resolveOffset, heartbeat, pause, isRunning, isStale } = payload
+    const { topic, partition } = batch
+    for (let start = 0; start < batch.messages.length; start += INGEST_MAX_EVENTS) {
+      if (!isRunning() || isStale()) return
+      const chunk = batch.messages.slice(start, start + INGEST_MAX_EVENTS)
+      await this.#deliver(
+        chunk.map((message) => this.#toInbound(topic, partition, message)),
+        heartbeat,
+        pause,
+      )
+      const last = chunk[chunk.length - 1] as KafkaMessage
+      resolveOffset(last.offset)
+      await this.#consumer.commitOffsets([{ topic, partition, offset: (BigInt(last.offset) + 1n).toString() }])
+      await heartbeat()
+    }
+  }
+
+  /** Sends to the sink, heartbeating meanwhile; a long wait pauses the partition until it ends. */
+  async #deliver(events: InboundEvent[], heartbeat: () => Promise<void>, pause: () => () => void): Promise<void> {
+    let resume: (() => void) | undefined
+    const started = Date.now()
+    const timer = setInterval(() => {
+      heartbeat().catch((error) => this.#log.warn({ error }, 'heartbeat failed'))
+      if (!resume && Date.now() - started >= PAUSE_AFTER_MS) {
+        resume = pause()
+        this.#log.warn({ events: events.length }, 'sink is not accepting: partition paused')
+      }
+    }, HEARTBEAT_MS)
+    try {
+      await this.#sink.send(events)
+    } finally {
+      clearInterval(timer)
+      if (resume) {
+        resume()
+        this.#log.info('sink accepted again: partition resumed')
+      }
+    }
+  }
+
+  #toInbound(topic: string, partition: number, message: KafkaMessage): InboundEvent {
+    const headers = stringHeaders(message.headers as Record<string, unknown> | undefined)
+    if (message.key) headers['kafka-key'] = message.key.toString('utf8')
+    const origin = `kafka:${topic}/${partition}@${message.offset}`
+    return {
+      source: 'kafka',
+      origin,
+      sourceMessageId: headers['message-id'] ?? origin,
+      receivedAt: new Date().toISOString(),
+      headers,
+      ...payloadOf(message.value),
+    }
+  }
+
+  /** Leaves the group after the batches in flight end (or the timeout). */
+  async stop(timeoutMs: number): Promise<void> {
+    await Promise.race([this.#consumer.disconnect(), sleep(timeoutMs)])
+    await Promise.race([this.#running, sleep(100)])
+  }
+
+  #setUp(up: boolean): void {
+    if (up !== this.#up) this.#log.info({ up }, up ? 'source:up' : 'source:down')
+    this.#up = up
+    this.#metrics.sourceUp.set({ source: 'kafka' }, up ? 1 : 0)
+  }
+}

@@ -1,0 +1,168 @@
+/** The Kafka source against a real single-node Apache Kafka 4.x broker (started by services:up). */
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { after, before, test } from 'node:test'
+import { type Admin, Kafka, logLevel, Partitioners, type Producer } from 'kafkajs'
+import type { InboundEvent } from '../../src/contracts/index.ts'
+import { recordingSink, startBridge, waitFor } from './helpers.ts'
+
+const BROKERS = process.env.TEST_KAFKA_BROKERS ?? '127.0.0.1:9092'
+const kafka = new Kafka({ clientId: 'notify-edge-test', brokers: BROKERS.split(','), logLevel: logLevel.NOTHING })
+let admin: Admin
+let producer: Producer
+const cleanups: (() => Promise<unknown>)[] = []
+
+before(async () => {
+  execFileSync('bash', ['scripts/services-up.sh'], { stdio: 'ignore' })
+  admin = kafka.admin()
+  await admin.connect()
+  producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner })
+  await producer.connect()
+})
+after(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {})
+  await producer.disconnect()
+  await admin.disconnect()
+})
+
+async function topicAndGroup() {
+  const id = crypto.randomUUID().slice(0, 8)
+  const topic = `test.pin.profile.${id}`
+  await admin.createTopics({ topics: [{ topic, numPartitions: 3 }], waitForLeaders: true })
+  cleanups.push(() => admin.deleteTopics({ topics: [topic] }))
+  return { topic, group: `test-group-${id}` }
+}
+
+async function produce(topic: string, count: number) {
+  const ids: string[] = []
+  for (let start = 0; start < count; start += 200) {
+    const messages = Array.from({ length: Math.min(200, count - start) }, (_, index) => {
+      const id = crypto.randomUUID()
+      ids.push(id)
+      return {
+        key: `aggregate-${(start + index) % 7}`,
+        value: JSON.stringify({ n: start + index }),
+        headers: { 'message-id': id, 'event-type': 'person-upserted', 'contract-version': '1' },
+      }
+    })
+    await producer.send({ topic, messages })
+  }
+  return ids
+}
+
+async function bridge(topic: string, group: string, sinkUrl: string) {
+  const started = await startBridge({
+    KAFKA_BROKERS: BROKERS,
+    KAFKA_TOPICS: topic,
+    KAFKA_GROUP_ID: group,
+    SINK_URL: sinkUrl,
+  })
+  cleanups.push(() => started.stop())
+  await started.ready()
+  return started
+}
+
+/** Committed offset of each partition equals its end. */
+async function committedToEnd(topic: string, group: string): Promise<boolean> {
+  const [ends, [committed]] = await Promise.all([
+    admin.fetchTopicOffsets(topic),
+    admin.fetchOffsets({ groupId: group, topics: [topic] }),
+  ])
+  return ends.every((end) => committed?.partitions.find((p) => p.partition === end.partition)?.offset === end.high)
+}
+
+function position(event: InboundEvent): { partition: number; offset: number } {
+  const match = /\/(\d+)@(\d+)$/.exec(event.origin)
+  return { partition: Number(match?.[1]), offset: Number(match?.[2]) }
+}
+
+test('1,000 records over 3 partitions: forwarded in order per partition; SIGKILL mid-stream and a restart deliver every record, offsets committed to the end', async () => {
+  const { topic, group } = await topicAndGroup()
+  const sink = await recordingSink()
+  cleanups.push(() => sink.close())
+  const first = await bridge(topic, group, sink.url)
+  const ids = await produce(topic, 1000)
+  await waitFor(() => (sink.accepted.length >= 200 ? true : undefined), 'part of the stream', 60_000)
+  await first.kill()
+  const delivered = sink.accepted.length
+  await bridge(topic, group, sink.url)
+  await waitFor(
+    async () => ((await committedToEnd(topic, group)) ? true : undefined),
+    'offsets committed to the end',
+    90_000,
+  )
+  assert.deepEqual(new Set(sink.ids()), new Set(ids))
+  const event = sink.accepted[0]
+  assert.equal(event?.source, 'kafka')
+  assert.equal(event?.headers['event-type'], 'person-upserted')
+  assert.match(event?.headers['kafka-key'] ?? '', /^aggregate-\d$/)
+  // Per partition, offsets arrive in order (a redelivery after the kill starts over from the last commit).
+  const last = new Map<number, number>()
+  for (const accepted of sink.accepted) {
+    const { partition, offset } = position(accepted)
+    const previous = last.get(partition)
+    if (previous !== undefined && offset <= previous) {
+      // Only a restart may go back, and only to offsets delivered before the kill.
+      assert.ok(
+        sink.accepted.indexOf(accepted) >= delivered,
+        `partition ${partition} went back from ${previous} to ${offset}`,
+      )
+    }
+    last.set(partition, offset)
+  }
+  assert.equal(new Set(sink.accepted.map((e) => position(e).partition)).size, 3)
+})
+
+test('sink down: nothing committed; after it recovers everything arrives and is committed', async () => {
+  const { topic, group } = await topicAndGroup()
+  const sink = await recordingSink()
+  cleanups.push(() => sink.close())
+  sink.setMode('fail503')
+  await bridge(topic, group, sink.url)
+  const ids = await produce(topic, 60)
+  await waitFor(
+    () => (sink.requests.filter((request) => request.status === 503).length >= 3 ? true : undefined),
+    '503 answers',
+    60_000,
+  )
+  const [committed] = await admin.fetchOffsets({ groupId: group, topics: [topic] })
+  assert.ok(
+    committed?.partitions.every((partition) => partition.offset === '-1'),
+    JSON.stringify(committed),
+  )
+  sink.setMode('accept')
+  await waitFor(
+    async () => ((await committedToEnd(topic, group)) ? true : undefined),
+    'offsets committed to the end',
+    90_000,
+  )
+  assert.deepEqual(new Set(sink.ids()), new Set(ids))
+})
+
+test('two bridge processes in one group share the partitions and lose nothing', async () => {
+  const { topic, group } = await topicAndGroup()
+  const sink = await recordingSink()
+  cleanups.push(() => sink.close())
+  const one = await bridge(topic, group, sink.url)
+  const two = await bridge(topic, group, sink.url)
+  await waitFor(
+    async () => {
+      const { groups } = await admin.describeGroups([group])
+      const members = groups[0]?.members ?? []
+      return groups[0]?.state === 'Stable' && members.length === 2 ? true : undefined
+    },
+    'both members in the group',
+    60_000,
+  )
+  const ids = await produce(topic, 600)
+  await waitFor(
+    async () => ((await committedToEnd(topic, group)) ? true : undefined),
+    'offsets committed to the end',
+    90_000,
+  )
+  assert.deepEqual(new Set(sink.ids()), new Set(ids))
+  const forwarded = async (bridgeProcess: typeof one) =>
+    Number(/bridge_events_forwarded_total\{source="kafka"\} (\d+)/.exec(await bridgeProcess.metrics())?.[1] ?? 0)
+  const [a, b] = [await forwarded(one), await forwarded(two)]
+  assert.ok(a > 0 && b > 0, `both members must forward (got ${a} and ${b})`)
+})
