@@ -166,3 +166,19 @@ test('two bridge processes in one group share the partitions and lose nothing', 
   const [a, b] = [await forwarded(one), await forwarded(two)]
   assert.ok(a > 0 && b > 0, `both members must forward (got ${a} and ${b})`)
 })
+
+test('a topic that does not exist yet when the bridge starts: it keeps trying, and delivers once the topic exists', async () => {
+  const topic = `test.pin.late.${crypto.randomUUID().slice(0, 8)}`
+  const group = `test-group-late-${crypto.randomUUID().slice(0, 8)}`
+  cleanups.push(() => admin.deleteTopics({ topics: [topic] }))
+  const sink = await recordingSink()
+  cleanups.push(() => sink.close())
+  await bridge(topic, group, sink.url)
+  const ids = await produce(topic, 20)
+  await waitFor(
+    async () => ((await committedToEnd(topic, group)) ? true : undefined),
+    'offsets committed to the end',
+    90_000,
+  )
+  assert.deepEqual(new Set(sink.ids()), new Set(ids))
+})

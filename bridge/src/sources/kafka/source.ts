@@ -3,7 +3,7 @@ import type { Logger } from 'pino'
 import { INGEST_MAX_EVENTS, type InboundEvent } from '../../../../src/contracts/index.ts'
 import type { BridgeConfig } from '../../config.ts'
 import type { Metrics } from '../../metrics.ts'
-import { sleep } from '../../sink/backoff.ts'
+import { backoffMs, sleep } from '../../sink/backoff.ts'
 import type { Sink } from '../../sink/sink.ts'
 import { payloadOf, stringHeaders } from '../payload.ts'
 
@@ -30,6 +30,7 @@ export class KafkaSource {
   readonly #consumer: Consumer
   #up = false
   #running: Promise<void> | undefined
+  readonly #stop = new AbortController()
 
   constructor(config: BridgeConfig, sink: Sink, log: Logger, metrics: Metrics) {
     this.#config = config
@@ -75,15 +76,31 @@ export class KafkaSource {
     this.#running = this.#start().catch((error) => this.#log.error({ error }, 'kafka source stopped'))
   }
 
+  /**
+   * Connects, subscribes and runs, retrying with backoff: a broker that is down
+   * or topics that do not exist yet (auto-created on the first metadata
+   * request) never stop the source. Once running, kafkajs restarts it itself.
+   */
   async #start(): Promise<void> {
-    await this.#consumer.connect()
-    await this.#consumer.subscribe({ topics: this.#config.KAFKA_TOPICS, fromBeginning: true })
-    await this.#consumer.run({
-      autoCommit: false,
-      eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: 3,
-      eachBatch: (payload) => this.#eachBatch(payload),
-    })
+    for (let attempt = 0; !this.#stop.signal.aborted; attempt += 1) {
+      try {
+        await this.#consumer.connect()
+        await this.#consumer.subscribe({ topics: this.#config.KAFKA_TOPICS, fromBeginning: true })
+        await this.#consumer.run({
+          autoCommit: false,
+          eachBatchAutoResolve: false,
+          partitionsConsumedConcurrently: 3,
+          eachBatch: (payload) => this.#eachBatch(payload),
+        })
+        return
+      } catch (error) {
+        this.#setUp(false)
+        const wait = backoffMs(attempt, 500)
+        this.#log.warn({ error, waitMs: Math.round(wait) }, 'source:error starting the consumer; retrying')
+        await this.#consumer.disconnect().catch(() => {})
+        await sleep(wait, this.#stop.signal)
+      }
+    }
   }
 
   async #eachBatch(payload: EachBatchPayload): Promise<void> {
@@ -142,6 +159,7 @@ export class KafkaSource {
 
   /** Leaves the group after the batches in flight end (or the timeout). */
   async stop(timeoutMs: number): Promise<void> {
+    this.#stop.abort()
     await Promise.race([this.#consumer.disconnect(), sleep(timeoutMs)])
     await Promise.race([this.#running, sleep(100)])
   }
