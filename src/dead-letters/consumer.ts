@@ -107,7 +107,8 @@ async function identify(queue: string, body: unknown): Promise<Identity> {
     source: event.source,
     origin: event.origin,
     sourceMessageId: event.sourceMessageId,
-    eventId: identity.eventId ?? null,
+    // Without a readable event id, the source's message id is what the operator has to search by.
+    eventId: identity.eventId ?? event.sourceMessageId,
     eventType: identity.eventType ?? null,
     kind: KIND_OF_EVENT_TYPE[identity.eventType ?? ''] ?? null,
     body: json,

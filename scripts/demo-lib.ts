@@ -1,0 +1,235 @@
+/**
+ * Sends each seed sample through its natural source — outbox insert, RabbitMQ
+ * publish, Kafka produce — plus one poison event per source, and reads back
+ * what became of each through the operator API. Used by `npm run demo` and by
+ * the end-to-end test.
+ */
+import { readFileSync } from 'node:fs'
+import { Kafka, logLevel, Partitioners } from 'kafkajs'
+import postgres from 'postgres'
+import { Connection } from 'rabbitmq-client'
+
+/** Where everything is. Names default to the seeds'. */
+export type Endpoints = {
+  workerUrl: string
+  adminToken: string
+  pgUrl: string
+  pgSchema?: string
+  rabbitUrl: string
+  exchange?: string
+  kafkaBrokers: string[]
+  topics?: { requests: string; persons: string; contacts: string }
+}
+
+/** One event sent, and what should become of it. */
+export type Sent = {
+  label: string
+  source: 'postgres' | 'rabbitmq' | 'kafka'
+  eventId: string
+  expect: 'email' | 'dead-letter' | 'ignored'
+}
+
+/** What became of it. */
+export type Outcome = Sent & {
+  outcome: string
+  subject?: string
+  to?: string
+  code?: string
+  notificationStatus?: string
+}
+
+const json = (path: string) => JSON.parse(readFileSync(path, 'utf8'))
+export const OWNER = '0c0e2d2a-5c71-4a3f-8a2f-7e9c1b3d4a55'
+export const REVIEWER = '7e6d5c4b-3a29-4180-9f7e-6d5c4b3a2903'
+
+/** `anna.client@example.com` → `a***@example.com`. */
+export function mask(address: string | undefined): string {
+  if (!address) return ''
+  const at = address.indexOf('@')
+  return `${address[0]}***${address.slice(at)}`
+}
+
+async function api(endpoints: Endpoints, path: string, init: RequestInit = {}) {
+  const response = await fetch(new URL(path, endpoints.workerUrl), {
+    ...init,
+    headers: { authorization: `Bearer ${endpoints.adminToken}`, 'content-type': 'application/json', ...init.headers },
+  })
+  return { status: response.status, body: (await response.json().catch(() => null)) as Record<string, unknown> | null }
+}
+
+async function until<T>(check: () => Promise<T | undefined>, timeoutMs: number): Promise<T | undefined> {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    const value = await check().catch(() => undefined)
+    if (value !== undefined) return value
+    await new Promise((resolve) => setTimeout(resolve, 250))
+  }
+  return undefined
+}
+
+/** Sends the samples and the poison events; returns what was sent. */
+export async function sendSamples(endpoints: Endpoints): Promise<Sent[]> {
+  const schema = endpoints.pgSchema ?? 'data_exchange'
+  const exchange = endpoints.exchange ?? 'arthunt.notifications'
+  const topics = endpoints.topics ?? {
+    requests: 'pin.profile.verification-requests.v1',
+    persons: 'pin.profile.persons.v1',
+    contacts: 'pin.identity.contacts.v1',
+  }
+  const sent: Sent[] = []
+  const fresh = () => crypto.randomUUID()
+
+  // Kafka first: the contact replica that PIN recipients' addresses come from.
+  const kafka = new Kafka({ clientId: 'notify-edge-demo', brokers: endpoints.kafkaBrokers, logLevel: logLevel.NOTHING })
+  const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, allowAutoTopicCreation: true })
+  await producer.connect()
+  const record = (sample: { key: string; headers: Record<string, string>; value: unknown }, messageId: string) => ({
+    key: sample.key,
+    headers: { ...sample.headers, 'message-id': messageId },
+    value: JSON.stringify(sample.value),
+  })
+  const contact = json('examples/pin/contact-upserted.json')
+  const reviewerContact = {
+    ...contact,
+    key: REVIEWER,
+    value: {
+      UserId: REVIEWER,
+      Email: 'reviewer@example.com',
+      Locale: 'ru-RU',
+      TimeZone: 'Europe/Moscow',
+      DisplayName: 'Рецензент ПИН',
+      Version: 1,
+    },
+  }
+  await producer.send({
+    topic: topics.contacts,
+    messages: [record(contact, fresh()), record(reviewerContact, fresh())],
+  })
+  await until(
+    async () => ((await api(endpoints, `/v1/contacts/${REVIEWER}`)).status === 200 ? true : undefined),
+    60_000,
+  )
+
+  // PostgreSQL outbox: response.created (AH-MVP-007), and a body that is not JSON.
+  const sql = postgres(endpoints.pgUrl, { max: 1, onnotice: () => {} })
+  const outbox = async (id: string, body: Buffer) =>
+    sql.begin(async (tx) => {
+      await tx`INSERT INTO ${tx(schema)}.message_queue_log (message_id) VALUES (${id})`
+      await tx`INSERT INTO ${tx(schema)}.message_queue_log_data (message_id, message_body) VALUES (${id}, ${body})`
+    })
+  const response = json('examples/arthunt/response.created.json')
+  response.envelope.eventId = fresh()
+  await outbox(fresh(), Buffer.from(JSON.stringify(response)))
+  sent.push({ label: 'response.created', source: 'postgres', eventId: response.envelope.eventId, expect: 'email' })
+  const poisonRow = fresh()
+  await outbox(poisonRow, Buffer.from('{"envelope": not json'))
+  sent.push({ label: 'poison: body not JSON', source: 'postgres', eventId: poisonRow, expect: 'dead-letter' })
+  await sql.end({ timeout: 1 })
+
+  // RabbitMQ: invitation.created (AH-MVP-006), and one without recipient.email.
+  const rabbit = new Connection({ url: endpoints.rabbitUrl, connectionName: 'notify-edge-demo' })
+  const publisher = rabbit.createPublisher({ confirm: true })
+  const invitation = json('examples/arthunt/invitation.created.json')
+  invitation.envelope.eventId = fresh()
+  await publisher.send(
+    {
+      exchange,
+      routingKey: 'notifications.email.invitation.created',
+      messageId: invitation.envelope.eventId,
+      durable: true,
+    },
+    Buffer.from(JSON.stringify(invitation)),
+  )
+  sent.push({ label: 'invitation.created', source: 'rabbitmq', eventId: invitation.envelope.eventId, expect: 'email' })
+  const poisonInvitation = json('examples/arthunt/invitation.created.json')
+  poisonInvitation.envelope.eventId = fresh()
+  delete poisonInvitation.data.recipient.email
+  await publisher.send(
+    {
+      exchange,
+      routingKey: 'notifications.email.invitation.created',
+      messageId: poisonInvitation.envelope.eventId,
+      durable: true,
+    },
+    Buffer.from(JSON.stringify(poisonInvitation)),
+  )
+  sent.push({
+    label: 'poison: no recipient.email',
+    source: 'rabbitmq',
+    eventId: poisonInvitation.envelope.eventId,
+    expect: 'dead-letter',
+  })
+  await publisher.close()
+  await rabbit.close()
+
+  // Kafka: the PIN profile events of a fresh verification story.
+  const request = fresh()
+  const person = fresh()
+  const submitted = json('examples/pin/verification-request-submitted.json')
+  Object.assign(submitted.value, { RequestId: request, PersonId: person })
+  const rejected = json('examples/pin/verification-completed.json')
+  Object.assign(rejected.value, { RequestId: request, PersonId: person })
+  const approved = json('examples/pin/verification-completed.json')
+  Object.assign(approved.value, { RequestId: fresh(), PersonId: person, Decision: 'approved', Reason: null })
+  const upsert = json('examples/pin/person-upserted.json')
+  Object.assign(upsert.value, { PersonId: person, VerificationRequestId: request })
+  const poison = json('examples/pin/verification-completed.json')
+  Object.assign(poison.value, { UserId: 'not-a-guid' })
+  const ids = { submitted: fresh(), rejected: fresh(), approved: fresh(), upsert: fresh(), poison: fresh() }
+  await producer.send({ topic: topics.requests, messages: [record(submitted, ids.submitted)] })
+  await producer.send({
+    topic: topics.requests,
+    messages: [record(rejected, ids.rejected), record(approved, ids.approved)],
+  })
+  await until(
+    async () => ((await api(endpoints, `/v1/events/${ids.rejected}`)).status === 200 ? true : undefined),
+    60_000,
+  )
+  await producer.send({ topic: topics.persons, messages: [record(upsert, ids.upsert)] })
+  await producer.send({ topic: topics.requests, messages: [record(poison, ids.poison)] })
+  await producer.disconnect()
+  sent.push(
+    { label: 'verification-request-submitted', source: 'kafka', eventId: ids.submitted, expect: 'email' },
+    { label: 'verification-completed (rejected)', source: 'kafka', eventId: ids.rejected, expect: 'email' },
+    { label: 'verification-completed (approved)', source: 'kafka', eventId: ids.approved, expect: 'email' },
+    { label: 'person-upserted (same decision)', source: 'kafka', eventId: ids.upsert, expect: 'ignored' },
+    { label: 'poison: UserId not a GUID', source: 'kafka', eventId: ids.poison, expect: 'dead-letter' },
+  )
+  return sent
+}
+
+/** Waits for each event's fate and reads it through the operator API. */
+export async function collectOutcomes(
+  endpoints: Endpoints,
+  sent: readonly Sent[],
+  timeoutMs = 90_000,
+): Promise<Outcome[]> {
+  return Promise.all(
+    sent.map(async (item) => {
+      const story = await until(async () => {
+        const { status, body } = await api(endpoints, `/v1/events/${item.eventId}`)
+        if (status !== 200 || !body) return undefined
+        const notifications = body.notifications as { id: string; status: string }[]
+        const deadLetters = body.deadLetters as { code: string }[]
+        const processed = body.processed as { outcome: string }[]
+        if (deadLetters.length > 0) return body
+        if (processed.length > 0 && notifications.every((n) => !['pending', 'sending'].includes(n.status))) return body
+        return undefined
+      }, timeoutMs)
+      if (!story) return { ...item, outcome: 'not seen yet' }
+      const deadLetters = story.deadLetters as { code: string }[]
+      if (deadLetters.length > 0) return { ...item, outcome: 'dead-lettered', code: deadLetters[0]?.code }
+      const processed = story.processed as { outcome: string }[]
+      const [notification] = story.notifications as { id: string; status: string }[]
+      if (!notification) return { ...item, outcome: processed[0]?.outcome ?? 'unknown' }
+      const { body } = await api(endpoints, `/v1/notifications/${notification.id}`)
+      return {
+        ...item,
+        outcome: processed[0]?.outcome ?? 'unknown',
+        notificationStatus: notification.status,
+        subject: String(body?.subject ?? ''),
+        to: String(body?.recipientEmail ?? ''),
+      }
+    }),
+  )
+}

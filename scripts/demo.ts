@@ -1,0 +1,47 @@
+/**
+ * `npm run demo` (with `npm start` running): each seed sample through its
+ * natural source plus one poison event per source, then a table of what
+ * became of each — outcome, and the email's subject and (masked) recipient,
+ * or the dead-letter code.
+ */
+import { readFileSync } from 'node:fs'
+import { parseEnv } from 'node:util'
+import { renderTable } from '../bin/table.ts'
+import { collectOutcomes, mask, sendSamples } from './demo-lib.ts'
+
+const read = (file: string) => {
+  try {
+    return parseEnv(readFileSync(file, 'utf8')) as Record<string, string>
+  } catch {
+    return {} as Record<string, string>
+  }
+}
+const env = { ...read('.env.example'), ...read('.env') }
+const vars = { ...read('.dev.vars.example'), ...read('.dev.vars') }
+const endpoints = {
+  workerUrl: process.env.NOTIFY_EDGE_URL ?? 'http://127.0.0.1:8787',
+  adminToken: process.env.NOTIFY_EDGE_TOKEN ?? (vars.ADMIN_TOKEN as string),
+  pgUrl: env.PG_URL as string,
+  rabbitUrl: env.RABBITMQ_URL as string,
+  kafkaBrokers: (env.KAFKA_BROKERS as string).split(','),
+}
+
+console.log('sending the seed samples and one poison event per source…')
+const sent = await sendSamples(endpoints)
+console.log(`sent ${sent.length} events; waiting for their outcomes…`)
+const outcomes = await collectOutcomes(endpoints, sent)
+console.log(
+  renderTable(
+    ['EVENT', 'SOURCE', 'OUTCOME', 'EMAIL SUBJECT', 'TO', 'DEAD LETTER'],
+    outcomes.map((row) => [row.label, row.source, row.outcome, row.subject, mask(row.to), row.code]),
+  ),
+)
+const wrong = outcomes.filter(
+  (row) =>
+    (row.expect === 'email' && row.notificationStatus !== 'sent') ||
+    (row.expect === 'dead-letter' && row.outcome !== 'dead-lettered') ||
+    (row.expect === 'ignored' && row.outcome !== 'ignored-event'),
+)
+if (wrong.length > 0) console.log(`\nnot as expected: ${wrong.map((row) => row.label).join(', ')}`)
+console.log('\nthe emails: http://127.0.0.1:8787/cdn-cgi/local/explorer/api/local/email/sending')
+process.exit(wrong.length > 0 ? 1 : 0)

@@ -1,0 +1,80 @@
+/**
+ * `npm start`: the whole dispatcher on this machine — the Worker (`wrangler dev`:
+ * local D1, KV, Queues and email on 127.0.0.1:8787) and the bridge (sources from
+ * .env), in one log stream with a prefix per part. Creates .dev.vars and .env
+ * from their examples when missing, makes the local services available
+ * (`services:up`) and applies the migrations. A service that cannot be had is
+ * reported; the bridge keeps retrying its source.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { copyFileSync, existsSync, readFileSync } from 'node:fs'
+import { createInterface } from 'node:readline'
+import { parseEnv } from 'node:util'
+
+const quiet = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' }
+const colors = { worker: '\x1b[36m', bridge: '\x1b[35m', start: '\x1b[33m' } as const
+const reset = '\x1b[0m'
+
+function say(part: keyof typeof colors, line: string): void {
+  process.stdout.write(`${colors[part]}[${part}]${reset} ${line}\n`)
+}
+
+for (const [file, example] of [
+  ['.dev.vars', '.dev.vars.example'],
+  ['.env', '.env.example'],
+] as const) {
+  if (!existsSync(file)) {
+    copyFileSync(example, file)
+    say('start', `created ${file} from ${example}`)
+  }
+}
+const env = parseEnv(readFileSync('.env', 'utf8')) as Record<string, string>
+
+function step(label: string, command: string, args: string[], fatal: boolean): void {
+  say('start', label)
+  const result = spawnSync(command, args, { env: { ...quiet, ...env }, stdio: ['ignore', 'inherit', 'inherit'] })
+  if (result.status !== 0) {
+    if (fatal) process.exit(result.status ?? 1)
+    say('start', `${label} did not succeed; continuing (the bridge retries its sources)`)
+  }
+}
+
+step('services: PostgreSQL, RabbitMQ, Kafka', 'bash', ['scripts/services-up.sh'], false)
+if (env.PG_URL) step('PostgreSQL outbox migration', process.execPath, ['bridge/src/migrate.ts'], false)
+step('D1 migrations', 'wrangler', ['d1', 'migrations', 'apply', 'DB', '--local'], true)
+
+const children: ChildProcess[] = []
+function run(part: 'worker' | 'bridge', command: string, args: string[], extraEnv: Record<string, string>): void {
+  const child = spawn(command, args, { env: { ...quiet, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] })
+  children.push(child)
+  for (const stream of [child.stdout, child.stderr]) {
+    if (stream) createInterface({ input: stream }).on('line', (line) => say(part, line))
+  }
+  child.on('exit', (code, signal) => {
+    say(part, `exited (${signal ?? code})`)
+    shutdown(code ?? 1)
+  })
+}
+
+// wrangler itself, not through npx, so that SIGTERM reaches it (and it stops workerd).
+run('worker', 'wrangler', ['dev', '--ip', '127.0.0.1', '--port', '8787', '--show-interactive-dev-session=false'], {})
+run('bridge', process.execPath, ['bridge/src/main.ts'], env)
+say(
+  'start',
+  'Worker on http://127.0.0.1:8787, bridge health on http://127.0.0.1:' +
+    (env.HTTP_PORT ?? '8788') +
+    '/readyz; Ctrl-C stops both',
+)
+
+let stopping = false
+function shutdown(code: number): void {
+  if (stopping) return
+  stopping = true
+  for (const child of children) if (child.exitCode === null) child.kill('SIGTERM')
+  setTimeout(() => process.exit(code), 12_000).unref()
+  Promise.all(
+    children.map((child) => (child.exitCode === null ? new Promise((r) => child.once('exit', r)) : null)),
+  ).then(() => process.exit(code))
+}
+process.on('SIGINT', () => shutdown(0))
+process.on('SIGTERM', () => shutdown(0))
