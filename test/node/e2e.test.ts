@@ -1,0 +1,247 @@
+/**
+ * End to end on this machine: a real `wrangler dev` (local D1, KV, Queues,
+ * email), the bridge as its own process, and the real PostgreSQL, RabbitMQ and
+ * Kafka — each sample through its natural source, one poison event per
+ * source, and a replay after the cause of a dead letter is fixed.
+ */
+import assert from 'node:assert/strict'
+import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, test } from 'node:test'
+import { promisify } from 'node:util'
+import { Kafka, logLevel, Partitioners } from 'kafkajs'
+import postgres from 'postgres'
+import { Connection } from 'rabbitmq-client'
+import { migratePostgres } from '../../bridge/src/migrate.ts'
+import { collectOutcomes, type Endpoints, sendSamples } from '../../scripts/demo-lib.ts'
+
+const run = promisify(execFile)
+const id = crypto.randomUUID().slice(0, 8)
+const ADMIN = 'e2e-admin-token-0123456789'
+const INGEST = 'e2e-ingest-token-0123456789'
+const PORT = 19_787 + Math.floor(Math.random() * 1000)
+const BRIDGE_PORT = PORT + 1000
+const WORKER = `http://127.0.0.1:${PORT}`
+const PG_ADMIN = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+const DATABASE = `notify_edge_e2e_${id}`
+const PG_URL = PG_ADMIN.replace(/\/[^/]*$/, `/${DATABASE}`)
+const quiet = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', CI: 'true' }
+const state = mkdtempSync(join(tmpdir(), 'notify-edge-e2e-'))
+const endpoints: Endpoints = {
+  workerUrl: WORKER,
+  adminToken: ADMIN,
+  pgUrl: PG_URL,
+  rabbitUrl: process.env.TEST_RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
+  exchange: `e2e.notifications.${id}`,
+  kafkaBrokers: (process.env.TEST_KAFKA_BROKERS ?? '127.0.0.1:9092').split(','),
+  topics: { requests: `e2e.${id}.requests`, persons: `e2e.${id}.persons`, contacts: `e2e.${id}.contacts` },
+}
+const children: ChildProcess[] = []
+let output = ''
+
+function start(command: string, args: string[], env: NodeJS.ProcessEnv): ChildProcess {
+  const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+  child.stdout?.on('data', (chunk) => {
+    output += chunk
+  })
+  child.stderr?.on('data', (chunk) => {
+    output += chunk
+  })
+  children.push(child)
+  return child
+}
+
+async function until<T>(check: () => Promise<T | undefined>, what: string, timeoutMs = 90_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    const value = await check().catch(() => undefined)
+    if (value !== undefined) return value
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  throw new Error(`timed out waiting for ${what}\n${output.slice(-3000)}`)
+}
+
+async function api(method: string, path: string, body?: unknown) {
+  const response = await fetch(`${WORKER}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> }
+}
+
+async function mails(): Promise<{ to: string[]; subject: string }[]> {
+  const response = await fetch(`${WORKER}/cdn-cgi/local/explorer/api/local/email/sending?per_page=100`)
+  return ((await response.json()) as { result: { to: string[]; subject: string }[] }).result
+}
+
+before(async () => {
+  await run('bash', ['scripts/services-up.sh'])
+  const admin = postgres(PG_ADMIN, { max: 1, onnotice: () => {} })
+  await admin.unsafe(`CREATE DATABASE ${DATABASE}`)
+  await admin.end({ timeout: 1 })
+  await migratePostgres(PG_URL)
+  const kafka = new Kafka({ clientId: 'e2e', brokers: endpoints.kafkaBrokers, logLevel: logLevel.NOTHING })
+  const kafkaAdmin = kafka.admin()
+  await kafkaAdmin.connect()
+  const topics = endpoints.topics as NonNullable<Endpoints['topics']>
+  await kafkaAdmin.createTopics({
+    topics: Object.values(topics).map((topic) => ({ topic, numPartitions: 3 })),
+    waitForLeaders: true,
+  })
+  await kafkaAdmin.disconnect()
+
+  await run('npx', ['wrangler', 'd1', 'migrations', 'apply', 'DB', '--local', '--persist-to', state], { env: quiet })
+  start(
+    'npx',
+    [
+      'wrangler',
+      'dev',
+      '--ip',
+      '127.0.0.1',
+      '--port',
+      String(PORT),
+      '--persist-to',
+      state,
+      '--show-interactive-dev-session=false',
+      '--var',
+      `ADMIN_TOKEN:${ADMIN}`,
+      '--var',
+      `INGEST_TOKEN:${INGEST}`,
+      '--var',
+      'DEFAULT_LOCALE:kk',
+    ],
+    quiet,
+  )
+  await until(async () => ((await fetch(`${WORKER}/healthz`)).ok ? true : undefined), 'wrangler dev')
+  start(process.execPath, ['bridge/src/main.ts'], {
+    PATH: process.env.PATH,
+    SINK_URL: `${WORKER}/v1/ingest`,
+    SINK_TOKEN: INGEST,
+    HTTP_PORT: String(BRIDGE_PORT),
+    PG_URL,
+    RABBITMQ_URL: endpoints.rabbitUrl,
+    RABBITMQ_DECLARE: 'true',
+    RABBITMQ_EXCHANGE: endpoints.exchange,
+    RABBITMQ_QUEUE: `e2e.email.${id}`,
+    KAFKA_BROKERS: endpoints.kafkaBrokers.join(','),
+    KAFKA_TOPICS: Object.values(topics).join(','),
+    KAFKA_GROUP_ID: `e2e-${id}`,
+  })
+  await until(async () => ((await fetch(`http://127.0.0.1:${BRIDGE_PORT}/readyz`)).ok ? true : undefined), 'the bridge')
+})
+
+after(async () => {
+  for (const child of children) if (child.pid && child.exitCode === null) process.kill(-child.pid, 'SIGTERM')
+  rmSync(state, { recursive: true, force: true })
+  const rabbit = new Connection({ url: endpoints.rabbitUrl, connectionName: 'e2e-cleanup' })
+  await rabbit.queueDelete({ queue: `e2e.email.${id}` }).catch(() => {})
+  await rabbit.exchangeDelete({ exchange: endpoints.exchange as string }).catch(() => {})
+  await rabbit.close()
+  const kafkaAdmin = new Kafka({
+    clientId: 'e2e-cleanup',
+    brokers: endpoints.kafkaBrokers,
+    logLevel: logLevel.NOTHING,
+  }).admin()
+  await kafkaAdmin.connect()
+  await kafkaAdmin.deleteTopics({ topics: Object.values(endpoints.topics ?? {}) }).catch(() => {})
+  await kafkaAdmin.disconnect()
+  const admin = postgres(PG_ADMIN, { max: 1, onnotice: () => {} })
+  await admin.unsafe(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`)
+  await admin.end({ timeout: 1 })
+})
+
+test('each source: the sample reaches the email list with its recipient and subject; the poison event is a dead letter in the API', async () => {
+  // DEFAULT_LOCALE is kk here (see the replay test): recipients without a contact would have no template.
+  assert.equal(
+    (
+      await api('PUT', '/v1/contacts/9f4e8b7a-2c9f-4f1e-b5c3-6d2e1f0a8b77', {
+        email: 'mikhail.designer@example.com',
+        locale: 'ru-RU',
+      })
+    ).status,
+    200,
+  )
+  const sent = await sendSamples(endpoints)
+  const outcomes = await collectOutcomes(endpoints, sent)
+  const expected: Record<string, { to: string; subject: string }> = {
+    'response.created': { to: 'anna.client@example.com', subject: 'Новый отклик на ваш проект' },
+    'invitation.created': { to: 'mikhail.designer@example.com', subject: 'Вас пригласили в проект' },
+    'verification-request-submitted': { to: 'reviewer@example.com', subject: 'Новая заявка на верификацию' },
+    'verification-completed (rejected)': { to: 'anna.client@example.com', subject: 'Верификация отклонена' },
+    'verification-completed (approved)': { to: 'anna.client@example.com', subject: 'Верификация пройдена' },
+  }
+  const list = await mails()
+  for (const row of outcomes) {
+    const want = expected[row.label]
+    if (want) {
+      assert.equal(row.notificationStatus, 'sent', row.label)
+      assert.deepEqual({ to: row.to, subject: row.subject }, want, row.label)
+      assert.ok(
+        list.some((mail) => mail.to.includes(want.to) && mail.subject === want.subject),
+        `${row.label} not in the email list`,
+      )
+    } else if (row.expect === 'dead-letter') {
+      assert.equal(row.outcome, 'dead-lettered', row.label)
+      assert.equal(row.code, 'NTF_INVALID_PAYLOAD', row.label)
+    } else {
+      assert.equal(row.outcome, 'ignored-event', row.label)
+    }
+  }
+  for (const source of ['postgres', 'rabbitmq', 'kafka']) {
+    const { body } = await api('GET', `/v1/dead-letters?source=${source}&code=NTF_INVALID_PAYLOAD`)
+    assert.ok((body.items as unknown[]).length >= 1, `no dead letter from ${source}`)
+  }
+})
+
+test('a dead letter whose cause is fixed (a missing template) is replayed and the email is sent', async () => {
+  const owner = crypto.randomUUID()
+  assert.equal(
+    (await api('PUT', `/v1/contacts/${owner}`, { email: 'kazakh.owner@example.com', locale: 'kk' })).status,
+    200,
+  )
+  const messageId = crypto.randomUUID()
+  const kafka = new Kafka({ clientId: 'e2e-replay', brokers: endpoints.kafkaBrokers, logLevel: logLevel.NOTHING })
+  const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner })
+  await producer.connect()
+  await producer.send({
+    topic: endpoints.topics?.requests as string,
+    messages: [
+      {
+        key: owner,
+        headers: { 'message-id': messageId, 'event-type': 'verification-completed', 'contract-version': '1' },
+        value: JSON.stringify({
+          RequestId: crypto.randomUUID(),
+          PersonId: crypto.randomUUID(),
+          UserId: owner,
+          Decision: 'approved',
+        }),
+      },
+    ],
+  })
+  await producer.disconnect()
+  const dead = await until(async () => {
+    const { status, body } = await api('GET', `/v1/events/${messageId}`)
+    const letters = status === 200 ? (body.deadLetters as { id: string; code: string }[]) : []
+    return letters.length > 0 ? letters[0] : undefined
+  }, 'the dead letter')
+  assert.equal(dead.code, 'NTF_TEMPLATE_NOT_RESOLVED')
+  const saved = await api('PUT', '/v1/templates/VerificationApproved/kk/email', {
+    subject: 'Верификация өтті',
+    textBody: 'Сәлем!',
+    htmlBody: '<p>Сәлем!</p>',
+  })
+  assert.equal(saved.status, 200)
+  assert.equal((await api('POST', `/v1/dead-letters/${dead.id}/replay`)).status, 200)
+  await until(
+    async () =>
+      (await mails()).some(
+        (mail) => mail.to.includes('kazakh.owner@example.com') && mail.subject === 'Верификация өтті',
+      )
+        ? true
+        : undefined,
+    'the email after the replay',
+  )
+})
