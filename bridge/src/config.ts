@@ -37,6 +37,8 @@ const ConfigSchema = z.object({
   PG_MODE: z.enum(['notify', 'poll']).default('notify'),
   /** Rows claimed per transaction. @defaultValue 100 */
   PG_BATCH_SIZE: z.coerce.number().int().min(1).max(1000).default(100),
+  /** Claim loops running at once (each holds one batch in flight). @defaultValue 3 */
+  PG_CLAIMERS: z.coerce.number().int().min(1).max(16).default(3),
   /** Interval of the sweep (the poll interval in poll mode). @defaultValue 1000 */
   PG_SWEEP_INTERVAL_MS: Milliseconds.default(1000),
   /** AMQP URL; the RabbitMQ source is enabled when set. */

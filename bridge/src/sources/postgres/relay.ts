@@ -27,7 +27,7 @@ export class PostgresRelay {
   readonly #metrics: Metrics
   readonly #sql: postgres.Sql
   readonly #stop = new AbortController()
-  #wakeUp: (() => void) | undefined
+  readonly #waiters = new Set<() => void>()
   #woken = true
   #up = false
   #loop: Promise<void> | undefined
@@ -39,7 +39,7 @@ export class PostgresRelay {
     this.#log = log.child({ source: 'postgres' })
     this.#metrics = metrics
     this.#sql = postgres(config.PG_URL as string, {
-      max: 2,
+      max: config.PG_CLAIMERS + 1,
       connect_timeout: 10,
       idle_timeout: 60,
       onnotice: () => {},
@@ -55,7 +55,9 @@ export class PostgresRelay {
 
   /** Starts listening (notify mode) and the claim loop. */
   start(): void {
-    this.#loop = this.#run()
+    // Several claim loops: while one batch is on its way to the Worker, the next is claimed
+    // (SKIP LOCKED keeps them apart), so the database and the sink work at the same time.
+    this.#loop = Promise.all(Array.from({ length: this.#config.PG_CLAIMERS }, () => this.#run())).then(() => undefined)
     if (this.#config.PG_MODE === 'notify') void this.#listen()
   }
 
@@ -66,7 +68,7 @@ export class PostgresRelay {
    */
   async stop(timeoutMs: number): Promise<void> {
     this.#stop.abort()
-    this.#wakeUp?.()
+    for (const wake of this.#waiters) wake()
     await Promise.race([this.#loop, sleep(timeoutMs)])
     await this.#unlisten?.().catch(() => {})
     await this.#sql.end({ timeout: 1 })
@@ -97,20 +99,21 @@ export class PostgresRelay {
 
   #wake(): void {
     this.#woken = true
-    this.#wakeUp?.()
+    for (const wake of this.#waiters) wake()
   }
 
   /** Waits for a NOTIFY, the sweep timer or stop. */
   async #idle(): Promise<void> {
     if (this.#woken || this.#stop.signal.aborted) return
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, this.#config.PG_SWEEP_INTERVAL_MS)
-      this.#wakeUp = () => {
+      const wake = () => {
         clearTimeout(timer)
+        this.#waiters.delete(wake)
         resolve()
       }
+      const timer = setTimeout(wake, this.#config.PG_SWEEP_INTERVAL_MS)
+      this.#waiters.add(wake)
     })
-    this.#wakeUp = undefined
     void countUntransferred(this.#sql, this.#config.PG_SCHEMA).then(
       (count) => this.#metrics.untransferred.set(count),
       () => {},
@@ -125,7 +128,11 @@ export class PostgresRelay {
         const claimed = await this.#relayBatch()
         failures = 0
         this.#setUp(true)
-        if (claimed === this.#config.PG_BATCH_SIZE) continue
+        if (claimed === this.#config.PG_BATCH_SIZE) {
+          // A full batch: there is probably more, for the sibling loops too.
+          this.#wake()
+          continue
+        }
         if (claimed > 0) this.#log.debug({ claimed }, 'outbox:swept')
         await this.#idle()
       } catch (error) {
