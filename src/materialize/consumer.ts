@@ -243,7 +243,10 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
   if (committed && dispatched) await writeKvMarks(env.IDEMPOTENCY, done, config.IDEMPOTENCY_TTL_DAYS, log)
 
   // One line per batch: what `npm run bench` reads to show round trips stay flat as batches grow.
-  log.info('materialize.batch', { messages: batch.messages.length, d1RoundTrips: d1RoundTrips(fresh.length, statements.length) })
+  log.info('materialize.batch', {
+    messages: batch.messages.length,
+    d1RoundTrips: d1RoundTrips(fresh.length, statements.length),
+  })
 
   await settleBatch(batch, settlements, {
     dlq: env.DLQ,
