@@ -69,6 +69,13 @@ describe('operator API: scopes', () => {
     expect((await call('GET', '/openapi.json', null)).status).toBe(200)
   })
 
+  it('operator request bodies are limited to 1 MiB (413)', async () => {
+    const body = { subject: 's', textBody: 'x'.repeat(1024 * 1024), htmlBody: 'h' }
+    const response = await call('PUT', '/v1/templates/ResponseCreated/ru/email', ADMIN_TOKEN, body)
+    expect(response.status).toBe(413)
+    expect(await jsonOf(response)).toMatchObject({ error: { code: 'PAYLOAD_TOO_LARGE' } })
+  })
+
   it('a bad request names the field', async () => {
     const response = await admin('GET', '/v1/dead-letters?limit=0&status=lost')
     expect(response.status).toBe(400)

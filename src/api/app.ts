@@ -1,4 +1,5 @@
 import { z } from '@hono/zod-openapi'
+import { bodyLimit } from 'hono/body-limit'
 import { secureHeaders } from 'hono/secure-headers'
 import { IngestRequestSchema } from '../contracts/index.ts'
 import { type ApiCode, ApiError, type FieldIssue } from '../errors.ts'
@@ -14,6 +15,9 @@ import { notifications } from './routes/notifications.ts'
 import { reviewers } from './routes/reviewers.ts'
 import { templates } from './routes/templates.ts'
 
+/** Largest body of an operator request (a template is the largest). */
+const OPERATOR_MAX_BYTES = 1024 * 1024
+
 /** The error body of every non-2xx answer. */
 export type ErrorBody = { error: { code: ApiCode; message: string; issues?: FieldIssue[] } }
 
@@ -27,6 +31,14 @@ app.get('/healthz', (c) => c.json({ status: 'ok' }))
 // Scopes: the ingest token may only ingest; the admin token may do everything else.
 const admin = requireScope('admin')
 app.use('/v1/*', async (c, next) => (c.req.path === '/v1/ingest' ? next() : admin(c, next)))
+// Operator requests are small; the ingest route has its own 256 KB limit.
+const operatorBodyLimit = bodyLimit({
+  maxSize: OPERATOR_MAX_BYTES,
+  onError: () => {
+    throw new ApiError('PAYLOAD_TOO_LARGE', `request body exceeds ${OPERATOR_MAX_BYTES} bytes`)
+  },
+})
+app.use('/v1/*', async (c, next) => (c.req.path === '/v1/ingest' ? next() : operatorBodyLimit(c, next)))
 app.use('/metrics', admin)
 
 app.route('/v1/ingest', ingest)

@@ -154,3 +154,9 @@ test('dlq list shows a dead-lettered event; replay after its cause is fixed send
   assert.match(await cli('dlq', 'discard', listed.id, '--reason', 'replayed and delivered'), /discarded/)
   assert.equal(JSON.parse(await cli('dlq', 'show', listed.id, '--json')).status, 'discarded')
 })
+
+test('secrets stay out of git: .dev.vars and .env are ignored, their examples are not', async () => {
+  const ignored = await run('git', ['check-ignore', '.dev.vars', '.env'])
+  assert.deepEqual(ignored.stdout.trim().split('\n'), ['.dev.vars', '.env'])
+  await assert.rejects(run('git', ['check-ignore', '.dev.vars.example', '.env.example']))
+})
