@@ -33,6 +33,13 @@ const ConfigSchema = z
     ADMIN_TOKEN: Token,
     /** Delays before attempts 2, 3, …; after the last one the message is dead-lettered. @defaultValue "5,30" */
     RETRY_DELAYS_SECONDS: DelayList.default([5, 30]),
+    /**
+     * Delays between send attempts of one notification. Longer than the event policy: an
+     * email provider's transient failures (rate limits, 5xx) last, and every attempt is
+     * safe (the claim, the Message-ID and the provider's idempotency key).
+     * @defaultValue "5,30,60,120,300,600,900,1800,3600" (10 attempts)
+     */
+    DISPATCH_RETRY_DELAYS_SECONDS: DelayList.default([5, 30, 60, 120, 300, 600, 900, 1800, 3600]),
     /** How long processed-event keys are kept for deduplication. @defaultValue 30 */
     PROCESSED_EVENTS_RETENTION_DAYS: z.coerce.number().int().min(7).default(30),
     LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),

@@ -31,11 +31,12 @@ async function rowOf(id: string): Promise<Row> {
   return (await env.DB.prepare('SELECT * FROM notifications WHERE id = ?1').bind(id).first<Row>()) as Row
 }
 
-const resendEnv = () => ({
+const resendEnv = (overrides: Record<string, string> = {}) => ({
   ...env,
   EMAIL_TRANSPORT: 'resend',
   RESEND_API_KEY: 'test-resend-key',
   RESEND_API_URL: 'http://fake-resend.test',
+  ...overrides,
 })
 
 /** Delivers a dispatch message with an env of our choosing (the transport is configuration). */
@@ -84,13 +85,22 @@ describe('notify-dispatch consumer', () => {
     expect(sent).toEqual({ transport: 'resend' })
   })
 
-  it('resend: a transient failure (503, 429) is retried after 5 s, then 30 s, then dead-lettered and failed', async () => {
+  it('resend: a transient failure (503, 429) follows the dispatch retry policy, then is dead-lettered and failed', async () => {
+    // The default policy: 10 attempts, starting 5 s, 30 s, 60 s.
+    const first = await pendingNotification(`transient-${guid().slice(0, 8)}@example.com`)
+    expect((await dispatch(first, 1, resendEnv())).delays).toEqual([5])
+    expect((await dispatch(first, 2, resendEnv())).delays).toEqual([30])
+    expect((await dispatch(first, 3, resendEnv())).delays).toEqual([60])
+    expect((await dispatch(first, 9, resendEnv())).delays).toEqual([3600])
+    expect(await rowOf(first)).toMatchObject({ status: 'pending', error_code: 'NTF_SEND_TRANSIENT' })
+    // A shorter policy, to walk to its end: 5 s, 30 s, then the dead letter.
+    const short = { DISPATCH_RETRY_DELAYS_SECONDS: '5,30' }
     for (const prefix of ['transient', 'ratelimited']) {
       const id = await pendingNotification(`${prefix}-${guid().slice(0, 8)}@example.com`)
-      expect((await dispatch(id, 1, resendEnv())).delays).toEqual([5])
+      expect((await dispatch(id, 1, resendEnv(short))).delays).toEqual([5])
       expect(await rowOf(id)).toMatchObject({ status: 'pending', error_code: 'NTF_SEND_TRANSIENT' })
-      expect((await dispatch(id, 2, resendEnv())).delays).toEqual([30])
-      const last = await dispatch(id, 3, resendEnv())
+      expect((await dispatch(id, 2, resendEnv(short))).delays).toEqual([30])
+      const last = await dispatch(id, 3, resendEnv(short))
       expect(last.delays).toEqual([])
       expect(last.explicitAcks).toHaveLength(1)
       expect(await rowOf(id)).toMatchObject({ status: 'failed', error_code: 'NTF_SEND_TRANSIENT', send_attempts: 3 })

@@ -38,7 +38,7 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
   const leaseUntil = new Date(now.getTime() + config.DISPATCH_LEASE_SECONDS * 1000).toISOString()
   const settlements = new Map<Message<unknown>, Settlement>()
   const fail = (message: Message<unknown>, error: unknown) =>
-    settlements.set(message, settleFailure(error, message.attempts, config.RETRY_DELAYS_SECONDS))
+    settlements.set(message, settleFailure(error, message.attempts, config.DISPATCH_RETRY_DELAYS_SECONDS))
 
   // 1. Claim everything in one D1 batch: supersede / suppress / claim / read state, per message.
   const claims: Claim[] = []
@@ -146,7 +146,7 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
     const failure = settleFailure(
       new PipelineError(code, reason, { cause: error }),
       message.attempts,
-      config.RETRY_DELAYS_SECONDS,
+      config.DISPATCH_RETRY_DELAYS_SECONDS,
     )
     const settlement: Settlement = permanent
       ? { action: 'ack' }
@@ -199,7 +199,7 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
   await settleBatch(batch, settlements, {
     dlq: env.DLQ,
     log,
-    fallbackDelaySeconds: config.RETRY_DELAYS_SECONDS.at(-1) ?? 30,
+    fallbackDelaySeconds: 30,
   })
 }
 
