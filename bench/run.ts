@@ -6,15 +6,15 @@
  *
  * BENCH_SCALE (default 1) multiplies every message count.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { cpus, tmpdir, totalmem } from 'node:os'
-import { join } from 'node:path'
+import { execFileSync } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { cpus, totalmem } from 'node:os'
 import { Kafka, logLevel, Partitioners } from 'kafkajs'
 import type postgres from 'postgres'
 import { Connection } from 'rabbitmq-client'
 import { renderTable } from '../bin/table.ts'
 import { freshDatabase, recordingSink, startBridge, transferredCount, waitFor } from '../bridge/test/helpers.ts'
+import { startLocalWorker } from '../scripts/local-worker.ts'
 
 const SCALE = Number(process.env.BENCH_SCALE ?? '1')
 const N = {
@@ -276,44 +276,12 @@ async function benchKafka() {
 
 // ── The Worker under wrangler dev, and PostgreSQL commit → email ─────────────
 async function benchWorker() {
-  const port = 20_787 + Math.floor(Math.random() * 1000)
-  const worker = `http://127.0.0.1:${port}`
-  const state = mkdtempSync(join(tmpdir(), 'notify-edge-bench-'))
-  const env = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', CI: 'true' }
   const ingest = 'bench-ingest-token-0123456789'
   const adminToken = 'bench-admin-token-0123456789'
-  execFileSync('npx', ['wrangler', 'd1', 'migrations', 'apply', 'DB', '--local', '--persist-to', state], {
-    env,
-    stdio: 'ignore',
-  })
-  let output = ''
-  const dev: ChildProcess = spawn(
-    'npx',
-    [
-      'wrangler',
-      'dev',
-      '--ip',
-      '127.0.0.1',
-      '--port',
-      String(port),
-      '--persist-to',
-      state,
-      '--show-interactive-dev-session=false',
-      '--var',
-      `INGEST_TOKEN:${ingest}`,
-      '--var',
-      `ADMIN_TOKEN:${adminToken}`,
-      '--var',
-      'LOG_LEVEL:info',
-    ],
-    { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
-  )
-  dev.stdout?.on('data', (chunk) => {
-    output += chunk
-  })
+  const local = await startLocalWorker({ INGEST_TOKEN: ingest, ADMIN_TOKEN: adminToken, LOG_LEVEL: 'info' })
+  const worker = local.url
   const db = await freshDatabase()
   try {
-    await waitFor(async () => ((await fetch(`${worker}/healthz`)).ok ? true : undefined), 'wrangler dev', 120_000)
     const sentCount = async () => {
       const text = await (
         await fetch(`${worker}/metrics`, { headers: { authorization: `Bearer ${adminToken}` } })
@@ -365,7 +333,7 @@ async function benchWorker() {
     progress('worker_pipeline: D1 round trips per consumer batch at batch sizes 1, 10 and 100')
     const roundTrips: Record<string, number[]> = {}
     for (const size of [1, 10, 100]) {
-      const before = output.length
+      const before = local.output().length
       const baseline = await sentCount()
       await post(Array.from({ length: size }, () => event().inbound))
       await waitFor(
@@ -374,7 +342,10 @@ async function benchWorker() {
         120_000,
       )
       const lines = [
-        ...output.slice(before).matchAll(/"event":"materialize\.batch"[^\n]*"messages":(\d+),"d1RoundTrips":(\d+)/g),
+        ...local
+          .output()
+          .slice(before)
+          .matchAll(/"event":"materialize\.batch"[^\n]*"messages":(\d+),"d1RoundTrips":(\d+)/g),
       ]
       const batches = lines.map((match) => ({ messages: Number(match[1]), trips: Number(match[2]) }))
       roundTrips[String(size)] = batches.map((batch) => batch.trips)
@@ -447,9 +418,8 @@ async function benchWorker() {
     await relay.stop()
     results.end_to_end = { p50_ms: percentile(endToEnd, 50), p99_ms: percentile(endToEnd, 99), events: N.e2e }
   } finally {
-    if (dev.pid) process.kill(-dev.pid, 'SIGTERM')
+    await local.stop()
     await db.drop()
-    rmSync(state, { recursive: true, force: true })
   }
 }
 

@@ -9,26 +9,26 @@
  * chaos-results.json, and exits non-zero when an event was lost, an email
  * repeated, or a valid event was dead-lettered.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { homedir, tmpdir } from 'node:os'
+import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { Kafka, logLevel, Partitioners } from 'kafkajs'
 import postgres from 'postgres'
 import { Connection } from 'rabbitmq-client'
 import { renderTable } from '../bin/table.ts'
 import { migratePostgres } from '../bridge/src/migrate.ts'
-import { freePort, startBridge, waitFor } from '../bridge/test/helpers.ts'
+import { startBridge, waitFor } from '../bridge/test/helpers.ts'
+import { startLocalWorker } from './local-worker.ts'
 
 const EVENTS = Number(process.env.CHAOS_EVENTS ?? '3000')
 const POISON_EVERY = 10
 const id = crypto.randomUUID().slice(0, 8)
 const progress = (text: string) => process.stdout.write(`[chaos] ${text}\n`)
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-const quiet = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', CI: 'true' }
 
 async function listen(handler: (request: IncomingMessage, response: ServerResponse) => void) {
   const server = createServer(handler)
@@ -63,44 +63,19 @@ const provider = await listen(async (request, response) => {
 })
 
 // ── the Worker under wrangler dev, with the resend transport pointed at the fake ──
-const workerPort = await freePort()
-const WORKER = `http://127.0.0.1:${workerPort}`
 const ADMIN = 'chaos-admin-token-0123456789'
 const INGEST = 'chaos-ingest-token-0123456789'
-const state = mkdtempSync(join(tmpdir(), 'notify-edge-chaos-'))
 execFileSync('bash', ['scripts/services-up.sh'], { stdio: 'ignore' })
-execFileSync('npx', ['wrangler', 'd1', 'migrations', 'apply', 'DB', '--local', '--persist-to', state], {
-  env: quiet,
-  stdio: 'ignore',
+const worker = await startLocalWorker({
+  ADMIN_TOKEN: ADMIN,
+  INGEST_TOKEN: INGEST,
+  EMAIL_TRANSPORT: 'resend',
+  RESEND_API_KEY: 'chaos',
+  RESEND_API_URL: `http://127.0.0.1:${provider.port}`,
+  // Nine quick retries: the 30 % failure rate is the point, not the waiting.
+  DISPATCH_RETRY_DELAYS_SECONDS: '1,1,1,2,2,2,3,3,3',
 })
-const dev: ChildProcess = spawn(
-  'npx',
-  [
-    'wrangler',
-    'dev',
-    '--ip',
-    '127.0.0.1',
-    '--port',
-    String(workerPort),
-    '--persist-to',
-    state,
-    '--show-interactive-dev-session=false',
-    '--var',
-    `ADMIN_TOKEN:${ADMIN}`,
-    '--var',
-    `INGEST_TOKEN:${INGEST}`,
-    '--var',
-    'EMAIL_TRANSPORT:resend',
-    '--var',
-    'RESEND_API_KEY:chaos',
-    '--var',
-    `RESEND_API_URL:http://127.0.0.1:${provider.port}`,
-    '--var',
-    'DISPATCH_RETRY_DELAYS_SECONDS:1,1,1,2,2,2,3,3,3',
-  ],
-  { env: quiet, stdio: 'ignore', detached: true },
-)
-await waitFor(async () => ((await fetch(`${WORKER}/healthz`)).ok ? true : undefined), 'wrangler dev', 120_000)
+const WORKER = worker.url
 
 // ── the fault proxy between bridge and Worker: 503 in bursts ──────────────────
 let proxied = 0
@@ -382,7 +357,7 @@ console.log(
 
 // ── clean up ─────────────────────────────────────────────────────────────────
 await bridge.stop()
-if (dev.pid) process.kill(-dev.pid, 'SIGTERM')
+await worker.stop()
 await publisher.close()
 await rabbit.queueDelete({ queue }).catch(() => {})
 await rabbit.exchangeDelete({ exchange }).catch(() => {})
@@ -395,6 +370,5 @@ await pgAdmin.unsafe(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
 await pgAdmin.end({ timeout: 1 })
 proxy.server.close()
 provider.server.close()
-rmSync(state, { recursive: true, force: true })
 const ok = lost.length === 0 && duplicates === 0 && validDeadLettered.length === 0
 process.exit(ok ? 0 : 1)

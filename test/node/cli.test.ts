@@ -3,37 +3,17 @@
  * Queues and email), on a port and state directory of its own.
  */
 import assert from 'node:assert/strict'
-import { type ChildProcess, execFile, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { execFile } from 'node:child_process'
 import { after, before, test } from 'node:test'
 import { promisify } from 'node:util'
+import { waitFor } from '../../bridge/test/helpers.ts'
+import { type LocalWorker, startLocalWorker } from '../../scripts/local-worker.ts'
 
 const run = promisify(execFile)
 const ADMIN = 'cli-test-admin-token-0123456789'
 const INGEST = 'cli-test-ingest-token-0123456789'
-const PORT = 18_787 + Math.floor(Math.random() * 1000)
-const URL_BASE = `http://127.0.0.1:${PORT}`
-const quiet = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', CI: 'true' }
-const state = mkdtempSync(join(tmpdir(), 'notify-edge-cli-'))
-let worker: ChildProcess | undefined
-let output = ''
-
-async function waitFor<T>(check: () => Promise<T | undefined>, what: string, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  let last: unknown
-  while (Date.now() < deadline) {
-    try {
-      const value = await check()
-      if (value !== undefined) return value
-    } catch (error) {
-      last = error
-    }
-    await new Promise((resolve) => setTimeout(resolve, 200))
-  }
-  throw new Error(`timed out waiting for ${what}: ${String(last ?? '')}\n${output.slice(-2000)}`)
-}
+let worker: LocalWorker
+let URL_BASE = ''
 
 async function api(method: string, path: string, token: string, body?: unknown) {
   const response = await fetch(`${URL_BASE}${path}`, {
@@ -52,41 +32,11 @@ async function cli(...args: string[]): Promise<string> {
 }
 
 before(async () => {
-  await run('npx', ['wrangler', 'd1', 'migrations', 'apply', 'DB', '--local', '--persist-to', state], { env: quiet })
-  worker = spawn(
-    'npx',
-    [
-      'wrangler',
-      'dev',
-      '--ip',
-      '127.0.0.1',
-      '--port',
-      String(PORT),
-      '--persist-to',
-      state,
-      '--var',
-      `ADMIN_TOKEN:${ADMIN}`,
-      '--var',
-      `INGEST_TOKEN:${INGEST}`,
-      '--var',
-      'DEFAULT_LOCALE:kk',
-      '--show-interactive-dev-session=false',
-    ],
-    { env: quiet, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
-  )
-  worker.stdout?.on('data', (chunk) => {
-    output += chunk
-  })
-  worker.stderr?.on('data', (chunk) => {
-    output += chunk
-  })
-  await waitFor(async () => ((await fetch(`${URL_BASE}/healthz`)).ok ? true : undefined), 'wrangler dev')
+  worker = await startLocalWorker({ ADMIN_TOKEN: ADMIN, INGEST_TOKEN: INGEST, DEFAULT_LOCALE: 'kk' })
+  URL_BASE = worker.url
 })
 
-after(() => {
-  if (worker?.pid) process.kill(-worker.pid, 'SIGTERM')
-  rmSync(state, { recursive: true, force: true })
-})
+after(() => worker?.stop())
 
 test('dlq list shows a dead-lettered event; replay after its cause is fixed sends the email; events show tells the story', async () => {
   const owner = crypto.randomUUID()
@@ -107,13 +57,17 @@ test('dlq list shows a dead-lettered event; replay after its cause is fixed send
   assert.equal((await api('POST', '/v1/ingest', INGEST, { events: [event] })).status, 202)
 
   // No template for kk (and DEFAULT_LOCALE is kk here): a dead letter the CLI lists.
-  const listed = await waitFor(async () => {
-    const items = JSON.parse(await cli('dlq', 'list', '--code', 'NTF_TEMPLATE_NOT_RESOLVED', '--json')) as {
-      id: string
-      eventId: string
-    }[]
-    return items.find((item) => item.eventId === eventId)
-  }, 'the dead letter')
+  const listed = await waitFor(
+    async () => {
+      const items = JSON.parse(await cli('dlq', 'list', '--code', 'NTF_TEMPLATE_NOT_RESOLVED', '--json')) as {
+        id: string
+        eventId: string
+      }[]
+      return items.find((item) => item.eventId === eventId)
+    },
+    'the dead letter',
+    60_000,
+  )
   const table = await cli('dlq', 'list', '--status', 'open')
   assert.match(table, /ID\s+STATUS\s+QUEUE\s+CODE/)
   assert.match(table, /NTF_TEMPLATE_NOT_RESOLVED/)
@@ -133,17 +87,25 @@ test('dlq list shows a dead-lettered event; replay after its cause is fixed send
   })
   assert.equal(saved.status, 200)
   assert.match(await cli('dlq', 'replay', listed.id), new RegExp(`replayed ${listed.id}`))
-  const email = await waitFor(async () => {
-    const response = await fetch(`${URL_BASE}/cdn-cgi/local/explorer/api/local/email/sending`)
-    const body = (await response.json()) as { result: { to: string[]; subject: string }[] }
-    return body.result.find((mail) => mail.to.includes('kazakh.owner@example.com'))
-  }, 'the email')
+  const email = await waitFor(
+    async () => {
+      const response = await fetch(`${URL_BASE}/cdn-cgi/local/explorer/api/local/email/sending`)
+      const body = (await response.json()) as { result: { to: string[]; subject: string }[] }
+      return body.result.find((mail) => mail.to.includes('kazakh.owner@example.com'))
+    },
+    'the email',
+    60_000,
+  )
   assert.equal(email.subject, 'Верификация өтті')
 
-  const story = await waitFor(async () => {
-    const json = JSON.parse(await cli('events', 'show', eventId, '--json'))
-    return json.notifications[0]?.status === 'sent' ? json : undefined
-  }, 'the sent notification')
+  const story = await waitFor(
+    async () => {
+      const json = JSON.parse(await cli('events', 'show', eventId, '--json'))
+      return json.notifications[0]?.status === 'sent' ? json : undefined
+    },
+    'the sent notification',
+    60_000,
+  )
   assert.equal(story.processed[0].outcome, 'enqueued')
   assert.equal(story.deadLetters[0].status, 'replayed')
   const text = await cli('events', 'show', eventId)

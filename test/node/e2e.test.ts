@@ -5,32 +5,26 @@
  * source, and a replay after the cause of a dead letter is fixed.
  */
 import assert from 'node:assert/strict'
-import { type ChildProcess, execFile, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { execFile } from 'node:child_process'
 import { after, before, test } from 'node:test'
 import { promisify } from 'node:util'
 import { Kafka, logLevel, Partitioners } from 'kafkajs'
 import postgres from 'postgres'
 import { Connection } from 'rabbitmq-client'
 import { migratePostgres } from '../../bridge/src/migrate.ts'
+import { startBridge, waitFor } from '../../bridge/test/helpers.ts'
 import { collectOutcomes, type Endpoints, sendSamples } from '../../scripts/demo-lib.ts'
+import { type LocalWorker, startLocalWorker } from '../../scripts/local-worker.ts'
 
 const run = promisify(execFile)
 const id = crypto.randomUUID().slice(0, 8)
 const ADMIN = 'e2e-admin-token-0123456789'
 const INGEST = 'e2e-ingest-token-0123456789'
-const PORT = 19_787 + Math.floor(Math.random() * 1000)
-const BRIDGE_PORT = PORT + 1000
-const WORKER = `http://127.0.0.1:${PORT}`
 const PG_ADMIN = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const DATABASE = `notify_edge_e2e_${id}`
 const PG_URL = PG_ADMIN.replace(/\/[^/]*$/, `/${DATABASE}`)
-const quiet = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', CI: 'true' }
-const state = mkdtempSync(join(tmpdir(), 'notify-edge-e2e-'))
 const endpoints: Endpoints = {
-  workerUrl: WORKER,
+  workerUrl: '',
   adminToken: ADMIN,
   pgUrl: PG_URL,
   rabbitUrl: process.env.TEST_RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
@@ -38,30 +32,11 @@ const endpoints: Endpoints = {
   kafkaBrokers: (process.env.TEST_KAFKA_BROKERS ?? '127.0.0.1:9092').split(','),
   topics: { requests: `e2e.${id}.requests`, persons: `e2e.${id}.persons`, contacts: `e2e.${id}.contacts` },
 }
-const children: ChildProcess[] = []
-let output = ''
+let worker: LocalWorker
+let bridge: Awaited<ReturnType<typeof startBridge>>
+let WORKER = ''
 
-function start(command: string, args: string[], env: NodeJS.ProcessEnv): ChildProcess {
-  const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
-  child.stdout?.on('data', (chunk) => {
-    output += chunk
-  })
-  child.stderr?.on('data', (chunk) => {
-    output += chunk
-  })
-  children.push(child)
-  return child
-}
-
-async function until<T>(check: () => Promise<T | undefined>, what: string, timeoutMs = 90_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    const value = await check().catch(() => undefined)
-    if (value !== undefined) return value
-    await new Promise((resolve) => setTimeout(resolve, 200))
-  }
-  throw new Error(`timed out waiting for ${what}\n${output.slice(-3000)}`)
-}
+const until = <T>(check: () => Promise<T | undefined>, what: string) => waitFor(check, what, 90_000)
 
 async function api(method: string, path: string, body?: unknown) {
   const response = await fetch(`${WORKER}${path}`, {
@@ -93,49 +68,28 @@ before(async () => {
   })
   await kafkaAdmin.disconnect()
 
-  await run('npx', ['wrangler', 'd1', 'migrations', 'apply', 'DB', '--local', '--persist-to', state], { env: quiet })
-  start(
-    'npx',
-    [
-      'wrangler',
-      'dev',
-      '--ip',
-      '127.0.0.1',
-      '--port',
-      String(PORT),
-      '--persist-to',
-      state,
-      '--show-interactive-dev-session=false',
-      '--var',
-      `ADMIN_TOKEN:${ADMIN}`,
-      '--var',
-      `INGEST_TOKEN:${INGEST}`,
-      '--var',
-      'DEFAULT_LOCALE:kk',
-    ],
-    quiet,
-  )
-  await until(async () => ((await fetch(`${WORKER}/healthz`)).ok ? true : undefined), 'wrangler dev')
-  start(process.execPath, ['bridge/src/main.ts'], {
-    PATH: process.env.PATH,
+  // DEFAULT_LOCALE is kk: see the replay test.
+  worker = await startLocalWorker({ ADMIN_TOKEN: ADMIN, INGEST_TOKEN: INGEST, DEFAULT_LOCALE: 'kk' })
+  WORKER = worker.url
+  endpoints.workerUrl = WORKER
+  bridge = await startBridge({
     SINK_URL: `${WORKER}/v1/ingest`,
     SINK_TOKEN: INGEST,
-    HTTP_PORT: String(BRIDGE_PORT),
     PG_URL,
     RABBITMQ_URL: endpoints.rabbitUrl,
     RABBITMQ_DECLARE: 'true',
-    RABBITMQ_EXCHANGE: endpoints.exchange,
+    RABBITMQ_EXCHANGE: endpoints.exchange as string,
     RABBITMQ_QUEUE: `e2e.email.${id}`,
     KAFKA_BROKERS: endpoints.kafkaBrokers.join(','),
     KAFKA_TOPICS: Object.values(topics).join(','),
     KAFKA_GROUP_ID: `e2e-${id}`,
   })
-  await until(async () => ((await fetch(`http://127.0.0.1:${BRIDGE_PORT}/readyz`)).ok ? true : undefined), 'the bridge')
+  await until(async () => ((await fetch(`http://127.0.0.1:${bridge.port}/readyz`)).ok ? true : undefined), 'the bridge')
 })
 
 after(async () => {
-  for (const child of children) if (child.pid && child.exitCode === null) process.kill(-child.pid, 'SIGTERM')
-  rmSync(state, { recursive: true, force: true })
+  await bridge?.stop()
+  await worker?.stop()
   const rabbit = new Connection({ url: endpoints.rabbitUrl, connectionName: 'e2e-cleanup' })
   await rabbit.queueDelete({ queue: `e2e.email.${id}` }).catch(() => {})
   await rabbit.exchangeDelete({ exchange: endpoints.exchange as string }).catch(() => {})

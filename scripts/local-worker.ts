@@ -1,0 +1,60 @@
+/**
+ * A `wrangler dev` of its own — its own port, state directory and variables —
+ * for the Node-side tests, the benchmark and the chaos harness.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { freePort, waitFor } from '../bridge/test/helpers.ts'
+
+/** A running local Worker. */
+export type LocalWorker = { url: string; port: number; output: () => string; stop: () => Promise<void> }
+
+/**
+ * Applies the D1 migrations to a fresh state directory, starts `wrangler dev`
+ * with `vars` (each `--var NAME:value`), and resolves once `/healthz` answers.
+ */
+export async function startLocalWorker(vars: Record<string, string>): Promise<LocalWorker> {
+  const port = await freePort()
+  const state = mkdtempSync(join(tmpdir(), 'notify-edge-worker-'))
+  const env = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', CI: 'true' }
+  execFileSync('npx', ['wrangler', 'd1', 'migrations', 'apply', 'DB', '--local', '--persist-to', state], {
+    env,
+    stdio: 'ignore',
+  })
+  const args = [
+    'wrangler',
+    'dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--persist-to',
+    state,
+    '--show-interactive-dev-session=false',
+  ]
+  for (const [name, value] of Object.entries(vars)) args.push('--var', `${name}:${value}`)
+  let output = ''
+  const child: ChildProcess = spawn('npx', args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+  child.stdout?.on('data', (chunk) => {
+    output += chunk
+  })
+  child.stderr?.on('data', (chunk) => {
+    output += chunk
+  })
+  const url = `http://127.0.0.1:${port}`
+  await waitFor(async () => ((await fetch(`${url}/healthz`)).ok ? true : undefined), `wrangler dev on ${port}`, 120_000)
+  return {
+    url,
+    port,
+    output: () => output,
+    async stop() {
+      if (child.pid && child.exitCode === null) {
+        process.kill(-child.pid, 'SIGTERM')
+        await new Promise((resolve) => child.once('exit', resolve))
+      }
+      rmSync(state, { recursive: true, force: true })
+    },
+  }
+}
