@@ -1,4 +1,5 @@
 import type { TemplateSource } from '../templates/render.ts'
+import { type TemplateRow, templateFromRow } from '../templates/store.ts'
 import type { Kind, Urgency } from './kinds.ts'
 
 /** A contact from the replica. */
@@ -9,6 +10,28 @@ export type Contact = {
   timeZone: string | null
   displayName: string | null
   version: number
+}
+
+/** A `contacts` row as D1 returns it. */
+export type ContactRow = {
+  user_id: string
+  email: string
+  locale: string | null
+  time_zone: string | null
+  display_name: string | null
+  version: number
+}
+
+/** A `contacts` row as the planner and the API use it. */
+export function contactFromRow(row: ContactRow): Contact {
+  return {
+    userId: row.user_id,
+    email: row.email,
+    locale: row.locale,
+    timeZone: row.time_zone,
+    displayName: row.display_name,
+    version: row.version,
+  }
 }
 
 /** Everything the planner needs from D1 for one batch, read in one round trip. */
@@ -96,45 +119,10 @@ export async function loadContext(db: D1Database, query: ContextQuery): Promise<
   return {
     processed: new Set(rows<{ idempotency_key: string }>(processed).map((row) => row.idempotency_key)),
     pendingByEvent,
-    contacts: new Map(
-      rows<{
-        user_id: string
-        email: string
-        locale: string | null
-        time_zone: string | null
-        display_name: string | null
-        version: number
-      }>(contacts).map((row) => [
-        row.user_id,
-        {
-          userId: row.user_id,
-          email: row.email,
-          locale: row.locale,
-          timeZone: row.time_zone,
-          displayName: row.display_name,
-          version: row.version,
-        },
-      ]),
-    ),
+    contacts: new Map(rows<ContactRow>(contacts).map((row) => [row.user_id, contactFromRow(row)])),
     reviewerPool: rows<{ user_id: string }>(pool).map((row) => row.user_id),
     channels,
-    templates: rows<{
-      kind: string
-      locale: string
-      channel: string
-      version: number
-      subject: string
-      text_body: string
-      html_body: string
-    }>(templates).map((row) => ({
-      kind: row.kind,
-      locale: row.locale,
-      channel: row.channel,
-      version: row.version,
-      subject: row.subject,
-      textBody: row.text_body,
-      htmlBody: row.html_body,
-    })),
+    templates: rows<TemplateRow>(templates).map(templateFromRow),
     authoritative: rows<{ decision_person: string; decision_request: string | null }>(decisions).map((row) => ({
       person: row.decision_person,
       request: row.decision_request,

@@ -1,6 +1,7 @@
 import type { TemplateSource } from './render.ts'
 
-type Row = {
+/** A `templates` row as D1 returns it. */
+export type TemplateRow = {
   kind: string
   locale: string
   channel: string
@@ -8,8 +9,9 @@ type Row = {
   subject: string
   text_body: string
   html_body: string
-  created_at: string
 }
+
+type Row = TemplateRow & { created_at: string }
 
 /** The active template for (kind, locale, channel). Parameters: kind, locale, channel. */
 export async function activeTemplate(db: D1Database, kind: string, locale: string, channel: string) {
@@ -20,7 +22,7 @@ export async function activeTemplate(db: D1Database, kind: string, locale: strin
     )
     .bind(kind, locale, channel)
     .first<Row>()
-  return row ? { ...toSource(row), createdAt: row.created_at } : null
+  return row ? { ...templateFromRow(row), createdAt: row.created_at } : null
 }
 
 /**
@@ -53,7 +55,8 @@ export async function saveTemplate(
   return version
 }
 
-function toSource(row: Row): TemplateSource {
+/** A `templates` row as the renderer takes it. */
+export function templateFromRow(row: TemplateRow): TemplateSource {
   return {
     kind: row.kind,
     locale: row.locale,

@@ -1,6 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi'
 import { Id, Locale, TimeZone } from '../../contracts/fields.ts'
 import { ApiError } from '../../errors.ts'
+import { type ContactRow, contactFromRow } from '../../materialize/context.ts'
 import { upsertContact } from '../../materialize/write.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
 
@@ -17,25 +18,9 @@ const Contact = z
   })
   .openapi('Contact')
 
-type Row = {
-  user_id: string
-  email: string
-  locale: string | null
-  time_zone: string | null
-  display_name: string | null
-  version: number
-  updated_at: string
-}
+type Row = ContactRow & { updated_at: string }
 
-const toContact = (row: Row): z.infer<typeof Contact> => ({
-  userId: row.user_id,
-  email: row.email,
-  locale: row.locale,
-  timeZone: row.time_zone,
-  displayName: row.display_name,
-  version: row.version,
-  updatedAt: row.updated_at,
-})
+const toContact = (row: Row): z.infer<typeof Contact> => ({ ...contactFromRow(row), updatedAt: row.updated_at })
 
 const find = (db: D1Database, userId: string) =>
   db.prepare('SELECT * FROM contacts WHERE user_id = ?1').bind(userId).first<Row>()
