@@ -10,6 +10,7 @@ import {
   utf8Length,
 } from '../contracts/index.ts'
 import { ApiError, type FieldIssue } from '../errors.ts'
+import { loggerFor } from '../log.ts'
 import { sendAll } from '../queue/send.ts'
 
 /**
@@ -67,7 +68,7 @@ export const ingest = new Hono<{ Bindings: Env }>().post(
         events.map((body) => ({ body })),
       )
     } catch (error) {
-      console.error(JSON.stringify({ level: 'error', event: 'ingest.queue-failed', error: (error as Error).message }))
+      loggerFor(c.env).error('ingest.queue-failed', { events: events.length, error })
       throw new ApiError(
         'QUEUE_UNAVAILABLE',
         'notify-events did not accept the batch; nothing was accepted, send it again',

@@ -9,6 +9,7 @@ import {
 } from '../../dead-letters/query.ts'
 import { replayDeadLetters } from '../../dead-letters/replay.ts'
 import { ApiError } from '../../errors.ts'
+import { loggerFor } from '../../log.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
 
 const Status = z.enum(['open', 'replayed', 'discarded'])
@@ -247,7 +248,7 @@ async function replayOrUnavailable(env: Env, rows: { id: string; queue: string; 
   try {
     return await replayDeadLetters(env, rows, new Date())
   } catch (error) {
-    console.error(JSON.stringify({ level: 'error', event: 'replay.failed', error: (error as Error).message }))
+    loggerFor(env).error('replay.failed', { count: rows.length, error })
     throw new ApiError('QUEUE_UNAVAILABLE', 'the replay could not be sent; nothing was marked, try again')
   }
 }
