@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { Locale, TimeZone } from './contracts/fields.ts'
+import { commaList, Locale, TimeZone } from './contracts/fields.ts'
 import { ApiError } from './errors.ts'
 
 const DelayList = z
@@ -15,15 +15,7 @@ const Clock = z
   .regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'HH:MM, 24-hour')
   .transform((value) => Number(value.slice(0, 2)) * 60 + Number(value.slice(3)))
 
-const UrgencyList = z
-  .string()
-  .transform((value) =>
-    value
-      .split(',')
-      .map((item) => item.trim())
-      .filter(Boolean),
-  )
-  .pipe(z.array(z.enum(['low', 'normal', 'high'])))
+const UrgencyList = commaList(z.enum(['low', 'normal', 'high']))
 
 const Seconds = z.coerce.number().int().nonnegative()
 

@@ -1,16 +1,9 @@
 import { z } from 'zod'
+import { commaList } from '../../src/contracts/fields.ts'
 
 const Identifier = z.string().regex(/^[a-z_][a-z0-9_]*$/, 'a lower-case SQL identifier')
 const Milliseconds = z.coerce.number().int().positive()
-const List = z
-  .string()
-  .transform((value) =>
-    value
-      .split(',')
-      .map((item) => item.trim())
-      .filter(Boolean),
-  )
-  .pipe(z.array(z.string().min(1)).min(1, 'at least one item'))
+const List = commaList(z.string().min(1)).refine((items) => items.length > 0, 'at least one item')
 const Bool = z.enum(['true', 'false', '1', '0']).transform((value) => value === 'true' || value === '1')
 
 const ConfigSchema = z.object({
