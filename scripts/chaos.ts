@@ -184,15 +184,12 @@ const fault = async (name: string, act: () => Promise<void> | void) => {
   progress(`fault: ${name}`)
   await act()
 }
+async function restartBridge(): Promise<void> {
+  await bridge.kill()
+  bridge = await startBridge(bridgeEnv)
+}
 const schedule: [number, string, () => Promise<void> | void][] = [
-  [
-    0.1,
-    'SIGKILL the bridge, restart it',
-    async () => {
-      await bridge.kill()
-      bridge = await startBridge(bridgeEnv)
-    },
-  ],
+  [0.1, 'SIGKILL the bridge, restart it', restartBridge],
   [
     0.25,
     'terminate the bridge PostgreSQL connections',
@@ -212,14 +209,7 @@ const schedule: [number, string, () => Promise<void> | void][] = [
       }
     },
   ],
-  [
-    0.5,
-    'SIGKILL the bridge, restart it',
-    async () => {
-      await bridge.kill()
-      bridge = await startBridge(bridgeEnv)
-    },
-  ],
+  [0.5, 'SIGKILL the bridge, restart it', restartBridge],
   [
     0.6,
     'restart the Kafka broker',
@@ -251,14 +241,7 @@ const schedule: [number, string, () => Promise<void> | void][] = [
       execFileSync('bash', ['scripts/services-up.sh'], { stdio: 'ignore' })
     },
   ],
-  [
-    0.8,
-    'SIGKILL the bridge, restart it',
-    async () => {
-      await bridge.kill()
-      bridge = await startBridge(bridgeEnv)
-    },
-  ],
+  [0.8, 'SIGKILL the bridge, restart it', restartBridge],
 ]
 progress(`sending ${EVENTS} events (1 in ${POISON_EVERY} poison) over PostgreSQL, RabbitMQ and Kafka`)
 const started = Date.now()

@@ -129,30 +129,24 @@ export async function sendSamples(endpoints: Endpoints): Promise<Sent[]> {
   // RabbitMQ: invitation.created (AH-MVP-006), and one without recipient.email.
   const rabbit = new Connection({ url: endpoints.rabbitUrl, connectionName: 'notify-edge-demo' })
   const publisher = rabbit.createPublisher({ confirm: true })
+  const publishInvitation = (invitation: { envelope: { eventId: string } }) =>
+    publisher.send(
+      {
+        exchange,
+        routingKey: 'notifications.email.invitation.created',
+        messageId: invitation.envelope.eventId,
+        durable: true,
+      },
+      Buffer.from(JSON.stringify(invitation)),
+    )
   const invitation = json('examples/arthunt/invitation.created.json')
   invitation.envelope.eventId = fresh()
-  await publisher.send(
-    {
-      exchange,
-      routingKey: 'notifications.email.invitation.created',
-      messageId: invitation.envelope.eventId,
-      durable: true,
-    },
-    Buffer.from(JSON.stringify(invitation)),
-  )
+  await publishInvitation(invitation)
   sent.push({ label: 'invitation.created', source: 'rabbitmq', eventId: invitation.envelope.eventId, expect: 'email' })
   const poisonInvitation = json('examples/arthunt/invitation.created.json')
   poisonInvitation.envelope.eventId = fresh()
   delete poisonInvitation.data.recipient.email
-  await publisher.send(
-    {
-      exchange,
-      routingKey: 'notifications.email.invitation.created',
-      messageId: poisonInvitation.envelope.eventId,
-      durable: true,
-    },
-    Buffer.from(JSON.stringify(poisonInvitation)),
-  )
+  await publishInvitation(poisonInvitation)
   sent.push({
     label: 'poison: no recipient.email',
     source: 'rabbitmq',
