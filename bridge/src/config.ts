@@ -34,6 +34,11 @@ const ConfigSchema = z.object({
   PG_CLAIMERS: z.coerce.number().int().min(1).max(16).default(3),
   /** Interval of the sweep (the poll interval in poll mode). @defaultValue 1000 */
   PG_SWEEP_INTERVAL_MS: Milliseconds.default(1000),
+  /**
+   * How long a claim holds rows before another bridge may take them; renewed every third of it
+   * while the batch is on its way, so it only runs out when its bridge is gone. @defaultValue 30000
+   */
+  PG_LEASE_MS: z.coerce.number().int().min(1000).default(30_000),
   /** AMQP URL; the RabbitMQ source is enabled when set. */
   RABBITMQ_URL: z
     .string()
@@ -48,6 +53,11 @@ const ConfigSchema = z.object({
     'notifications.email.response.created',
     'notifications.email.invitation.created',
   ]),
+  /**
+   * Where the original of a message that travelled as a marker is kept (declared if missing,
+   * whether or not RABBITMQ_DECLARE is set). @defaultValue "email.notifications.dlq"
+   */
+  RABBITMQ_DLQ: z.string().min(1).default('email.notifications.dlq'),
   /** Unacknowledged messages at once (prefetch). @defaultValue 100 */
   RABBITMQ_PREFETCH: z.coerce.number().int().min(1).max(10_000).default(100),
   /** Declare seed 000's topology (exchange, queue, bindings, dead-letter queue) instead of using the queue as it is. @defaultValue false */

@@ -113,17 +113,20 @@ test('pg_terminate_backend on the LISTEN and the claiming connections: the bridg
   assertOnce(sink.ids(), [...first, ...second])
 })
 
-test('the bridge SIGKILLed in the middle of a batch: after a restart that batch is delivered again, nothing is lost', async () => {
+test('the bridge SIGKILLed in the middle of a batch: its claim expires, a restarted bridge takes the batch over, nothing is lost', async () => {
   const { db, sink } = await setup()
   sink.setMode('stall')
-  const first = await bridge({ PG_URL: db.url, SINK_URL: sink.url })
+  const first = await bridge({ PG_URL: db.url, SINK_URL: sink.url, PG_LEASE_MS: '2000' })
   const ids = await writeRows(db.sql, 30)
   await waitFor(() => (sink.requests.length > 0 ? true : undefined), 'a batch in flight')
   assert.deepEqual(await first.kill(), { code: null, signal: 'SIGKILL' })
   assert.equal(await transferredCount(db.sql), 0)
+  const [{ claimed } = { claimed: 0 }] = await db.sql<{ claimed: number }[]>`
+    SELECT count(*)::int AS claimed FROM data_exchange.message_queue_log WHERE claim_token IS NOT NULL`
+  assert.ok(claimed > 0, 'the killed bridge held a claim')
 
   sink.setMode('accept')
-  await bridge({ PG_URL: db.url, SINK_URL: sink.url })
+  await bridge({ PG_URL: db.url, SINK_URL: sink.url, PG_LEASE_MS: '2000' })
   await waitFor(async () => ((await transferredCount(db.sql)) === 30 ? true : undefined), 'all rows after restart')
   assert.deepEqual([...new Set(sink.ids())].sort(), [...ids].sort())
 })
@@ -181,8 +184,8 @@ test('npm run migrate:pg on a database that already holds the seed tables and ro
       CREATE TABLE IF NOT EXISTS data_exchange.message_queue_log_data (message_id UUID REFERENCES data_exchange.message_queue_log(message_id), message_body BYTEA);
       INSERT INTO data_exchange.message_queue_log VALUES ('11111111-1111-4111-8111-111111111111', true, '2026-01-01'), ('22222222-2222-4222-8222-222222222222', false, NULL);
       INSERT INTO data_exchange.message_queue_log_data VALUES ('11111111-1111-4111-8111-111111111111', 'a'), ('22222222-2222-4222-8222-222222222222', 'b');`)
-    assert.deepEqual(await migratePostgres(url), ['0001_outbox.sql'])
-    assert.deepEqual(await migratePostgres(url), ['0001_outbox.sql'])
+    assert.deepEqual(await migratePostgres(url), ['0001_outbox.sql', '0002_claims.sql'])
+    assert.deepEqual(await migratePostgres(url), ['0001_outbox.sql', '0002_claims.sql'])
     const rows =
       await sql`SELECT l.message_id, l.transferred, l.transfer_time, d.message_body FROM data_exchange.message_queue_log l
       JOIN data_exchange.message_queue_log_data d USING (message_id) ORDER BY l.message_id`

@@ -9,11 +9,12 @@ import { INBOUND_EVENT_MAX_BYTES, type InboundEvent } from '../../src/contracts/
 import { createLogger } from '../src/log.ts'
 import { createMetrics } from '../src/metrics.ts'
 import { Sink } from '../src/sink/sink.ts'
+import { waitFor } from './helpers.ts'
 
 type Handler = (
   events: InboundEvent[],
   request: number,
-) => { status: number; body?: unknown; headers?: Record<string, string> }
+) => { status: number; body?: unknown; raw?: string; type?: string; headers?: Record<string, string> }
 
 const servers: ReturnType<typeof createServer>[] = []
 after(() => {
@@ -31,8 +32,8 @@ async function server(handler: Handler) {
     const { events } = JSON.parse(Buffer.concat(chunks).toString()) as { events: InboundEvent[] }
     seen.push({ at: performance.now(), events })
     const answer = handler(events, seen.length)
-    response.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers })
-    response.end(JSON.stringify(answer.body ?? {}))
+    response.writeHead(answer.status, { 'content-type': answer.type ?? 'application/json', ...answer.headers })
+    response.end(answer.raw ?? JSON.stringify(answer.body ?? {}))
   })
   servers.push(http)
   http.listen(0, '127.0.0.1')
@@ -46,7 +47,7 @@ async function server(handler: Handler) {
   return { sink, seen }
 }
 
-function event(body: string, id = crypto.randomUUID()): InboundEvent {
+function event(body: string, id: string = crypto.randomUUID()): InboundEvent {
   return {
     source: 'http',
     origin: `test:${id}`,
@@ -96,6 +97,55 @@ test('an event the route refuses by index is replaced by a marker; the others go
   assert.equal(marker.notifyEdgeMarker, 'rejected-by-ingest')
   assert.match(marker.reason, /events\[1\]\.receivedAt: Invalid ISO datetime/)
   assert.equal(resent[1]?.sourceMessageId, events[1]?.sourceMessageId)
+})
+
+test("a refusal that names no event (a proxy's HTML 413, our error without an index) is retried, never turned into markers", async () => {
+  const { sink, seen } = await server((events, request) =>
+    request === 1
+      ? { status: 413, raw: '<html><body>413 Request Entity Too Large</body></html>', type: 'text/html' }
+      : request === 2
+        ? { status: 400, body: { error: { code: 'INVALID_JSON', message: 'request body is not JSON' } } }
+        : { status: 202, body: { accepted: events.length } },
+  )
+  const events = [event('{"a":1}'), event('{"b":2}')]
+  const deliveries = await sink.send(events)
+  assert.equal(seen.length, 3)
+  assert.deepEqual(seen[2]?.events, events)
+  assert.deepEqual(deliveries, [{ as: 'event' }, { as: 'event' }])
+})
+
+test('a marker refused in its turn is replaced by a minimal one; a refused minimal marker is retried like an outage', async () => {
+  const refuse = (index: number) => ({
+    status: 400,
+    body: {
+      error: { code: 'INVALID_REQUEST', message: 'bad', issues: [{ field: `events[${index}]`, message: 'no' }] },
+    },
+  })
+  const { sink, seen } = await server((events, request) =>
+    request <= 4 ? refuse(0) : { status: 202, body: { accepted: events.length } },
+  )
+  const original = event('{"a":1}', 'x'.repeat(300))
+  const deliveries = await sink.send([original])
+  assert.deepEqual(deliveries, [{ as: 'marker', marker: 'rejected-by-ingest' }])
+  const sent = seen.map((request) => request.events[0] as InboundEvent)
+  assert.equal(sent[0]?.body, original.body)
+  assert.equal(JSON.parse(sent[1]?.body ?? '{}').notifyEdgeMarker, 'rejected-by-ingest')
+  // The minimal marker: ASCII ids, no headers, no head of the payload; refused again, it is retried as it is.
+  assert.match(sent[2]?.sourceMessageId ?? '', /^sha256:[0-9a-f]{64}$/)
+  assert.deepEqual(sent[2]?.headers, {})
+  assert.equal(JSON.parse(sent[2]?.body ?? '{}').head, '')
+  assert.deepEqual(sent[3], sent[2])
+  assert.deepEqual(sent[4], sent[2])
+})
+
+test('send() with a signal: aborting withdraws what is not on its way and rejects', async () => {
+  const { sink, seen } = await server(() => ({ status: 503 }))
+  const controller = new AbortController()
+  const pending = sink.send([event('{}')], { signal: controller.signal })
+  await waitFor(() => (seen.length >= 1 ? true : undefined), 'a first attempt')
+  controller.abort(new Error('rebalance'))
+  await assert.rejects(pending, /rebalance/)
+  sink.abort()
 })
 
 test('429 with Retry-After is retried no sooner than it asks; 5xx is retried; send() resolves only on 202', async () => {

@@ -1,5 +1,11 @@
 import { z } from 'zod'
 
+/** Longest `origin` the ingest route accepts (characters). */
+export const ORIGIN_MAX_CHARS = 1024
+
+/** Longest `sourceMessageId` the ingest route accepts (characters). */
+export const SOURCE_MESSAGE_ID_MAX_CHARS = 512
+
 /**
  * The wire format between the bridge and the Worker (DESIGN §2): one event as
  * the bridge read it from its source, payload untouched.
@@ -7,9 +13,9 @@ import { z } from 'zod'
 export const InboundEventSchema = z.object({
   source: z.enum(['postgres', 'rabbitmq', 'kafka', 'http']),
   /** Where it came from, e.g. `kafka:pin.profile.persons.v1/3@1207`. */
-  origin: z.string().min(1).max(1024),
+  origin: z.string().min(1).max(ORIGIN_MAX_CHARS),
   /** Outbox message_id, AMQP message-id (or sha256 of the body), Kafka header message-id. */
-  sourceMessageId: z.string().min(1).max(512),
+  sourceMessageId: z.string().min(1).max(SOURCE_MESSAGE_ID_MAX_CHARS),
   /** When the bridge read it (ISO-8601). */
   receivedAt: z.iso.datetime({ offset: true }),
   headers: z.record(z.string(), z.string()),

@@ -1,8 +1,18 @@
 import type { Logger } from 'pino'
-import { INGEST_MAX_BYTES, INGEST_MAX_EVENTS, type InboundEvent } from '../../../src/contracts/index.ts'
+import {
+  describeIssues,
+  INBOUND_EVENT_MAX_BYTES,
+  INGEST_MAX_BYTES,
+  INGEST_MAX_EVENTS,
+  type InboundEvent,
+  InboundEventSchema,
+  toFieldIssues,
+} from '../../../src/contracts/index.ts'
 import type { Metrics } from '../metrics.ts'
 import { backoffMs, retryAfterMs, sleep } from './backoff.ts'
-import { fitForQueue, markerFor, wireSize } from './marker.ts'
+import { type MarkerKind, markerFor } from './marker.ts'
+import { classifyRefusal, type Refusal } from './refusal.ts'
+import { wireSafe, wireSize } from './wire.ts'
 
 /** Options of the sink. */
 export type SinkOptions = {
@@ -16,20 +26,49 @@ export type SinkOptions = {
   timeoutMs: number
 }
 
-type Item = { event: InboundEvent; size: number; since: number; resolve: () => void }
+/** How an event reached the Worker: as itself, or as a marker in its place (the original stays at its source). */
+export type Delivery = { as: 'event' } | { as: 'marker'; marker: MarkerKind }
+
+/** Options of one `send()`. */
+export type SendOptions = {
+  /** Where an original stays if a marker replaces it, when that is not its origin. */
+  keptAt?: string
+  /** Stops waiting: events not yet on their way are withdrawn, and `send()` rejects with the signal's reason. */
+  signal?: AbortSignal
+}
+
+type Item = {
+  /** What goes on the wire: the event made wire-safe, or its marker. */
+  event: InboundEvent
+  original: InboundEvent
+  keptAt: string | undefined
+  size: number
+  since: number
+  delivery: Delivery
+  /** A last-resort marker was sent; a refusal of it cannot be answered by another marker. */
+  minimal: boolean
+  withdrawn: boolean
+  resolve: (delivery: Delivery) => void
+}
 
 /** Bytes of `{"events":[` … `]}` around the events, with room to spare. */
 const ENVELOPE_BYTES = 64
 
 /**
- * Delivers events to the Worker's ingest route (DESIGN §2), batching what the
- * sources hand it (≤ 100 events / 256 KB, a short linger) with a bounded
- * number of requests in flight. `send()` resolves only once the Worker
- * answered 202 for every event, so a source acknowledges nothing earlier; it
- * never rejects and never drops: failures are retried with jittered
- * exponential backoff (network errors, timeouts, 5xx, 429 with Retry-After,
- * and 401/403, which mean a configuration error). An event the route refuses
- * (400/413 naming it) is replaced by a marker that becomes a dead letter.
+ * Delivers events to the Worker's ingest route, batching what the sources
+ * hand it (≤ 100 events / 256 KB, a short linger) with a bounded number of
+ * requests in flight. `send()` resolves only once the Worker answered 202 for
+ * every event, so a source acknowledges nothing earlier; it never rejects
+ * (unless its caller withdraws) and never drops: failures are retried with
+ * jittered exponential backoff (network errors, timeouts, 5xx, 429 with
+ * Retry-After, 401/403, and a refusal of the request as a whole).
+ *
+ * No single event can stall it: every event is made wire-safe first (ids,
+ * origin and headers bounded), one too large for a queue message travels as a
+ * payload-too-large marker, and an event the route names in a 400/413 is
+ * replaced by a rejected-by-ingest marker, which is built to pass (and, if
+ * even that were refused, by a minimal one). `send()` tells the source which
+ * events went as markers, so it keeps their originals.
  */
 export class Sink {
   readonly #options: SinkOptions
@@ -53,19 +92,38 @@ export class Sink {
     return this.#healthy
   }
 
-  /** Resolves once the Worker accepted every one of `events`. */
-  send(events: readonly InboundEvent[]): Promise<void> {
+  /** Resolves once the Worker accepted every one of `events`, with how each went (in order). */
+  send(events: readonly InboundEvent[], options: SendOptions = {}): Promise<Delivery[]> {
+    const { signal, keptAt } = options
+    if (signal?.aborted) return Promise.reject(signal.reason)
     const now = performance.now()
+    const items: Item[] = []
     const accepted = events.map(
-      (event) =>
-        new Promise<void>((resolve) => {
-          const fitted = fitForQueue(event)
-          if (fitted !== event) this.#metrics.markers.inc({ marker: 'payload-too-large' })
-          this.#pending.push({ event: fitted, size: wireSize(fitted), since: now, resolve })
+      (original) =>
+        new Promise<Delivery>((resolve) => {
+          const item = this.#prepare(original, keptAt, now, resolve)
+          items.push(item)
+          this.#pending.push(item)
         }),
     )
     this.#schedule()
-    return Promise.all(accepted).then(() => undefined)
+    const all = Promise.all(accepted)
+    if (!signal) return all
+    return new Promise<Delivery[]>((resolve, reject) => {
+      const withdraw = () => {
+        for (const item of items) item.withdrawn = true
+        // Events not on their way yet leave the queue; those in a request finish it, unheard.
+        for (let index = this.#pending.length - 1; index >= 0; index -= 1) {
+          if (this.#pending[index]?.withdrawn) this.#pending.splice(index, 1)
+        }
+        reject(signal.reason)
+      }
+      signal.addEventListener('abort', withdraw, { once: true })
+      all.then((deliveries) => {
+        signal.removeEventListener('abort', withdraw)
+        resolve(deliveries)
+      }, reject)
+    })
   }
 
   /** Stops retrying: requests still failing end and their events stay at their sources. */
@@ -77,6 +135,36 @@ export class Sink {
   drained(): Promise<void> {
     if (this.#pending.length === 0 && this.#inFlight === 0) return Promise.resolve()
     return new Promise((resolve) => this.#idle.push(resolve))
+  }
+
+  /** The event as it will travel: wire-safe, or a marker when it cannot fit or would not pass the route's schema. */
+  #prepare(original: InboundEvent, keptAt: string | undefined, since: number, resolve: Item['resolve']): Item {
+    let event = wireSafe(original)
+    let delivery: Delivery = { as: 'event' }
+    if (wireSize(event) > INBOUND_EVENT_MAX_BYTES) {
+      event = markerFor(original, 'payload-too-large', { keptAt })
+      delivery = { as: 'marker', marker: 'payload-too-large' }
+    } else {
+      // The route's own schema, checked here: what it would refuse never leaves as it is.
+      const checked = InboundEventSchema.safeParse(event)
+      if (!checked.success) {
+        const reason = `refused by the bridge before sending: ${describeIssues(toFieldIssues(checked.error))}`
+        event = markerFor(original, 'rejected-by-ingest', { reason, keptAt })
+        delivery = { as: 'marker', marker: 'rejected-by-ingest' }
+      }
+    }
+    if (delivery.as === 'marker') this.#metrics.markers.inc({ marker: delivery.marker })
+    return {
+      event,
+      original,
+      keptAt,
+      size: wireSize(event),
+      since,
+      delivery,
+      minimal: false,
+      withdrawn: false,
+      resolve,
+    }
   }
 
   #schedule(): void {
@@ -119,44 +207,59 @@ export class Sink {
         for (const item of batch) {
           this.#metrics.forwarded.inc({ source: item.event.source })
           this.#metrics.latency.observe({ source: item.event.source }, (now - item.since) / 1000)
-          item.resolve()
+          item.resolve(item.delivery)
         }
         return
       }
       this.#metrics.sinkErrors.inc({ status: outcome.status })
-      let replaced = 0
-      for (const [index, reason] of outcome.refused ?? []) {
-        // The route named an event it will not take: it becomes a marker the Worker dead-letters.
-        const item = batch[index]
-        if (!item || item.event.body.includes('"notifyEdgeMarker"')) continue
-        item.event = markerFor(item.event, 'rejected-by-ingest', reason)
-        item.size = wireSize(item.event)
-        this.#metrics.markers.inc({ marker: 'rejected-by-ingest' })
-        replaced += 1
-      }
-      if (replaced > 0) {
-        this.#log.warn({ status: outcome.status, replaced }, 'sink refused events; sending markers instead')
+      if (outcome.refusal?.of === 'events' && this.#replaceRefused(batch, outcome.refusal.reasons)) {
+        this.#log.warn(
+          { status: outcome.status, replaced: outcome.refusal.reasons.size },
+          'sink refused events; sending markers instead',
+        )
         continue
       }
       this.#healthy = false
       const wait = outcome.retryAfterMs ?? backoffMs(attempt)
-      const log = outcome.status === '401' || outcome.status === '403' ? this.#log.error : this.#log.warn
-      log.call(
-        this.#log,
-        { status: outcome.status, attempt, waitMs: Math.round(wait), events: batch.length, error: outcome.error },
-        outcome.status === '401' || outcome.status === '403'
-          ? 'sink rejects our token: check SINK_TOKEN against the Worker INGEST_TOKEN; retrying'
-          : 'sink failed; retrying',
-      )
+      const fields = { status: outcome.status, attempt, waitMs: Math.round(wait), events: batch.length }
+      if (outcome.status === '401' || outcome.status === '403') {
+        this.#log.error(fields, 'sink rejects our token: check SINK_TOKEN against the Worker INGEST_TOKEN; retrying')
+      } else if (outcome.refusal) {
+        // Not attributable to one event: a proxy in the way, or a bug. Loud, and retried like an outage.
+        this.#log.error({ ...fields, refusal: outcome.refusal }, 'sink refused the request as a whole; retrying')
+      } else {
+        this.#log.warn({ ...fields, error: outcome.error }, 'sink failed; retrying')
+      }
       await sleep(wait, this.#stop.signal)
     }
+  }
+
+  /**
+   * Replaces each event the route named by a marker (a marker refused in turn
+   * by a minimal one). False when nothing could be replaced: every named event
+   * was a minimal marker already, so the refusal is not about the events.
+   */
+  #replaceRefused(batch: Item[], reasons: ReadonlyMap<number, string>): boolean {
+    let replaced = 0
+    for (const [index, reason] of reasons) {
+      const item = batch[index]
+      if (!item || item.minimal) continue
+      const minimal = item.delivery.as === 'marker' && item.delivery.marker === 'rejected-by-ingest'
+      item.event = markerFor(item.original, 'rejected-by-ingest', { reason, keptAt: item.keptAt, minimal })
+      item.size = wireSize(item.event)
+      item.minimal = minimal
+      item.delivery = { as: 'marker', marker: 'rejected-by-ingest' }
+      this.#metrics.markers.inc({ marker: 'rejected-by-ingest' })
+      replaced += 1
+    }
+    return replaced > 0
   }
 
   async #post(events: InboundEvent[]): Promise<{
     ok: boolean
     status: string
     retryAfterMs?: number
-    refused?: Map<number, string>
+    refusal?: Refusal
     error?: string
   }> {
     let response: Response
@@ -175,7 +278,7 @@ export class Sink {
     if (response.status === 202) return { ok: true, status: '202' }
     const status = String(response.status)
     if (response.status === 400 || response.status === 413) {
-      return { ok: false, status, refused: refusedEvents(text, events.length) }
+      return { ok: false, status, refusal: classifyRefusal(text, events.length) }
     }
     return {
       ok: false,
@@ -184,30 +287,4 @@ export class Sink {
       error: text.slice(0, 300),
     }
   }
-}
-
-/**
- * Which events a 400/413 answer names (`issues[].field` = `events[3]…`). An
- * answer that names none refuses the whole request, so every event is named.
- */
-function refusedEvents(text: string, count: number): Map<number, string> {
-  const refused = new Map<number, string>()
-  let issues: { field?: string; message?: string }[] = []
-  let message = 'refused by the ingest route'
-  try {
-    const body = JSON.parse(text) as { error?: { message?: string; issues?: { field?: string; message?: string }[] } }
-    issues = body.error?.issues ?? []
-    message = body.error?.message ?? message
-  } catch {
-    // Not our error format: the whole request was refused.
-  }
-  for (const issue of issues) {
-    const index = /^events\[(\d+)\]/.exec(issue.field ?? '')?.[1]
-    if (index !== undefined && Number(index) < count) {
-      const previous = refused.get(Number(index))
-      refused.set(Number(index), `${previous ? `${previous}; ` : ''}${issue.field}: ${issue.message}`)
-    }
-  }
-  if (refused.size === 0) for (let index = 0; index < count; index += 1) refused.set(index, message)
-  return refused
 }

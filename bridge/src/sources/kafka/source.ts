@@ -29,6 +29,7 @@ export class KafkaSource {
   readonly #metrics: Metrics
   readonly #consumer: Consumer
   #up = false
+  #crashes = 0
   #running: Promise<void> | undefined
   readonly #stop = new AbortController()
 
@@ -59,10 +60,13 @@ export class KafkaSource {
     this.#consumer.on(DISCONNECT, () => this.#setUp(false))
     this.#consumer.on(CRASH, ({ payload }) => {
       this.#setUp(false)
-      this.#log.warn(
-        { error: payload.error, restart: payload.restart },
-        'source:crashed; kafkajs restarts the consumer',
-      )
+      if (payload.restart) {
+        this.#log.warn({ error: payload.error }, 'source:crashed; kafkajs restarts the consumer itself')
+        return
+      }
+      // kafkajs restarts only after retriable errors; after any other it has disconnected for good.
+      this.#log.error({ error: payload.error }, 'source:crashed; kafkajs gave up on the consumer: starting it again')
+      if (!this.#stop.signal.aborted) this.#running = this.#restart()
     })
     metrics.sourceUp.set({ source: 'kafka' }, 0)
   }
@@ -74,6 +78,13 @@ export class KafkaSource {
 
   start(): void {
     this.#running = this.#start().catch((error) => this.#log.error({ error }, 'kafka source stopped'))
+  }
+
+  /** Starts the consumer again after kafkajs gave up on it, after a backoff so that a persistent fault is not a hot loop. */
+  async #restart(): Promise<void> {
+    this.#crashes += 1
+    await sleep(backoffMs(this.#crashes, 1000), this.#stop.signal)
+    await this.#start().catch((error) => this.#log.error({ error }, 'kafka source stopped'))
   }
 
   /**
@@ -103,42 +114,73 @@ export class KafkaSource {
     }
   }
 
+  /**
+   * Forwards a fetched batch 100 records at a time and commits after each
+   * accepted chunk. The batch ends early, committing nothing more, when the
+   * group rebalances or the bridge stops while the sink is not accepting: the
+   * records go again to whoever owns the partition next (duplicates are
+   * absorbed downstream), and kafkajs can rejoin instead of waiting on us.
+   */
   async #eachBatch(payload: EachBatchPayload): Promise<void> {
     const { batch, resolveOffset, heartbeat, pause, isRunning, isStale } = payload
     const { topic, partition } = batch
     for (let start = 0; start < batch.messages.length; start += INGEST_MAX_EVENTS) {
       if (!isRunning() || isStale()) return
       const chunk = batch.messages.slice(start, start + INGEST_MAX_EVENTS)
-      await this.#deliver(
+      const delivered = await this.#deliver(
         chunk.map((message) => this.#toInbound(topic, partition, message)),
         heartbeat,
         pause,
       )
+      if (!delivered || !isRunning() || isStale()) return
       const last = chunk[chunk.length - 1] as KafkaMessage
       resolveOffset(last.offset)
-      await this.#consumer.commitOffsets([{ topic, partition, offset: (BigInt(last.offset) + 1n).toString() }])
-      await heartbeat()
+      try {
+        await this.#consumer.commitOffsets([{ topic, partition, offset: (BigInt(last.offset) + 1n).toString() }])
+        await heartbeat()
+      } catch (error) {
+        if (!isGroupChange(error)) throw error
+        this.#log.info(
+          { topic, partition, type: errorType(error) },
+          'commit refused: the group is rebalancing; ending the batch',
+        )
+        return
+      }
     }
   }
 
-  /** Sends to the sink, heartbeating meanwhile; a long wait pauses the partition until it ends. */
-  async #deliver(events: InboundEvent[], heartbeat: () => Promise<void>, pause: () => () => void): Promise<void> {
+  /**
+   * Sends to the sink, heartbeating meanwhile; a long wait pauses the
+   * partition until it ends. False when it stopped waiting because the group
+   * is rebalancing or the bridge is stopping (nothing of the chunk may be committed then).
+   */
+  async #deliver(events: InboundEvent[], heartbeat: () => Promise<void>, pause: () => () => void): Promise<boolean> {
     let resume: (() => void) | undefined
     const started = Date.now()
+    const groupChange = new AbortController()
     const timer = setInterval(() => {
-      heartbeat().catch((error) => this.#log.warn({ error }, 'heartbeat failed'))
+      heartbeat().catch((error) => {
+        if (isGroupChange(error)) {
+          this.#log.info({ type: errorType(error) }, 'the group is rebalancing: ending the batch to rejoin')
+          groupChange.abort(error)
+        } else this.#log.warn({ error }, 'heartbeat failed')
+      })
       if (!resume && Date.now() - started >= PAUSE_AFTER_MS) {
         resume = pause()
         this.#log.warn({ events: events.length }, 'sink is not accepting: partition paused')
       }
     }, HEARTBEAT_MS)
     try {
-      await this.#sink.send(events)
+      await this.#sink.send(events, { signal: AbortSignal.any([groupChange.signal, this.#stop.signal]) })
+      return true
+    } catch {
+      // Only an abort rejects: the group moved on, or we are stopping.
+      return false
     } finally {
       clearInterval(timer)
       if (resume) {
         resume()
-        this.#log.info('sink accepted again: partition resumed')
+        this.#log.info('partition resumed')
       }
     }
   }
@@ -150,7 +192,8 @@ export class KafkaSource {
     return {
       source: 'kafka',
       origin,
-      sourceMessageId: headers['message-id'] ?? origin,
+      // The producer's message-id, else the record's place in the log (stable, unique).
+      sourceMessageId: headers['message-id'] || origin,
       receivedAt: new Date().toISOString(),
       headers,
       ...payloadOf(message.value),
@@ -169,4 +212,20 @@ export class KafkaSource {
     this.#up = up
     this.#metrics.sourceUp.set({ source: 'kafka' }, up ? 1 : 0)
   }
+}
+
+/** Errors that mean this member's view of the group is out of date: end the batch, let kafkajs rejoin. */
+const GROUP_CHANGE = new Set([
+  'REBALANCE_IN_PROGRESS',
+  'ILLEGAL_GENERATION',
+  'UNKNOWN_MEMBER_ID',
+  'NOT_COORDINATOR_FOR_GROUP',
+])
+
+function errorType(error: unknown): string {
+  return String((error as { type?: unknown } | undefined)?.type)
+}
+
+function isGroupChange(error: unknown): boolean {
+  return GROUP_CHANGE.has(errorType(error))
 }

@@ -5,19 +5,29 @@ import type { BridgeConfig } from '../../config.ts'
 import type { Metrics } from '../../metrics.ts'
 import { backoffMs, sleep } from '../../sink/backoff.ts'
 import type { Sink } from '../../sink/sink.ts'
-import { claimOutboxBatch, countUntransferred, markTransferred, type OutboxRow } from './sql.ts'
-
-const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false })
+import { payloadOf } from '../payload.ts'
+import {
+  claimOutboxBatch,
+  countUntransferred,
+  markTransferred,
+  type OutboxRow,
+  releaseClaim,
+  renewClaim,
+} from './sql.ts'
 
 /**
  * The PostgreSQL transactional-outbox source (seed `pushoccurrence-outbox-relay`,
  * without its non-atomic MongoDB fallback). NOTIFY only wakes it: rows are
- * claimed in batches, oldest first, `FOR UPDATE SKIP LOCKED` (safe with many
- * bridges), forwarded, marked transferred and committed — in one transaction,
- * so a row is marked only after the Worker accepted it, and a crash leaves it
- * untransferred. A sweep runs at start, after every (re)connect of the LISTEN
- * connection and on a timer, so notifications missed meanwhile lose nothing.
- * While the sink cannot deliver, the relay waits: rows simply stay untransferred.
+ * claimed in batches, oldest first, under a lease (claim token + expiry,
+ * renewed while the batch is on its way) in one short statement; forwarded
+ * with no transaction open; then marked transferred — with how they went,
+ * as themselves or as markers — in another short statement guarded by the
+ * token. A row is marked only after the Worker accepted it; a bridge that
+ * dies leaves its claim to expire, and any bridge takes it over. A sweep runs
+ * at start, after every (re)connect of the LISTEN connection and on a timer,
+ * so notifications missed meanwhile lose nothing. While the sink cannot
+ * deliver, the relay waits: rows simply stay untransferred, and the database
+ * sees no open transaction.
  */
 export class PostgresRelay {
   readonly name = 'postgres'
@@ -30,6 +40,7 @@ export class PostgresRelay {
   readonly #waiters = new Set<() => void>()
   #woken = true
   #up = false
+  readonly #claims = new Set<string>()
   #loop: Promise<void> | undefined
   #unlisten: (() => Promise<void>) | undefined
 
@@ -63,13 +74,15 @@ export class PostgresRelay {
 
   /**
    * Stops claiming, lets the batch in flight finish (up to `timeoutMs`), then
-   * closes the connections; a batch that could not finish is rolled back and
+   * closes the connections; a batch that could not finish is released and
    * stays untransferred.
    */
   async stop(timeoutMs: number): Promise<void> {
     this.#stop.abort()
     for (const wake of this.#waiters) wake()
     await Promise.race([this.#loop, sleep(timeoutMs)])
+    // A batch still on its way is given back, so another bridge need not wait out the lease.
+    for (const token of this.#claims) await releaseClaim(this.#sql, this.#config.PG_SCHEMA, token).catch(() => {})
     await this.#unlisten?.().catch(() => {})
     await this.#sql.end({ timeout: 1 })
   }
@@ -145,45 +158,66 @@ export class PostgresRelay {
     }
   }
 
-  /** One transaction: claim, forward (until the Worker accepts), mark, commit. */
+  /**
+   * Claim (short statement), forward with no transaction open while renewing
+   * the lease, mark (short statement, under the claim token).
+   */
   async #relayBatch(): Promise<number> {
-    return this.#sql.begin(async (tx) => {
-      const rows = await claimOutboxBatch(tx, this.#config.PG_SCHEMA, this.#config.PG_BATCH_SIZE)
-      if (rows.length === 0) return 0
-      await this.#sink.send(rows.map((row) => this.#toInbound(row)))
-      await markTransferred(
-        tx,
-        this.#config.PG_SCHEMA,
-        rows.map((row) => row.message_id),
+    const { PG_SCHEMA: schema, PG_LEASE_MS: leaseMs, PG_BATCH_SIZE: limit } = this.#config
+    const token = crypto.randomUUID()
+    const rows = await claimOutboxBatch(this.#sql, schema, token, leaseMs, limit)
+    if (rows.length === 0) return 0
+    this.#claims.add(token)
+    const renewal = setInterval(() => {
+      renewClaim(this.#sql, schema, token, leaseMs).catch((error) =>
+        this.#log.warn({ error }, 'renewing the claim failed; it expires unless a renewal succeeds'),
       )
+    }, leaseMs / 3)
+    try {
+      const deliveries = await this.#sink.send(rows.map((row) => this.#toInbound(row)))
+      const forwardedAs = deliveries.map((delivery) =>
+        delivery.as === 'marker' ? `marker:${delivery.marker}` : delivery.as,
+      )
+      const marked = await markTransferred(
+        this.#sql,
+        schema,
+        token,
+        rows.map((row) => row.message_id),
+        forwardedAs,
+      )
+      if (marked < rows.length) {
+        this.#log.warn(
+          { claimed: rows.length, marked },
+          'claim expired before its batch was accepted; another bridge took it over',
+        )
+      }
       return rows.length
-    })
+    } finally {
+      clearInterval(renewal)
+      this.#claims.delete(token)
+    }
   }
 
   /**
-   * An outbox row as an inbound event. A body that is not UTF-8 travels as
-   * base64, and a row without its data row travels empty, so the Worker
+   * An outbox row as an inbound event, its body the stored bytes (UTF-8 text,
+   * else base64). A row without its data row travels empty, so the Worker
    * dead-letters it instead of it being skipped silently.
    */
   #toInbound(row: OutboxRow): InboundEvent {
-    const base = {
-      source: 'postgres' as const,
+    const payload = payloadOf(row.message_body)
+    const problem =
+      row.message_body === null
+        ? 'no message_queue_log_data row'
+        : payload.encoding === 'base64' && row.message_body.byteLength > 0
+          ? 'message_body is not UTF-8'
+          : undefined
+    return {
+      source: 'postgres',
       origin: `postgres:${this.#config.PG_SCHEMA}.message_queue_log/${row.message_id}`,
       sourceMessageId: row.message_id,
       receivedAt: new Date().toISOString(),
-    }
-    if (row.message_body === null) {
-      return { ...base, headers: { 'x-outbox-problem': 'no message_queue_log_data row' }, body: '', encoding: 'base64' }
-    }
-    try {
-      return { ...base, headers: {}, body: utf8.decode(row.message_body) }
-    } catch {
-      return {
-        ...base,
-        headers: { 'x-outbox-problem': 'message_body is not UTF-8' },
-        body: row.message_body.toString('base64'),
-        encoding: 'base64',
-      }
+      headers: problem ? { 'x-outbox-problem': problem } : {},
+      ...payload,
     }
   }
 

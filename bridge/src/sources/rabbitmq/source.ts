@@ -1,15 +1,15 @@
 import type { Logger } from 'pino'
-import { type AsyncMessage, Connection, type Consumer, ConsumerStatus } from 'rabbitmq-client'
+import { type AsyncMessage, Connection, type Consumer, ConsumerStatus, type Publisher } from 'rabbitmq-client'
 import type { InboundEvent } from '../../../../src/contracts/index.ts'
 import type { BridgeConfig } from '../../config.ts'
 import type { Metrics } from '../../metrics.ts'
 import { backoffMs, sleep } from '../../sink/backoff.ts'
-import { fitForQueue } from '../../sink/marker.ts'
-import type { Sink } from '../../sink/sink.ts'
-import { payloadOf, sha256Hex, stringHeaders } from '../payload.ts'
+import type { Delivery, Sink } from '../../sink/sink.ts'
+import { sha256Hex } from '../../sink/wire.ts'
+import { payloadOf, stringHeaders } from '../payload.ts'
+import { contentTypeOf, keepRawBodies } from './raw-body.ts'
 
-/** Seed 000's dead-letter queue and the exchange that routes to it. */
-const DLQ = 'email.notifications.dlq'
+/** The exchange that routes the declared queue's own dead letters to the dead-letter queue (seed 000). */
 const DLX = 'email.notifications.dlx'
 
 /**
@@ -18,8 +18,11 @@ const DLX = 'email.notifications.dlx'
  * only after the Worker accepted it (handlers run concurrently, so the sink
  * batches them). rabbitmq-client reconnects by itself and sets the consumer
  * up again after a broker restart or a closed connection; unacked messages go
- * back to the queue. A message too large for a queue message sends its marker
- * and is rejected into the dead-letter queue, where the original stays.
+ * back to the queue. Bodies are forwarded as the broker holds them, whatever
+ * their content type. A message that travels as a marker (too large, or
+ * refused by the ingest route) is published, exactly as it came, to the
+ * dead-letter queue (declared by the bridge if it does not exist, also when the
+ * main queue is used passively) and only then acked: the original stays there.
  */
 export class RabbitSource {
   readonly name = 'rabbitmq'
@@ -28,6 +31,7 @@ export class RabbitSource {
   readonly #log: Logger
   readonly #metrics: Metrics
   readonly #connection: Connection
+  readonly #dlq: Publisher
   #consumer: Consumer | undefined
   #up = false
   #stopping = false
@@ -43,6 +47,8 @@ export class RabbitSource {
       retryLow: 200,
       retryHigh: 15_000,
     })
+    keepRawBodies()
+    this.#dlq = this.#connection.createPublisher({ confirm: true, maxAttempts: 3 })
     this.#connection.on('connection', () => this.#log.info('source:connected'))
     this.#connection.on('error', (error) => {
       this.#setUp(false)
@@ -63,26 +69,18 @@ export class RabbitSource {
 
   async #start(): Promise<void> {
     const config = this.#config
-    if (config.RABBITMQ_DECLARE) {
-      for (let attempt = 0; !this.#stopping; attempt += 1) {
-        try {
-          await this.#connection.exchangeDeclare({ exchange: DLX, type: 'direct', durable: true })
-          await this.#connection.queueDeclare({ queue: DLQ, durable: true })
-          await this.#connection.queueBind({ queue: DLQ, exchange: DLX, routingKey: DLQ })
-          break
-        } catch (error) {
-          this.#log.warn({ error }, 'declaring the dead-letter queue failed; retrying')
-          await sleep(backoffMs(attempt))
-        }
-      }
-    }
+    // In the background: consuming does not wait for it (a marker's original waits for it instead).
+    void this.#ensureDeadLetterQueue()
     const declare = config.RABBITMQ_DECLARE
     this.#consumer = this.#connection.createConsumer(
       {
         queue: config.RABBITMQ_QUEUE,
         // Declared as seed 000 has it, or only checked (passive) when someone else owns the topology.
         queueOptions: declare
-          ? { durable: true, arguments: { 'x-dead-letter-exchange': DLX, 'x-dead-letter-routing-key': DLQ } }
+          ? {
+              durable: true,
+              arguments: { 'x-dead-letter-exchange': DLX, 'x-dead-letter-routing-key': config.RABBITMQ_DLQ },
+            }
           : { passive: true },
         exchanges: declare ? [{ exchange: config.RABBITMQ_EXCHANGE, type: 'topic', durable: true }] : [],
         queueBindings: declare
@@ -108,31 +106,106 @@ export class RabbitSource {
     })
   }
 
-  async #handle(message: AsyncMessage): Promise<ConsumerStatus> {
-    const event = this.#toInbound(message)
-    const tooLarge = fitForQueue(event) !== event
-    await this.#sink.send([event])
-    // The marker is with the Worker; the original goes to the dead-letter queue.
-    return tooLarge ? ConsumerStatus.DROP : ConsumerStatus.ACK
+  async #ensureDeadLetterQueue(): Promise<void> {
+    for (let attempt = 0; !this.#stopping; attempt += 1) {
+      try {
+        await this.#declareDeadLetterQueue()
+        return
+      } catch (error) {
+        const wait = backoffMs(attempt, 500)
+        this.#log.warn(
+          { error, queue: this.#config.RABBITMQ_DLQ, waitMs: Math.round(wait) },
+          'declaring the dead-letter queue failed; retrying',
+        )
+        await sleep(wait)
+      }
+    }
   }
 
   /**
-   * A delivery as an inbound event. rabbitmq-client parses JSON and text bodies
-   * by content type; those are serialized back (same JSON, not the same bytes).
+   * The dead-letter queue, durable, and in declare mode the exchange that routes
+   * the main queue's own dead letters to it. A queue that exists with other
+   * arguments (say a quorum queue) is used as it is.
    */
-  #toInbound(message: AsyncMessage): InboundEvent {
-    const raw: unknown = message.body
-    const bytes = Buffer.isBuffer(raw)
-      ? raw
-      : Buffer.from(typeof raw === 'string' ? raw : raw === undefined || raw === null ? '' : JSON.stringify(raw))
+  async #declareDeadLetterQueue(): Promise<void> {
+    const queue = this.#config.RABBITMQ_DLQ
+    try {
+      await this.#connection.queueDeclare({ queue, durable: true })
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'PRECONDITION_FAILED') throw error
+      await this.#connection.queueDeclare({ queue, passive: true })
+    }
+    if (this.#config.RABBITMQ_DECLARE) {
+      await this.#connection.exchangeDeclare({ exchange: DLX, type: 'direct', durable: true })
+      await this.#connection.queueBind({ queue, exchange: DLX, routingKey: queue })
+    }
+  }
+
+  async #handle(message: AsyncMessage): Promise<ConsumerStatus> {
+    try {
+      const bytes = Buffer.isBuffer(message.body) ? message.body : Buffer.from(String(message.body ?? ''))
+      const [delivery] = await this.#sink.send([this.#toInbound(message, bytes)], {
+        keptAt: `rabbitmq:${this.#config.RABBITMQ_DLQ}`,
+      })
+      // The marker is with the Worker; the original goes to the dead-letter queue before the ack.
+      if (delivery?.as === 'marker') await this.#keepInDeadLetterQueue(message, bytes, delivery)
+      return ConsumerStatus.ACK
+    } catch (error) {
+      // Nothing here should throw; if it does, the message goes back to the queue, not away.
+      this.#log.error({ error }, 'handling a delivery failed; requeueing it')
+      await sleep(backoffMs(3))
+      return ConsumerStatus.REQUEUE
+    }
+  }
+
+  /** Publishes the original, bytes and properties as they came, to the dead-letter queue, until the broker confirms. */
+  async #keepInDeadLetterQueue(message: AsyncMessage, bytes: Buffer, delivery: Delivery): Promise<void> {
+    const queue = this.#config.RABBITMQ_DLQ
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        await this.#dlq.send(
+          {
+            exchange: '',
+            routingKey: queue,
+            durable: true,
+            messageId: message.messageId,
+            correlationId: message.correlationId,
+            type: message.type,
+            contentType: contentTypeOf(message),
+            contentEncoding: message.contentEncoding,
+            timestamp: message.timestamp,
+            headers: {
+              ...message.headers,
+              'x-notify-edge-marker': delivery.as === 'marker' ? delivery.marker : 'none',
+              'x-notify-edge-origin': `rabbitmq:${message.exchange || '(default)'}/${message.routingKey}`,
+            },
+          },
+          bytes,
+        )
+        return
+      } catch (error) {
+        const wait = backoffMs(attempt, 500)
+        this.#log.error(
+          { error, queue, waitMs: Math.round(wait) },
+          'cannot keep the original in the dead-letter queue; retrying',
+        )
+        await sleep(wait)
+      }
+    }
+  }
+
+  /** A delivery as an inbound event: the body's bytes as the broker holds them. */
+  #toInbound(message: AsyncMessage, bytes: Buffer): InboundEvent {
     const headers = stringHeaders(message.headers as Record<string, unknown> | undefined)
-    if (message.contentType) headers['content-type'] = message.contentType
+    const contentType = contentTypeOf(message)
+    if (contentType) headers['content-type'] = contentType
+    if (message.contentEncoding) headers['content-encoding'] = message.contentEncoding
     if (message.type) headers['amqp-type'] = message.type
     if (message.correlationId) headers['amqp-correlation-id'] = message.correlationId
     return {
       source: 'rabbitmq',
       origin: `rabbitmq:${message.exchange || '(default)'}/${message.routingKey}`,
-      sourceMessageId: message.messageId ?? sha256Hex(bytes),
+      sourceMessageId: message.messageId || sha256Hex(bytes),
       receivedAt: new Date().toISOString(),
       headers,
       ...payloadOf(bytes),
@@ -143,6 +216,7 @@ export class RabbitSource {
   async stop(timeoutMs: number): Promise<void> {
     this.#stopping = true
     await Promise.race([this.#consumer?.close(), sleep(timeoutMs)])
+    await this.#dlq.close().catch(() => {})
     await this.#connection.close().catch(() => {})
   }
 
