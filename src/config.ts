@@ -47,6 +47,12 @@ const ConfigSchema = z
     QUIET_HOURS_URGENCIES: UrgencyList.default(['low']),
     /** How long a fallback decision (from person-upserted) waits for the authoritative one. @defaultValue 600 */
     FALLBACK_GRACE_SECONDS: Seconds.default(600),
+    /**
+     * A fallback decision that names no request matches the authoritative decision of the same
+     * person made within this many seconds of it (event times); a decision further apart is a
+     * new one and is notified. @defaultValue 300
+     */
+    DECISION_MATCH_SECONDS: Seconds.default(300),
     /** KV idempotency fast-path TTL in days. @defaultValue 8 */
     IDEMPOTENCY_TTL_DAYS: z.coerce.number().int().min(7).default(8),
     /** `cloudflare` (send_email binding) or `resend` (HTTP API). @defaultValue "cloudflare" */
@@ -59,8 +65,12 @@ const ConfigSchema = z
     RESEND_API_KEY: z.string().min(1).optional(),
     /** Resend API base URL. @defaultValue "https://api.resend.com" */
     RESEND_API_URL: z.url({ protocol: /^https?$/ }).default('https://api.resend.com'),
-    /** How long a dispatch claim (`sending`) is held before another delivery may take it. @defaultValue 120 */
-    DISPATCH_LEASE_SECONDS: Seconds.min(10).default(120),
+    /**
+     * How long a dispatch claim (`sending`) is held before another delivery may take it; renewed
+     * every third of it while the send runs, so it runs out only when its Worker invocation is gone.
+     * @defaultValue 120
+     */
+    DISPATCH_LEASE_SECONDS: Seconds.min(3).default(120),
     /** How far past due a pending notification must be before the cron re-enqueues it. @defaultValue 120 */
     STUCK_GRACE_SECONDS: Seconds.default(120),
   })

@@ -1,5 +1,6 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
+import { FAKE_RESEND_URL } from './fake-resend.ts'
 import { deliver, eventually, guid, parseMime } from './helpers.ts'
 
 type Row = {
@@ -9,6 +10,14 @@ type Row = {
   provider_id: string | null
   error_code: string | null
   status_reason: string | null
+  lease_until: string | null
+  claim_token: string | null
+}
+
+/** How many send requests for this notification reached the fake provider. */
+async function providerRequests(id: string): Promise<number> {
+  const response = await fetch(`${FAKE_RESEND_URL}/control/sends?key=${id}`)
+  return ((await response.json()) as { count: number }).count
 }
 
 /** A pending notification due now, as materialize would have written it. */
@@ -139,6 +148,54 @@ describe('notify-dispatch consumer', () => {
     await worker.scheduled(createScheduledController({ scheduledTime: new Date(), cron: '* * * * *' }), env)
     await waitOnExecutionContext(ctx)
     await eventually(async () => expect((await rowOf(id)).status).toBe('sent'))
+  })
+
+  it('a send slower than its lease: the lease is renewed, neither the cron nor a redelivery takes it over, one send', async () => {
+    const id = await pendingNotification(`slow-${guid().slice(0, 8)}@example.com`)
+    const slowEnv = resendEnv({ DISPATCH_LEASE_SECONDS: '3' })
+    const first = dispatch(id, 1, slowEnv)
+    await eventually(async () => expect(await providerRequests(id)).toBe(1))
+    const claimed = await rowOf(id)
+    expect(claimed.status).toBe('sending')
+    const firstLeaseEnd = Date.parse(claimed.lease_until as string)
+    // Past the lease the claim was taken with: without renewal, it would be anyone's now.
+    await eventually(async () => {
+      expect(Date.now()).toBeGreaterThan(firstLeaseEnd + 500)
+      expect(Date.parse((await rowOf(id)).lease_until as string)).toBeGreaterThan(Date.now())
+    })
+    const { createExecutionContext, createScheduledController, waitOnExecutionContext } = await import(
+      'cloudflare:test'
+    )
+    const { default: worker } = await import('../src/index.ts')
+    const ctx = createExecutionContext()
+    await worker.scheduled(createScheduledController({ scheduledTime: new Date(), cron: '* * * * *' }), slowEnv as Env)
+    await waitOnExecutionContext(ctx)
+    const second = await dispatch(id, 1, slowEnv)
+    expect(second.explicitAcks).toHaveLength(1)
+    expect(await providerRequests(id)).toBe(1)
+
+    await fetch(`${FAKE_RESEND_URL}/control/release?key=${id}`, { method: 'POST' })
+    expect((await first).explicitAcks).toHaveLength(1)
+    expect(await rowOf(id)).toMatchObject({ status: 'sent', send_attempts: 1, provider_id: `re_${id}` })
+    expect(await providerRequests(id)).toBe(1)
+  })
+
+  it('a delivery whose claim was taken over records nothing: the marks apply only under the token that claimed', async () => {
+    const id = await pendingNotification(`slow-${guid().slice(0, 8)}@example.com`)
+    const first = dispatch(id, 1, resendEnv())
+    await eventually(async () => expect(await providerRequests(id)).toBe(1))
+    // As a delivery that took the claim over after a lost lease would have left it.
+    const later = new Date(Date.now() + 600_000).toISOString()
+    await env.DB.prepare("UPDATE notifications SET claim_token = 'another-claim', lease_until = ?2 WHERE id = ?1")
+      .bind(id, later)
+      .run()
+    await fetch(`${FAKE_RESEND_URL}/control/release?key=${id}`, { method: 'POST' })
+    expect((await first).explicitAcks).toHaveLength(1)
+    expect(await rowOf(id)).toMatchObject({ status: 'sending', claim_token: 'another-claim', provider_id: null })
+    const recorded = await env.DB.prepare('SELECT count(*) AS n FROM sent_messages WHERE notification_id = ?1')
+      .bind(id)
+      .first()
+    expect(recorded).toEqual({ n: 0 })
   })
 
   it('a dispatch message for an unknown notification is acked; a malformed one is dead-lettered', async () => {

@@ -156,15 +156,43 @@ describe('notify-events consumer', () => {
     expect(result.explicitAcks.sort()).toEqual(['bad', 'good'])
     await deadLettersOf(bad.headers['message-id'] as string)
 
-    // A D1 failure fails the batch's write for every valid event in it, and retries them all.
+    // A statement that fails for one event fails that event alone: the other is written and acked.
+    const fine = freshInbound('verification-completed')
     const mixed = await deliverBatch([
-      { id: 'fine', attempts: 1, body: freshInbound('verification-completed') },
+      { id: 'fine', attempts: 1, body: fine },
       { id: 'broken', attempts: 1, body: broken },
     ])
-    expect(mixed.retryMessages).toEqual([
-      { msgId: 'fine', delaySeconds: 5 },
-      { msgId: 'broken', delaySeconds: 5 },
-    ])
+    expect(mixed.retryMessages).toEqual([{ msgId: 'broken', delaySeconds: 5 }])
+    expect(mixed.explicitAcks).toEqual(['fine'])
+    expect(await processedCount(fine.headers['message-id'] as string)).toBe(1)
+    await repair()
+  })
+
+  it('one event whose write always fails among 99 others: the 99 are written and acked at once; it alone is retried, then dead-lettered and counted', async () => {
+    const events = Array.from({ length: 99 }, () => freshInbound('response.created'))
+    const broken = freshInbound('invitation.created')
+    const repair = await breakD1For(eventIdOf(broken))
+    const deadLettered = async () => {
+      const row = await env.DB.prepare("SELECT value FROM counters WHERE name = 'notify_events_total' AND labels = ?1")
+        .bind(JSON.stringify({ outcome: 'dead-lettered', source: 'http' }))
+        .first<{ value: number }>()
+      return row?.value ?? 0
+    }
+    const before = await deadLettered()
+    const messages = (attempts: number) => [
+      ...events.slice(0, 50).map((body, index) => ({ id: `m${index}`, attempts, body })),
+      { id: 'broken', attempts, body: broken },
+      ...events.slice(50).map((body, index) => ({ id: `m${index + 50}`, attempts, body })),
+    ]
+    const first = await deliverBatch(messages(1))
+    expect(first.retryMessages).toEqual([{ msgId: 'broken', delaySeconds: 5 }])
+    expect(first.explicitAcks).toHaveLength(99)
+    for (const event of events) expect(await processedCount(eventIdOf(event))).toBe(1)
+    // Its last attempt: a dead letter, and the dead-lettered counter raised during the write is kept.
+    const last = await deliverBatch([{ id: 'broken', attempts: 3, body: broken }])
+    expect(last.explicitAcks).toEqual(['broken'])
+    await deadLettersOf(eventIdOf(broken))
+    expect(await deadLettered()).toBe(before + 1)
     await repair()
   })
 

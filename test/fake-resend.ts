@@ -2,23 +2,51 @@
  * A stand-in for Resend's HTTP API, for tests only (an email provider cannot
  * run here). Runs in Node as miniflare's outbound service. The recipient's
  * local part picks the answer: `transient…` → 503, `ratelimited…` → 429,
- * `permanent…` → 422; anything else → 200 with id `re_{Idempotency-Key}`.
+ * `permanent…` → 422, `slow…` → held until the test releases it; anything else
+ * → 200 with id `re_{Idempotency-Key}`. Every request is counted by its
+ * Idempotency-Key, so a test can see how many sends reached the provider
+ * (`GET /control/sends?key=`, `POST /control/release?key=`).
  */
 export const FAKE_RESEND_URL = 'http://fake-resend.test'
+
+const requests = new Map<string, number>()
+const released = new Map<string, () => void>()
+const releases = new Map<string, Promise<void>>()
+
+function releaseOf(key: string): Promise<void> {
+  let promise = releases.get(key)
+  if (!promise) {
+    promise = new Promise<void>((resolve) => released.set(key, resolve))
+    releases.set(key, promise)
+  }
+  return promise
+}
 
 export async function fakeResend(request: Request): Promise<Response> {
   const url = new URL(request.url)
   if (url.origin !== FAKE_RESEND_URL)
     return new Response(`unexpected outbound request to ${url.origin}`, { status: 599 })
+  if (url.pathname.startsWith('/control/')) {
+    const key = url.searchParams.get('key') ?? ''
+    if (url.pathname === '/control/sends') return Response.json({ count: requests.get(key) ?? 0 })
+    if (url.pathname === '/control/release') {
+      void releaseOf(key)
+      released.get(key)?.()
+      return Response.json({ released: key })
+    }
+    return new Response('not found', { status: 404 })
+  }
   if (request.method !== 'POST' || url.pathname !== '/emails') return new Response('not found', { status: 404 })
   if (request.headers.get('authorization') !== 'Bearer test-resend-key')
     return new Response('unauthorized', { status: 401 })
   const body = (await request.json()) as { to?: string[]; subject?: string }
   const to = body.to?.[0] ?? ''
+  const key = request.headers.get('idempotency-key')
+  if (key) requests.set(key, (requests.get(key) ?? 0) + 1)
+  if (to.startsWith('slow') && key) await releaseOf(key)
   if (to.startsWith('transient')) return new Response('{"message":"upstream unavailable"}', { status: 503 })
   if (to.startsWith('ratelimited')) return new Response('{"message":"slow down"}', { status: 429 })
   if (to.startsWith('permanent')) return new Response('{"message":"invalid to address"}', { status: 422 })
-  const key = request.headers.get('idempotency-key')
   if (!key || !body.subject) return new Response('{"message":"missing idempotency key or subject"}', { status: 400 })
   return Response.json({ id: `re_${key}` })
 }

@@ -210,6 +210,63 @@ describe('verification decisions from two sources: one email per decision in eit
     expect(results.map((row) => row.status)).toEqual(['sent', 'suppressed'])
   })
 
+  it('a fallback without a request id matches the authoritative decision made with it, not an older one: a later decision (a new request) is notified', async () => {
+    const { ids, completed, personUpserted } = await story()
+    const at = (event: { headers: Record<string, string> }, time: string) => {
+      event.headers['created-at'] = time
+      return event
+    }
+    const sendNow = async (eventId: string) => {
+      const [row] = await notificationsOf(eventId)
+      await env.DB.prepare("UPDATE notifications SET scheduled_at = '2000-01-01T00:00:00.000Z' WHERE id = ?1")
+        .bind(row?.id)
+        .run()
+      await deliver({ notificationId: row?.id }, 1, `msg-${guid()}`, 'notify-dispatch')
+    }
+    // Monday: the decision arrives only from persons.v1, without a request id; its fallback is sent.
+    const monday = at(personUpserted('rejected', 'pending', null), '2026-07-13T10:00:00Z')
+    await deliver(monday, 1)
+    await sendNow(messageIdOf(monday))
+    await settled(messageIdOf(monday))
+    // Monday, a second later: the authoritative event of that same decision → suppressed (one email).
+    const mondayDecision = at(completed('rejected'), '2026-07-13T10:00:01Z')
+    await deliver(mondayDecision, 1)
+    await settled(messageIdOf(mondayDecision), 'suppressed')
+
+    // Friday: a new request, rejected again. Its authoritative event is notified, not suppressed by Monday's fallback.
+    const fridayRequest = guid()
+    const friday = at(
+      freshInbound('verification-completed', (value) => {
+        Object.assign(value, {
+          RequestId: fridayRequest,
+          PersonId: ids.person,
+          UserId: ids.owner,
+          Decision: 'rejected',
+        })
+      }),
+      '2026-07-17T10:00:00Z',
+    )
+    await deliver(friday, 1)
+    await settled(messageIdOf(friday))
+    // Its persons.v1 echo without a request id, a second later, is covered by it: ignored.
+    const fridayEcho = at(personUpserted('rejected', 'pending', null), '2026-07-17T10:00:01Z')
+    await deliver(fridayEcho, 1)
+    expect(await outcomeOf(messageIdOf(fridayEcho))).toBe('ignored-event')
+    // Sunday: rejected once more, seen only on persons.v1: not covered by Friday's decision, so notified.
+    const sunday = at(personUpserted('rejected', 'pending', null), '2026-07-19T10:00:00Z')
+    await deliver(sunday, 1)
+    expect(await outcomeOf(messageIdOf(sunday))).toBe('enqueued')
+    await sendNow(messageIdOf(sunday))
+    await settled(messageIdOf(sunday))
+
+    const { results } = await env.DB.prepare(
+      "SELECT count(*) AS n FROM notifications WHERE recipient_user_id = ?1 AND status = 'sent'",
+    )
+      .bind(ids.owner)
+      .all<{ n: number }>()
+    expect(results[0]?.n).toBe(3)
+  })
+
   it('an unknown Decision value is ignored-event with a log line, not a dead letter', async () => {
     const { completed } = await story()
     const decision = completed('escalated')

@@ -2,42 +2,8 @@ import { createExecutionContext, createMessageBatch } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import worker from '../src/index.ts'
+import { countRoundTrips } from '../src/metrics/round-trips.ts'
 import { freshInbound, seedContact } from './helpers.ts'
-
-/** The real D1 binding, with every round trip (a batch, or one statement run on its own) counted. */
-function countingDb(db: D1Database) {
-  const counter = { roundTrips: 0 }
-  const executions = new Set(['run', 'all', 'first', 'raw'])
-  const wrapStatement = (statement: D1PreparedStatement): D1PreparedStatement =>
-    new Proxy(statement, {
-      get(target, property, receiver) {
-        const value = Reflect.get(target, property, receiver)
-        if (typeof value !== 'function') return value
-        if (property === 'bind') return (...args: unknown[]) => wrapStatement(value.apply(target, args))
-        if (executions.has(String(property))) {
-          return (...args: unknown[]) => {
-            counter.roundTrips += 1
-            return value.apply(target, args)
-          }
-        }
-        return value.bind(target)
-      },
-    })
-  const proxy = new Proxy(db, {
-    get(target, property, receiver) {
-      const value = Reflect.get(target, property, receiver)
-      if (property === 'prepare') return (query: string) => wrapStatement(target.prepare(query))
-      if (property === 'batch') {
-        return (statements: D1PreparedStatement[]) => {
-          counter.roundTrips += 1
-          return target.batch(statements)
-        }
-      }
-      return typeof value === 'function' ? value.bind(target) : value
-    },
-  })
-  return { db: proxy, counter }
-}
 
 describe('D1 round trips per notify-events batch', () => {
   it('stay the same for 1, 10 and 100 events (one read, one write)', async () => {
@@ -54,14 +20,14 @@ describe('D1 round trips per notify-events batch', () => {
           return event
         }),
       )
-      const { db, counter } = countingDb(env.DB)
+      const { db, roundTrips } = countRoundTrips(env.DB)
       const batch = createMessageBatch(
         'notify-events',
         events.map((body, index) => ({ id: `rt-${size}-${index}`, timestamp: new Date(), attempts: 1, body })),
       )
       createExecutionContext()
       await worker.queue(batch, { ...env, DB: db } as Env)
-      counts.push(counter.roundTrips)
+      counts.push(roundTrips())
     }
     expect(counts).toEqual([2, 2, 2])
   })

@@ -2,21 +2,20 @@ import { configOf } from '../config.ts'
 import { describeIssues, toFieldIssues } from '../contracts/index.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
-import { describeError, type Settlement, settleFailure } from '../queue/policy.ts'
+import { type Settlement, settleFailure } from '../queue/policy.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
 import { settleBatch } from '../queue/settle.ts'
 import {
   type ClaimedRow,
   claimNotification,
-  markSendFailure,
-  markSent,
   notificationState,
-  recordSentMessage,
   supersedeFallback,
   suppressAuthoritative,
 } from './claim.ts'
+import { DispatchLease } from './lease.ts'
 import { DispatchMessageSchema, dispatchFor } from './message.ts'
-import { SendError, type Sent, transportFor } from './transports/index.ts'
+import { type SendContext, sendAndRecord } from './send.ts'
+import { transportFor } from './transports/index.ts'
 
 /** Sends in flight at once from one batch. */
 const SEND_CONCURRENCY = 6
@@ -25,17 +24,22 @@ type Claim = { message: Message<unknown>; id: string; statement: number }
 
 /**
  * Consumer of `notify-dispatch` (DESIGN §4–5): claim each notification
- * (`pending → sending` with a lease; one winner), settle verification
- * decisions that arrived from both sources, send through the configured
- * transport, and record the result — claims in one D1 batch, results in one
- * more. Status counters follow the rows by trigger (migration 0004). Transient send failures retry 5 s / 30 s, then dead-letter;
- * permanent ones end the notification `failed` without a retry.
+ * (`pending → sending` under this batch's claim token and lease; one winner),
+ * settle verification decisions that arrived from both sources, send through
+ * the configured transport, and record each result as its send finishes —
+ * claims in one D1 batch, then one small batch per result. The lease is
+ * renewed while sends run, and every mark applies only under the token that
+ * claimed, so a send slower than the lease is never sent a second time by a
+ * delivery that took over, and never has its outcome overwritten. Status
+ * counters follow the rows by trigger (migration 0004). Transient send
+ * failures follow DISPATCH_RETRY_DELAYS_SECONDS, then dead-letter; permanent
+ * ones end the notification `failed` without a retry.
  */
 export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, log: Logger): Promise<void> {
   const config = configOf(env)
   const now = new Date()
   const nowIso = now.toISOString()
-  const leaseUntil = new Date(now.getTime() + config.DISPATCH_LEASE_SECONDS * 1000).toISOString()
+  const lease = new DispatchLease(env.DB, config.DISPATCH_LEASE_SECONDS, log, now.getTime())
   const settlements = new Map<Message<unknown>, Settlement>()
   const fail = (message: Message<unknown>, error: unknown) =>
     settlements.set(message, settleFailure(error, message.attempts, config.DISPATCH_RETRY_DELAYS_SECONDS))
@@ -53,9 +57,9 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
     const id = parsed.data.notificationId
     claims.push({ message, id, statement: statements.length })
     statements.push(
-      supersedeFallback(env.DB, id, nowIso),
-      suppressAuthoritative(env.DB, id, nowIso),
-      claimNotification(env.DB, id, nowIso, leaseUntil),
+      supersedeFallback(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
+      suppressAuthoritative(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
+      claimNotification(env.DB, id, nowIso, lease.until, lease.token),
       notificationState(env.DB, id),
     )
   }
@@ -95,92 +99,23 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
     }
   }
 
-  // 3. Send, a few at a time.
-  const transport = transportFor(env, config)
-  const outcomes = new Map<Message<unknown>, { row: ClaimedRow; sent?: Sent; error?: unknown }>()
-  for (let start = 0; start < toSend.length; start += SEND_CONCURRENCY) {
+  // 3. Send, a few at a time, each result recorded as its send finishes, under a renewed lease.
+  const sending: SendContext = { env, config, log, lease, transport: transportFor(env, config) }
+  const queue = [...toSend]
+  lease.start()
+  try {
     await Promise.all(
-      toSend.slice(start, start + SEND_CONCURRENCY).map(async ({ message, row }) => {
-        try {
-          const sent = await transport.send({
-            notificationId: row.id,
-            from: { address: config.EMAIL_FROM, name: config.EMAIL_FROM_NAME },
-            to: { address: row.recipient_email as string, name: row.recipient_name },
-            subject: row.subject ?? '',
-            text: row.text_body ?? '',
-            html: row.html_body ?? '',
-          })
-          outcomes.set(message, { row, sent })
-        } catch (error) {
-          outcomes.set(message, { row, error })
+      Array.from({ length: Math.min(SEND_CONCURRENCY, queue.length) }, async () => {
+        for (let next = queue.shift(); next; next = queue.shift()) {
+          settlements.set(next.message, await sendAndRecord(sending, next.message, next.row))
         }
       }),
     )
+  } finally {
+    lease.stop()
   }
 
-  // 4. Record every result in one D1 batch.
-  const marks: D1PreparedStatement[] = []
-  const decided = new Map<Message<unknown>, { settlement: Settlement; log: () => void }>()
-  for (const [message, { row, sent, error }] of outcomes) {
-    const fields = {
-      notificationId: row.id,
-      eventId: row.event_id,
-      kind: row.kind,
-      source: row.source,
-      traceId: row.trace_id,
-    }
-    if (sent) {
-      marks.push(
-        markSent(env.DB, row.id, sent.providerId, nowIso),
-        recordSentMessage(env.DB, row.id, transport.name, sent.messageId, sent.raw, nowIso),
-      )
-      decided.set(message, {
-        settlement: { action: 'ack' },
-        log: () => log.info('notification.sent', { ...fields, transport: transport.name, providerId: sent.providerId }),
-      })
-      continue
-    }
-    const permanent = error instanceof SendError && error.permanent
-    const code = permanent ? 'NTF_SEND_PERMANENT' : 'NTF_SEND_TRANSIENT'
-    const reason = describeError(error)
-    const failure = settleFailure(
-      new PipelineError(code, reason, { cause: error }),
-      message.attempts,
-      config.DISPATCH_RETRY_DELAYS_SECONDS,
-    )
-    const settlement: Settlement = permanent
-      ? { action: 'ack' }
-      : failure.action === 'dead-letter'
-        ? { ...failure, kind: row.kind }
-        : failure
-    const final = settlement.action !== 'retry'
-    marks.push(markSendFailure(env.DB, row.id, final ? 'failed' : 'pending', code, reason, nowIso))
-    decided.set(message, {
-      settlement,
-      log: () =>
-        log[final ? 'error' : 'warn'](final ? 'notification.failed' : 'notification.retry', {
-          ...fields,
-          code,
-          error: reason,
-          attempts: message.attempts,
-        }),
-    })
-  }
-  try {
-    if (marks.length > 0) await env.DB.batch(marks)
-    for (const [message, { settlement, log: write }] of decided) {
-      settlements.set(message, settlement)
-      write()
-    }
-  } catch (cause) {
-    // Sent but not marked: the row stays `sending` until its lease ends. Retrying this
-    // message re-reads it; the provider's idempotency key covers a second send (DESIGN §5).
-    const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 mark: ${(cause as Error).message}`, { cause })
-    for (const message of decided.keys()) fail(message, error)
-    log.error('dispatch.mark-failed', { count: decided.size, error })
-  }
-
-  // 5. Notifications that are not due yet go back on the queue with their delay.
+  // 4. Notifications that are not due yet go back on the queue with their delay.
   if (later.length > 0) {
     try {
       await sendAll(

@@ -11,13 +11,15 @@ import {
 import { dispatchFor } from '../dispatch/message.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
-import { COUNTERS, CounterBatch, GAUGES, setGauge } from '../metrics/counters.ts'
+import { COUNTERS, CounterBatch, canonicalLabels, GAUGES, incrementCounter, setGauge } from '../metrics/counters.ts'
+import { countRoundTrips } from '../metrics/round-trips.ts'
 import { type Settlement, settleFailure } from '../queue/policy.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
 import { settleBatch } from '../queue/settle.ts'
-import { loadContext } from './context.ts'
+import { type BatchContext, loadContext } from './context.ts'
 import { intentOf } from './kinds.ts'
 import { readKvMarks, writeKvMarks } from './kv.ts'
+import { type EventWrite, persistEvents } from './persist.ts'
 import { type Plan, planEvent, type Work } from './plan.ts'
 import { insertProcessedEvent, type ProcessedEvent } from './processed.ts'
 import { insertNotification, upsertContact } from './write.ts'
@@ -32,8 +34,9 @@ type Planned = Item & { plan: Plan }
  * `notify-dispatch` message per pending notification and mark the keys in KV.
  *
  * D1 round trips per queue batch do not grow with its size: one read, one
- * write. Every message ends in exactly one ack, retry or dead letter; this
- * function never throws.
+ * write (more only after a failure: each event written on its own, late
+ * counters). Every message ends in exactly one ack, retry or dead letter;
+ * this function never throws.
  */
 export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log: Logger): Promise<void> {
   const config = configOf(env)
@@ -42,6 +45,8 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
   const claim = crypto.randomUUID()
   const settlements = new Map<Message<unknown>, Settlement>()
   const counters = new CounterBatch()
+  // Every D1 round trip of this batch is counted, and logged with the batch.
+  const { db, roundTrips } = countRoundTrips(env.DB)
   const ignoredRows: { message: Message<unknown>; row: ProcessedEvent }[] = []
   const items: Item[] = []
   const seenKeys = new Set<string>()
@@ -97,7 +102,7 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
     items.push({
       message,
       inbound,
-      work: { event, source: inbound.source, attempts: message.attempts, intent: intentOf(event) },
+      work: { event, source: inbound.source, attempts: message.attempts, intent: intentOf(event, inbound.receivedAt) },
     })
   }
 
@@ -119,89 +124,96 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
     return false
   })
 
-  // 3. Read what planning needs (one D1 round trip), then plan each event.
+  // 3. Read what planning needs (one D1 round trip), then plan each event on its own.
   const planned: Planned[] = []
   if (fresh.length > 0) {
+    let context: BatchContext | undefined
     try {
-      const context = await loadContext(env.DB, contextQuery(fresh))
-      for (const item of fresh) {
-        const plan = await planEvent(item.work, context, config, now)
-        if (plan.type === 'fail') {
-          const kind = item.work.intent.type === 'notify' ? item.work.intent.kind : undefined
-          fail(item.message, plan.error, { ...describe(item.inbound), ...identityOf(item.work.event) }, kind)
-        } else planned.push({ ...item, plan })
-      }
+      context = await loadContext(db, contextQuery(fresh))
     } catch (cause) {
       const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 read: ${(cause as Error).message}`, { cause })
       for (const item of fresh)
         fail(item.message, error, { ...describe(item.inbound), eventId: item.work.event.eventId })
     }
-  }
-
-  // 4. Persist: processed marks, notifications, contacts and counters in one D1 batch.
-  const records = planned.filter((item) => item.plan.type === 'record')
-  const statements: D1PreparedStatement[] = []
-  const processedIndex = new Map<Message<unknown>, number>()
-  for (const { message, row } of ignoredRows) {
-    processedIndex.set(message, statements.length)
-    statements.push(insertProcessedEvent(env.DB, row, nowIso, claim))
-  }
-  for (const item of records) {
-    const plan = item.plan as Extract<Plan, { type: 'record' }>
-    const { event } = item.work
-    const guard = { idempotencyKey: event.idempotencyKey, claim }
-    processedIndex.set(item.message, statements.length)
-    statements.push(insertProcessedEvent(env.DB, processedRow(item, plan), nowIso, claim))
-    // notify_notifications_total follows these rows by trigger (migration 0004).
-    for (const row of plan.notifications) statements.push(insertNotification(env.DB, row, nowIso))
-    if (plan.contact) statements.push(upsertContact(env.DB, plan.contact, nowIso))
-    counters.add(COUNTERS.events, { source: item.inbound.source, outcome: plan.outcome }, 1, guard)
-  }
-  for (const item of planned) {
-    if (item.plan.type === 'duplicate')
-      counters.add(COUNTERS.events, { source: item.inbound.source, outcome: 'skipped-duplicate' })
-  }
-  statements.push(...counters.statements(env.DB), ...lagGauges(env.DB, fresh, now))
-
-  let committed = true
-  let results: D1Result[] = []
-  if (statements.length > 0) {
-    try {
-      results = await env.DB.batch(statements)
-    } catch (cause) {
-      committed = false
-      const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 write: ${(cause as Error).message}`, { cause })
-      for (const { message, row } of ignoredRows)
-        fail(message, error, { ...describe(row.inbound), eventId: row.eventId })
-      for (const item of records)
-        fail(item.message, error, { ...describe(item.inbound), eventId: item.work.event.eventId })
+    for (const item of context ? fresh : []) {
+      const fields = { ...describe(item.inbound), ...identityOf(item.work.event) }
+      try {
+        const plan = await planEvent(item.work, context as BatchContext, config, now)
+        if (plan.type === 'fail') {
+          const kind = item.work.intent.type === 'notify' ? item.work.intent.kind : undefined
+          fail(item.message, plan.error, fields, kind)
+        } else planned.push({ ...item, plan })
+      } catch (error) {
+        // A bug in planning one event fails that event, not the batch.
+        fail(item.message, error, fields)
+      }
     }
   }
 
+  // 4. Persist: each event's processed mark, notifications, contact and counter, with the batch's
+  // counters and gauges, in one D1 batch; if that fails, each event on its own (persistEvents).
+  const writes: EventWrite<Message<unknown>>[] = []
+  const logFields = new Map<Message<unknown>, Record<string, unknown>>()
+  for (const { message, row } of ignoredRows) {
+    writes.push({ item: message, statements: [insertProcessedEvent(db, row, nowIso, claim)] })
+    logFields.set(message, { ...describe(row.inbound), eventId: row.eventId })
+  }
+  for (const item of planned) {
+    const { plan, work, inbound, message } = item
+    if (plan.type === 'duplicate') {
+      counters.add(COUNTERS.events, { source: inbound.source, outcome: 'skipped-duplicate' })
+      continue
+    }
+    if (plan.type !== 'record') continue
+    const guard = { idempotencyKey: work.event.idempotencyKey, claim }
+    const labels = canonicalLabels({ outcome: plan.outcome, source: inbound.source })
+    writes.push({
+      item: message,
+      statements: [
+        insertProcessedEvent(db, processedRow(item, plan), nowIso, claim),
+        // notify_notifications_total follows these rows by trigger (migration 0004).
+        ...plan.notifications.map((row) => insertNotification(db, row, nowIso)),
+        ...(plan.contact ? [upsertContact(db, plan.contact, nowIso)] : []),
+        // Counted only by the batch that won the event's processed mark.
+        incrementCounter(db, COUNTERS.events, labels, 1, guard),
+      ],
+    })
+    logFields.set(message, { ...describe(inbound), eventId: work.event.eventId })
+  }
+  const { results: written, sharedError } = await persistEvents(db, writes, [
+    ...counters.drain(db),
+    ...lagGauges(db, fresh, now),
+  ])
+  if (sharedError) log.warn('materialize.counters-failed', { error: sharedError })
+  for (const [message, result] of written) {
+    if (result.committed) continue
+    const { cause } = result
+    const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 write: ${(cause as Error).message}`, { cause })
+    fail(message, error, logFields.get(message) ?? { messageId: message.id })
+  }
+  const committed = (message: Message<unknown>) => written.get(message)?.committed === true
+
   // 5. Dispatch: one message per pending notification, and again for pending ones of duplicates.
   const dispatches = new Map<Message<unknown>, Outgoing[]>()
-  for (const item of planned) {
-    const { plan } = item
+  for (const { plan, message } of planned) {
     if (plan.type === 'duplicate') {
       dispatches.set(
-        item.message,
+        message,
         plan.redispatch.map((row) => dispatchFor(row.id, row.scheduledAt, now)),
       )
-    } else if (committed && plan.type === 'record') {
+    } else if (plan.type === 'record' && committed(message)) {
       const pending = plan.notifications.filter((row) => row.status === 'pending')
       dispatches.set(
-        item.message,
+        message,
         pending.map((row) => dispatchFor(row.id, row.scheduledAt, now)),
       )
     }
   }
   const outgoing = [...dispatches.values()].flat()
-  let dispatched = true
   if (outgoing.length > 0) {
     try {
       await sendAll(env.DISPATCH, outgoing)
     } catch (cause) {
-      dispatched = false
       const error = new PipelineError('NTF_DEPENDENCY_FAILED', `notify-dispatch: ${(cause as Error).message}`, {
         cause,
       })
@@ -212,7 +224,7 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
     }
   }
 
-  // 6. Outcomes; KV marks only for keys that are committed and dispatched.
+  // 6. Outcomes; KV marks only for keys whose event is committed and dispatched (acked here).
   const done: string[] = []
   for (const item of planned) {
     const { plan, message } = item
@@ -222,7 +234,8 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
       if (plan.redispatch.length > 0)
         log.info('event.redispatched', { ...identityOf(item.work.event), count: plan.redispatch.length })
     } else if (plan.type === 'record') {
-      const won = (results[processedIndex.get(message) ?? -1]?.meta.changes ?? 0) > 0
+      const result = written.get(message)
+      const won = result?.committed === true && result.won
       settlements.set(message, { action: 'ack' })
       log.info(`event.${won ? plan.outcome : 'skipped-duplicate'}`, {
         ...describe(item.inbound),
@@ -240,24 +253,26 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
       done.push(row.idempotencyKey)
     }
   }
-  if (committed && dispatched) await writeKvMarks(env.IDEMPOTENCY, done, config.IDEMPOTENCY_TTL_DAYS, log)
+  await writeKvMarks(env.IDEMPOTENCY, done, config.IDEMPOTENCY_TTL_DAYS, log)
+
+  // Counters raised after the write (events that failed in it or in dispatch) are written too.
+  const late = counters.drain(db)
+  if (late.length > 0) {
+    try {
+      await db.batch(late)
+    } catch (error) {
+      log.warn('materialize.counters-failed', { error })
+    }
+  }
 
   // One line per batch: what `npm run bench` reads to show round trips stay flat as batches grow.
-  log.info('materialize.batch', {
-    messages: batch.messages.length,
-    d1RoundTrips: d1RoundTrips(fresh.length, statements.length),
-  })
+  log.info('materialize.batch', { messages: batch.messages.length, d1RoundTrips: roundTrips() })
 
   await settleBatch(batch, settlements, {
     dlq: env.DLQ,
     log,
     fallbackDelaySeconds: config.RETRY_DELAYS_SECONDS.at(-1) ?? 30,
   })
-}
-
-/** D1 round trips this consumer made for a batch: the context read (if any event needed it) and the write. */
-function d1RoundTrips(fresh: number, statements: number): number {
-  return (fresh > 0 ? 1 : 0) + (statements > 0 ? 1 : 0)
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { TemplateSource } from '../templates/render.ts'
 import { type TemplateRow, templateFromRow } from '../templates/store.ts'
 import type { Kind, Urgency } from './kinds.ts'
+import type { DecisionRef } from './plan.ts'
 
 /** A contact from the replica. */
 export type Contact = {
@@ -44,8 +45,8 @@ export type BatchContext = {
   /** `${kind}|${urgency}` → channels */
   channels: Map<string, string[]>
   templates: TemplateSource[]
-  /** Decisions already notified from the authoritative source: rows of (person, request). */
-  authoritative: { person: string; request: string | null }[]
+  /** Decisions already notified from the authoritative source. */
+  authoritative: DecisionRef[]
 }
 
 /** What to read for a batch. */
@@ -99,7 +100,7 @@ export async function loadContext(db: D1Database, query: ContextQuery): Promise<
     // ?1: JSON array of "{PersonId}:{decision}"
     db
       .prepare(
-        `SELECT decision_person, decision_request FROM notifications
+        `SELECT decision_person, decision_request, decision_at FROM notifications
          WHERE is_fallback = 0 AND decision_person IN (SELECT value FROM json_each(?1))`,
       )
       .bind(json(query.decisionPersons)),
@@ -123,10 +124,9 @@ export async function loadContext(db: D1Database, query: ContextQuery): Promise<
     reviewerPool: rows<{ user_id: string }>(pool).map((row) => row.user_id),
     channels,
     templates: rows<TemplateRow>(templates).map(templateFromRow),
-    authoritative: rows<{ decision_person: string; decision_request: string | null }>(decisions).map((row) => ({
-      person: row.decision_person,
-      request: row.decision_request,
-    })),
+    authoritative: rows<{ decision_person: string; decision_request: string | null; decision_at: string | null }>(
+      decisions,
+    ).map((row) => ({ person: row.decision_person, request: row.decision_request, at: row.decision_at })),
   }
 }
 

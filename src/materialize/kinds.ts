@@ -26,6 +26,8 @@ export type Decision = {
   request: string | null
   /** True for the fallback source (person-upserted). */
   fallback: boolean
+  /** When it was decided: the event's `created-at`, else when the bridge read it (ISO, UTC). */
+  at: string
 }
 
 /** What an event asks for. */
@@ -56,7 +58,7 @@ const DECISIONS: Record<string, 'VerificationApproved' | 'VerificationRejected'>
  * person-upserted status change to a Low-urgency fallback decision, and
  * anything else to `ignored-event`.
  */
-export function intentOf(event: DecodedEvent): Intent {
+export function intentOf(event: DecodedEvent, receivedAt: string): Intent {
   switch (event.eventType) {
     case 'response.created': {
       const { data } = event
@@ -114,7 +116,12 @@ export function intentOf(event: DecodedEvent): Intent {
         urgency: 'normal',
         recipients: [{ userId: payload.UserId }],
         model: { requestId: payload.RequestId, personId: payload.PersonId, reason: payload.Reason ?? null },
-        decision: { person: `${payload.PersonId}:${decision}`, request: payload.RequestId, fallback: false },
+        decision: {
+          person: `${payload.PersonId}:${decision}`,
+          request: payload.RequestId,
+          fallback: false,
+          at: decidedAt(event.meta, receivedAt),
+        },
         traceId: pinTrace(event.meta),
       }
     }
@@ -136,6 +143,7 @@ export function intentOf(event: DecodedEvent): Intent {
           person: `${payload.PersonId}:${status}`,
           request: payload.VerificationRequestId ?? null,
           fallback: true,
+          at: decidedAt(event.meta, receivedAt),
         },
         traceId: pinTrace(event.meta),
       }
@@ -143,6 +151,10 @@ export function intentOf(event: DecodedEvent): Intent {
     case 'contact-upserted':
       return { type: 'contact', contact: event.payload }
   }
+}
+
+function decidedAt(meta: { 'created-at'?: string }, receivedAt: string): string {
+  return new Date(meta['created-at'] ?? receivedAt).toISOString()
 }
 
 function pinTrace(meta: Record<string, unknown>): string | undefined {

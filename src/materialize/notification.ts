@@ -36,6 +36,8 @@ export type NotificationRow = {
   isFallback: boolean
   decisionPerson: string | null
   decisionRequest: string | null
+  /** When the decision was made (ISO), for matching a fallback without a request id. */
+  decisionAt: string | null
   scheduledAt: string
   traceId: string | null
 }

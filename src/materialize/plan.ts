@@ -67,7 +67,10 @@ export async function planEvent(work: Work, context: BatchContext, config: Confi
   }
 
   const { decision } = intent
-  if (decision?.fallback && coveredByAuthority(decision, context)) {
+  if (
+    decision?.fallback &&
+    context.authoritative.some((row) => sameDecision(row, decision, config.DECISION_MATCH_SECONDS))
+  ) {
     return {
       type: 'record',
       outcome: 'ignored-event',
@@ -120,6 +123,7 @@ export async function planEvent(work: Work, context: BatchContext, config: Confi
         isFallback: decision?.fallback ?? false,
         decisionPerson: decision?.person ?? null,
         decisionRequest: decision?.request ?? null,
+        decisionAt: decision?.at ?? null,
         traceId: intent.traceId ?? null,
       }
       if (email === null) {
@@ -198,12 +202,22 @@ export function scheduleFor(
   return quietHoursEnd(earliest, timeZone, config.QUIET_HOURS_START, config.QUIET_HOURS_END) ?? earliest
 }
 
-function coveredByAuthority(decision: { person: string; request: string | null }, context: BatchContext): boolean {
-  return context.authoritative.some(
-    (row) =>
-      row.person === decision.person &&
-      (decision.request === null || row.request === null || row.request === decision.request),
-  )
+/** A decision as stored: who and what, which request, when. */
+export type DecisionRef = { person: string; request: string | null; at: string | null }
+
+/**
+ * Whether two verification notifications are about the same decision: the
+ * same person and decision, and the same request when both name one; when one
+ * names none, decided within `windowSeconds` of each other (a later decision
+ * for the same person — a new request — is a decision of its own). A row
+ * without a time (written before decision times were kept) matches as before.
+ * `SAME_DECISION` in dispatch/claim.ts is this rule in SQL.
+ */
+export function sameDecision(a: DecisionRef, b: DecisionRef, windowSeconds: number): boolean {
+  if (a.person !== b.person) return false
+  if (a.request !== null && b.request !== null) return a.request === b.request
+  if (a.at === null || b.at === null) return true
+  return Math.abs(Date.parse(a.at) - Date.parse(b.at)) <= windowSeconds * 1000
 }
 
 function dedupe(recipients: readonly RecipientRef[]): RecipientRef[] {

@@ -33,22 +33,27 @@ export function setGauge(
 
 /** Counter increments gathered over a batch, written as one statement per label set. */
 export class CounterBatch {
-  readonly #values = new Map<string, { name: string; labels: string; value: number; guard?: Guard }>()
+  readonly #values = new Map<string, { name: string; labels: string; value: number }>()
 
-  /** Adds `value` to counter `name` with `labels`; with a guard, only if that batch won the event's claim. */
-  add(name: string, labels: Record<string, string>, value = 1, guard?: Guard): void {
+  /** Adds `value` to counter `name` with `labels`. */
+  add(name: string, labels: Record<string, string>, value = 1): void {
     const canonical = canonicalLabels(labels)
-    const key = `${name}\n${canonical}\n${guard ? `${guard.idempotencyKey}\n${guard.claim}` : ''}`
+    const key = `${name}\n${canonical}`
     const entry = this.#values.get(key)
     if (entry) entry.value += value
-    else this.#values.set(key, { name, labels: canonical, value, guard })
+    else this.#values.set(key, { name, labels: canonical, value })
   }
 
-  /** The statements that apply the increments. */
-  statements(db: D1Database): D1PreparedStatement[] {
-    return [...this.#values.values()].map((entry) =>
-      incrementCounter(db, entry.name, entry.labels, entry.value, entry.guard),
+  /**
+   * The statements that apply the increments gathered so far, which are then
+   * forgotten: increments added afterwards come out of the next call.
+   */
+  drain(db: D1Database): D1PreparedStatement[] {
+    const statements = [...this.#values.values()].map((entry) =>
+      incrementCounter(db, entry.name, entry.labels, entry.value),
     )
+    this.#values.clear()
+    return statements
   }
 }
 

@@ -19,7 +19,7 @@ function inbound(body: unknown, headers: Record<string, string> = {}) {
 function modelOf(body: unknown, headers?: Record<string, string>): Record<string, unknown> {
   const decoded = decodeInbound(inbound(body, headers))
   if (decoded.status !== 'valid') throw new Error('an example in examples/ does not validate')
-  const intent = intentOf(decoded.event)
+  const intent = intentOf(decoded.event, new Date().toISOString())
   if (intent.type !== 'notify') throw new Error('an example in examples/ does not notify')
   const name = decoded.event.contract === 'arthunt' ? decoded.event.data.recipient.displayName : 'Анна Клиент'
   return { ...intent.model, recipientName: name }

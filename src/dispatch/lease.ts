@@ -1,0 +1,57 @@
+import type { Logger } from '../log.ts'
+import { renewLease } from './claim.ts'
+
+/**
+ * The dispatch claim of one batch: a fresh token that every claim, renewal and
+ * mark of the batch carries, and a lease renewed every third of its length
+ * while sends are running, so that a send slower than the lease is never
+ * taken over by the cron's re-enqueue or a redelivery. When renewals fail (D1
+ * down), `canStartSend` turns false before the lease can run out, and no new
+ * send starts under a lease that might already belong to someone else.
+ */
+export class DispatchLease {
+  /** The claim token. */
+  readonly token = crypto.randomUUID()
+  readonly #db: D1Database
+  readonly #ms: number
+  readonly #log: Logger
+  #validUntil: number
+  #timer: ReturnType<typeof setInterval> | undefined
+
+  constructor(db: D1Database, seconds: number, log: Logger, now = Date.now()) {
+    this.#db = db
+    this.#ms = seconds * 1000
+    this.#log = log
+    this.#validUntil = now + this.#ms
+  }
+
+  /** Lease end of the claim statements (ISO). */
+  get until(): string {
+    return new Date(this.#validUntil).toISOString()
+  }
+
+  /** True while at least a third of the lease is left: a send started now is still covered by it. */
+  get canStartSend(): boolean {
+    return this.#validUntil - Date.now() > this.#ms / 3
+  }
+
+  /** Renews every third of the lease until `stop()`. */
+  start(): void {
+    this.#timer ??= setInterval(() => void this.#renew(), this.#ms / 3)
+  }
+
+  stop(): void {
+    if (this.#timer !== undefined) clearInterval(this.#timer)
+    this.#timer = undefined
+  }
+
+  async #renew(): Promise<void> {
+    const now = Date.now()
+    try {
+      await renewLease(this.#db, this.token, new Date(now + this.#ms).toISOString(), new Date(now).toISOString()).run()
+      this.#validUntil = now + this.#ms
+    } catch (error) {
+      this.#log.warn('dispatch.lease-renewal-failed', { error })
+    }
+  }
+}

@@ -1,0 +1,118 @@
+import type { Config } from '../config.ts'
+import { PipelineError } from '../errors.ts'
+import type { Logger } from '../log.ts'
+import { describeError, type Settlement, settleFailure } from '../queue/policy.ts'
+import { type ClaimedRow, markSendFailure, markSent, recordSentMessage } from './claim.ts'
+import type { DispatchLease } from './lease.ts'
+import { SendError, type Sent, type Transport } from './transports/index.ts'
+
+/** What sending one claimed notification needs. */
+export type SendContext = { env: Env; config: Config; log: Logger; lease: DispatchLease; transport: Transport }
+
+/**
+ * Sends one notification this batch claimed and records the result at once,
+ * under the batch's claim token: `sent` (with the exact MIME), back to
+ * `pending` for a retry, or `failed`. A send is not started when the lease
+ * cannot be renewed; a mark that finds the claim taken over changes nothing
+ * (logged as `dispatch.lease-lost`).
+ */
+export async function sendAndRecord(
+  context: SendContext,
+  message: Message<unknown>,
+  row: ClaimedRow,
+): Promise<Settlement> {
+  const { env, config, log, lease, transport } = context
+  const fields = {
+    notificationId: row.id,
+    eventId: row.event_id,
+    kind: row.kind,
+    source: row.source,
+    traceId: row.trace_id,
+  }
+  if (!lease.canStartSend) {
+    // Renewals are failing: the lease might run out during the send. The row stays ours until it
+    // expires; the retry comes back after that and claims it afresh.
+    log.warn('dispatch.lease-at-risk', fields)
+    return settleFailure(
+      new PipelineError('NTF_DEPENDENCY_FAILED', 'the dispatch lease could not be renewed; not sending under it'),
+      message.attempts,
+      config.DISPATCH_RETRY_DELAYS_SECONDS,
+    )
+  }
+  let sent: Sent | undefined
+  let error: unknown
+  try {
+    sent = await transport.send({
+      notificationId: row.id,
+      from: { address: config.EMAIL_FROM, name: config.EMAIL_FROM_NAME },
+      to: { address: row.recipient_email as string, name: row.recipient_name },
+      subject: row.subject ?? '',
+      text: row.text_body ?? '',
+      html: row.html_body ?? '',
+    })
+  } catch (caught) {
+    error = caught
+  }
+  const at = new Date().toISOString()
+
+  if (sent) {
+    const marked = await record(env.DB, [
+      markSent(env.DB, row.id, sent.providerId, at, lease.token),
+      recordSentMessage(env.DB, row.id, transport.name, sent.messageId, sent.raw, at, lease.token),
+    ])
+    if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
+    if (marked === 'fenced') log.error('dispatch.lease-lost', { ...fields, transport: transport.name })
+    else log.info('notification.sent', { ...fields, transport: transport.name, providerId: sent.providerId })
+    return { action: 'ack' }
+  }
+
+  const permanent = error instanceof SendError && error.permanent
+  const code = permanent ? 'NTF_SEND_PERMANENT' : 'NTF_SEND_TRANSIENT'
+  const reason = describeError(error)
+  const failure = settleFailure(
+    new PipelineError(code, reason, { cause: error }),
+    message.attempts,
+    config.DISPATCH_RETRY_DELAYS_SECONDS,
+  )
+  const settlement: Settlement = permanent
+    ? { action: 'ack' }
+    : failure.action === 'dead-letter'
+      ? { ...failure, kind: row.kind }
+      : failure
+  const final = settlement.action !== 'retry'
+  const marked = await record(env.DB, [
+    markSendFailure(env.DB, row.id, final ? 'failed' : 'pending', code, reason, at, lease.token),
+  ])
+  if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
+  log[final ? 'error' : 'warn'](final ? 'notification.failed' : 'notification.retry', {
+    ...fields,
+    code,
+    error: reason,
+    attempts: message.attempts,
+  })
+  return settlement
+}
+
+/** Runs a result's marks; `fenced` when the claim was no longer ours (the first statement changed nothing). */
+async function record(db: D1Database, marks: D1PreparedStatement[]): Promise<'ok' | 'fenced' | { cause: unknown }> {
+  try {
+    const [mark] = await db.batch(marks)
+    return (mark?.meta.changes ?? 0) > 0 ? 'ok' : 'fenced'
+  } catch (cause) {
+    return { cause }
+  }
+}
+
+/**
+ * A result that could not be recorded: the row stays `sending` until its lease
+ * ends, and retrying the message re-reads it (a send that did happen is then
+ * sent again under the same Message-ID and the provider's idempotency key).
+ */
+function markFailed(context: SendContext, message: Message<unknown>, cause: unknown): Settlement {
+  context.log.error('dispatch.mark-failed', { error: cause })
+  return settleFailure(
+    new PipelineError('NTF_DEPENDENCY_FAILED', `D1 mark: ${(cause as Error).message}`, { cause }),
+    message.attempts,
+    context.config.DISPATCH_RETRY_DELAYS_SECONDS,
+  )
+}

@@ -1,0 +1,57 @@
+/** The statements of one event: its processed mark first, then its notifications, contact and counter. */
+export type EventWrite<T> = { item: T; statements: D1PreparedStatement[] }
+
+/** How one event's write ended: committed (and whether this batch won its processed mark), or failed. */
+export type WriteResult = { committed: true; won: boolean } | { committed: false; cause: unknown }
+
+/**
+ * Writes a batch's events in one D1 batch (one transaction, one round trip).
+ * When that fails, each event is written again in a batch of its own, so one
+ * event whose statement always fails (a constraint, a trigger, a bad value)
+ * fails alone instead of dragging the other 99 into retries and dead letters;
+ * `shared` (counters and gauges of the whole batch) are then written on their
+ * own. A D1 outage fails them all, as before.
+ *
+ * @returns each event's result, and the error of the shared statements if they failed
+ */
+export async function persistEvents<T>(
+  db: D1Database,
+  writes: readonly EventWrite<T>[],
+  shared: readonly D1PreparedStatement[],
+): Promise<{ results: Map<T, WriteResult>; sharedError?: unknown }> {
+  const results = new Map<T, WriteResult>()
+  const all = [...writes.flatMap((write) => write.statements), ...shared]
+  if (all.length === 0) return { results }
+  try {
+    const answers = await db.batch(all)
+    let offset = 0
+    for (const write of writes) {
+      results.set(write.item, { committed: true, won: changed(answers[offset]) })
+      offset += write.statements.length
+    }
+    return { results }
+  } catch {
+    // Which event broke the batch is not known: each one on its own.
+  }
+  await Promise.all(
+    writes.map(async (write) => {
+      try {
+        const [processed] = await db.batch(write.statements)
+        results.set(write.item, { committed: true, won: changed(processed) })
+      } catch (cause) {
+        results.set(write.item, { committed: false, cause })
+      }
+    }),
+  )
+  if (shared.length === 0) return { results }
+  try {
+    await db.batch([...shared])
+    return { results }
+  } catch (sharedError) {
+    return { results, sharedError }
+  }
+}
+
+function changed(result: D1Result | undefined): boolean {
+  return (result?.meta.changes ?? 0) > 0
+}
