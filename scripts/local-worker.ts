@@ -58,3 +58,23 @@ export async function startLocalWorker(vars: Record<string, string>): Promise<Lo
     },
   }
 }
+
+/** One mail of wrangler's local list. */
+export type LocalMail = { to: string[]; subject: string }
+
+/** Every mail the local `send_email` binding has sent, all pages (the list gives at most 100 at a time). */
+export async function sentMails(workerUrl: string): Promise<LocalMail[]> {
+  const mails: LocalMail[] = []
+  let cursor: string | undefined
+  do {
+    const query = `per_page=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`
+    const response = await fetch(`${workerUrl}/cdn-cgi/local/explorer/api/local/email/sending?${query}`)
+    const page = (await response.json()) as {
+      result: LocalMail[] | null
+      result_info?: { has_more?: boolean; cursor?: string }
+    }
+    mails.push(...(page.result ?? []))
+    cursor = page.result_info?.has_more ? page.result_info.cursor : undefined
+  } while (cursor)
+  return mails
+}

@@ -201,6 +201,14 @@ describe('contracts', () => {
     })
   })
 
+  it('reads a body that starts with a byte-order mark, as text or as base64 (the bridge keeps the mark)', () => {
+    const event = freshInbound('response.created')
+    expect(decodeInbound({ ...event, body: `\ufeff${event.body}` }).status).toBe('valid')
+    const bytes = new TextEncoder().encode(`\ufeff${event.body}`)
+    const base64 = btoa(String.fromCharCode(...bytes))
+    expect(decodeInbound({ ...event, body: base64, encoding: 'base64' }).status).toBe('valid')
+  })
+
   it('turns a marker into its own dead-letter code', () => {
     const marker = {
       notifyEdgeMarker: 'payload-too-large',

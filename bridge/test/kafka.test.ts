@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { after, before, test } from 'node:test'
-import { type Admin, Kafka, logLevel, Partitioners, type Producer } from 'kafkajs'
+import { type Admin, Kafka, logLevel, PartitionAssigners, Partitioners, type Producer } from 'kafkajs'
 import type { InboundEvent } from '../../src/contracts/index.ts'
 import { recordingSink, startBridge, waitFor } from './helpers.ts'
 
@@ -71,6 +71,24 @@ async function committedToEnd(topic: string, group: string): Promise<boolean> {
   return ends.every((end) => committed?.partitions.find((p) => p.partition === end.partition)?.offset === end.high)
 }
 
+/** Waits until the group's committed offsets reach the end of every partition. */
+async function untilCommittedToEnd(topic: string, group: string): Promise<void> {
+  await waitFor(
+    async () => ((await committedToEnd(topic, group)) ? true : undefined),
+    'offsets committed to the end',
+    90_000,
+  )
+}
+
+/** No partition has a committed offset (nothing was accepted yet). */
+async function assertNothingCommitted(topic: string, group: string): Promise<void> {
+  const [committed] = await admin.fetchOffsets({ groupId: group, topics: [topic] })
+  assert.ok(
+    committed?.partitions.every((partition) => partition.offset === '-1'),
+    `nothing may be committed before the sink accepts: ${JSON.stringify(committed)}`,
+  )
+}
+
 function position(event: InboundEvent): { partition: number; offset: number } {
   const match = /\/(\d+)@(\d+)$/.exec(event.origin)
   return { partition: Number(match?.[1]), offset: Number(match?.[2]) }
@@ -86,11 +104,7 @@ test('1,000 records over 3 partitions: forwarded in order per partition; SIGKILL
   await first.kill()
   const delivered = sink.accepted.length
   await bridge(topic, group, sink.url)
-  await waitFor(
-    async () => ((await committedToEnd(topic, group)) ? true : undefined),
-    'offsets committed to the end',
-    90_000,
-  )
+  await untilCommittedToEnd(topic, group)
   assert.deepEqual(new Set(sink.ids()), new Set(ids))
   const event = sink.accepted[0]
   assert.equal(event?.source, 'kafka')
@@ -125,17 +139,72 @@ test('sink down: nothing committed; after it recovers everything arrives and is 
     '503 answers',
     60_000,
   )
-  const [committed] = await admin.fetchOffsets({ groupId: group, topics: [topic] })
-  assert.ok(
-    committed?.partitions.every((partition) => partition.offset === '-1'),
-    JSON.stringify(committed),
-  )
+  await assertNothingCommitted(topic, group)
   sink.setMode('accept')
+  await untilCommittedToEnd(topic, group)
+  assert.deepEqual(new Set(sink.ids()), new Set(ids))
+})
+
+test('a rebalance while the sink is down: the waiting batch ends without committing, the group settles at once, no crash; all arrive after', async () => {
+  const { topic, group } = await topicAndGroup()
+  const sink = await recordingSink()
+  cleanups.push(() => sink.close())
+  sink.setMode('fail503')
+  const first = await bridge(topic, group, sink.url)
+  const ids = await produce(topic, 60)
   await waitFor(
-    async () => ((await committedToEnd(topic, group)) ? true : undefined),
-    'offsets committed to the end',
-    90_000,
+    () => (sink.requests.filter((request) => request.status === 503).length >= 2 ? true : undefined),
+    'the first bridge waiting on the sink',
+    60_000,
   )
+  // A second member joins: the first must leave its waiting batch to rejoin. Stuck in it, the group
+  // would wait out the 60 s rebalance timeout and then expel it.
+  const second = await bridge(topic, group, sink.url)
+  await waitFor(
+    async () => {
+      const { groups } = await admin.describeGroups([group])
+      return groups[0]?.state === 'Stable' && groups[0]?.members.length === 2 ? true : undefined
+    },
+    'both members in a settled group',
+    30_000,
+  )
+  await assertNothingCommitted(topic, group)
+  sink.setMode('accept')
+  await untilCommittedToEnd(topic, group)
+  assert.deepEqual(new Set(sink.ids()), new Set(ids))
+  for (const member of [first, second]) {
+    assert.equal(member.child.exitCode, null)
+    assert.doesNotMatch(member.output(), /source:crashed/)
+  }
+  assert.match(first.output(), /the group is rebalancing: ending the batch to rejoin/)
+})
+
+test('kafkajs gives up on the consumer (a member with another protocol holds the group): the bridge starts it again and delivers once it can join', async () => {
+  const { topic, group } = await topicAndGroup()
+  const sink = await recordingSink()
+  cleanups.push(() => sink.close())
+  // A member of another kind (a "range"-only client) on a topic of its own: the bridge's JoinGroup
+  // is refused with INCONSISTENT_GROUP_PROTOCOL, which kafkajs does not retry.
+  const { topic: other } = await topicAndGroup()
+  const foreign = kafka.consumer({
+    groupId: group,
+    partitionAssigners: [(config) => ({ ...PartitionAssigners.roundRobin(config), name: 'range' })],
+  })
+  await foreign.connect()
+  await foreign.subscribe({ topics: [other] })
+  await foreign.run({ eachMessage: async () => {} })
+  await waitFor(
+    async () => ((await admin.describeGroups([group])).groups[0]?.state === 'Stable' ? true : undefined),
+    'the foreign member in the group',
+  )
+  const started = await bridge(topic, group, sink.url)
+  const ids = await produce(topic, 30)
+  await waitFor(() => (/source:crashed/.test(started.output()) ? true : undefined), 'the crash')
+  // The log says what kafkajs does: it does not restart after this error.
+  assert.match(started.output(), /kafkajs gave up on the consumer: starting it again/)
+  assert.equal(sink.accepted.length, 0)
+  await foreign.disconnect()
+  await untilCommittedToEnd(topic, group)
   assert.deepEqual(new Set(sink.ids()), new Set(ids))
 })
 
@@ -155,11 +224,7 @@ test('two bridge processes in one group share the partitions and lose nothing', 
     60_000,
   )
   const ids = await produce(topic, 600)
-  await waitFor(
-    async () => ((await committedToEnd(topic, group)) ? true : undefined),
-    'offsets committed to the end',
-    90_000,
-  )
+  await untilCommittedToEnd(topic, group)
   assert.deepEqual(new Set(sink.ids()), new Set(ids))
   const forwarded = async (bridgeProcess: typeof one) =>
     Number(/bridge_events_forwarded_total\{source="kafka"\} (\d+)/.exec(await bridgeProcess.metrics())?.[1] ?? 0)
@@ -175,10 +240,6 @@ test('a topic that does not exist yet when the bridge starts: it keeps trying, a
   cleanups.push(() => sink.close())
   await bridge(topic, group, sink.url)
   const ids = await produce(topic, 20)
-  await waitFor(
-    async () => ((await committedToEnd(topic, group)) ? true : undefined),
-    'offsets committed to the end',
-    90_000,
-  )
+  await untilCommittedToEnd(topic, group)
   assert.deepEqual(new Set(sink.ids()), new Set(ids))
 })

@@ -93,6 +93,43 @@ test('sink refusing connections, then answering 503: nothing is marked before it
   )
 })
 
+test('the Worker down with idle_in_transaction_session_timeout = 5s: no bridge connection sits in a transaction, claims are renewed, everything arrives after', async () => {
+  const { db, sink } = await setup()
+  const database = db.url.slice(db.url.lastIndexOf('/') + 1)
+  // As a DBA would set it: a session idle in a transaction for 5 s is killed.
+  await db.sql.unsafe(`ALTER DATABASE ${database} SET idle_in_transaction_session_timeout = '5s'`)
+  sink.setMode('fail503')
+  await bridge({ PG_URL: db.url, SINK_URL: sink.url, PG_LEASE_MS: '3000' })
+  const ids = await writeRows(db.sql, 250, 2)
+  const started = Date.now()
+  const seen = { samples: 0, inTransaction: 0 }
+  // Sample the bridge's sessions for 15 s of outage: three times the timeout, five leases.
+  await waitFor(
+    async () => {
+      const sessions = await db.sql<{ state: string | null }[]>`
+        SELECT state FROM pg_stat_activity
+        WHERE datname = ${database} AND application_name = 'notify-edge-bridge'`
+      seen.samples += 1
+      for (const session of sessions) if (session.state?.startsWith('idle in transaction')) seen.inTransaction += 1
+      return Date.now() - started > 15_000 ? true : undefined
+    },
+    'fifteen seconds of outage',
+    60_000,
+  )
+  assert.ok(seen.samples > 50, `only ${seen.samples} samples`)
+  assert.equal(seen.inTransaction, 0, 'a bridge session sat idle in a transaction')
+  assert.equal(await transferredCount(db.sql), 0)
+  // The claims outlived their 3 s lease by renewal: nobody else could have taken them.
+  const [claims] = await db.sql<{ claimed: number; live: number }[]>`
+    SELECT count(*)::int AS claimed, count(*) FILTER (WHERE claimed_until > now())::int AS live
+    FROM data_exchange.message_queue_log WHERE claim_token IS NOT NULL`
+  assert.ok((claims?.claimed ?? 0) > 0 && claims?.live === claims?.claimed, JSON.stringify(claims))
+
+  sink.setMode('accept')
+  await waitFor(async () => ((await transferredCount(db.sql)) === 250 ? true : undefined), 'all rows after the outage')
+  assertOnce(sink.ids(), ids)
+})
+
 test('pg_terminate_backend on the LISTEN and the claiming connections: the bridge reconnects and rows written meanwhile arrive', async () => {
   const { db, sink } = await setup()
   await bridge({ PG_URL: db.url, SINK_URL: sink.url, PG_SWEEP_INTERVAL_MS: '60000' })

@@ -202,7 +202,8 @@ function parsePayload(event: InboundEvent): Payload {
     }
   }
   try {
-    return { ok: true, value: JSON.parse(text) }
+    // A leading byte-order mark is not JSON, but a decoder may ignore it (RFC 8259 §8.1); the bridge keeps it.
+    return { ok: true, value: JSON.parse(text.startsWith('\ufeff') ? text.slice(1) : text) }
   } catch (error) {
     return { ok: false, issue: { field: 'body', message: `body is not JSON: ${(error as Error).message}` } }
   }

@@ -53,6 +53,7 @@ export class KafkaSource {
     const { CONNECT, DISCONNECT, CRASH, GROUP_JOIN, REBALANCING } = this.#consumer.events
     this.#consumer.on(CONNECT, () => this.#log.info('source:connected'))
     this.#consumer.on(GROUP_JOIN, ({ payload }) => {
+      this.#crashes = 0
       this.#setUp(true)
       this.#log.info({ memberAssignment: payload.memberAssignment }, 'source:joined group')
     })
