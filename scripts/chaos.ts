@@ -1,13 +1,19 @@
 /**
  * `npm run chaos` (CHAOS_EVENTS, default 3,000): events over the three sources,
- * valid and poison mixed, while the harness SIGKILLs and restarts the bridge
- * three times, terminates its PostgreSQL connections, force-closes its
+ * valid and poison mixed, with hostile records (bad ids, oversized and binary
+ * headers, empty, non-UTF-8, oversized and rewritable bodies) spread through
+ * the traffic of each source, each followed by a valid event on the same
+ * outbox / queue / partition. Meanwhile the harness SIGKILLs and restarts the
+ * bridge three times, terminates its PostgreSQL connections, force-closes its
  * RabbitMQ connections, restarts the Kafka broker, makes the Worker's ingest
- * answer 503 in bursts (a fault proxy here, between bridge and Worker), and
- * fails 30 % of email sends transiently (a fake provider here, behind the
- * `resend` transport). Then it reconciles, prints a table, writes
- * chaos-results.json, and exits non-zero when an event was lost, an email
- * repeated, or a valid event was dead-lettered.
+ * answer 503 to one request in five (in pairs) and then takes the Worker away entirely for a minute
+ * (CHAOS_OUTAGE_SECONDS) with `idle_in_transaction_session_timeout = 5s` on
+ * the outbox database, fails 30 % of email sends transiently, and for a phase
+ * makes every send slower than the dispatch lease while the cron runs. Then
+ * it reconciles, prints a table, writes chaos-results.json, and exits non-zero
+ * when an event was lost, an email sent twice, a valid event dead-lettered, a
+ * source stalled behind a bad record, a dead letter's bytes differ from what
+ * was published, or a bad record ended anywhere but where it should.
  */
 import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
@@ -22,10 +28,24 @@ import { Connection } from 'rabbitmq-client'
 import { renderTable } from '../bin/table.ts'
 import { migratePostgres } from '../bridge/src/migrate.ts'
 import { startBridge, waitFor } from '../bridge/test/helpers.ts'
+import {
+  deadLetterOf,
+  type HostileRecord,
+  hostileRecords,
+  publishHostile,
+  type Source,
+  validRecord,
+} from './hostile-records.ts'
 import { startLocalWorker } from './local-worker.ts'
 
 const EVENTS = Number(process.env.CHAOS_EVENTS ?? '3000')
+const OUTAGE_SECONDS = Number(process.env.CHAOS_OUTAGE_SECONDS ?? '60')
 const POISON_EVERY = 10
+/** The dispatch lease of the Worker under test, and how long a send takes in the slow phase (longer). */
+const LEASE_SECONDS = 3
+const SLOW_SEND_MS = 12_000
+const SLOW_SENDS = Number(process.env.CHAOS_SLOW_SENDS ?? '30')
+const SOURCES = ['postgres', 'rabbitmq', 'kafka'] as const
 const id = crypto.randomUUID().slice(0, 8)
 const progress = (text: string) => process.stdout.write(`[chaos] ${text}\n`)
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -43,10 +63,14 @@ async function readBody(request: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks)
 }
 
-// ── the fake email provider (Resend's API shape), 30 % transient failures ────
-const accepted = new Map<string, { to: string; count: number }>() // by Idempotency-Key, as Resend dedupes
+// ── the fake email provider (Resend's API shape), 30 % transient failures, a slow phase ──
+// Every accepted send is counted by notification (the Idempotency-Key): a second one is a second
+// email for a transport without an idempotency key, so it counts as a duplicate.
+const accepted = new Map<string, { to: string; count: number }>()
 let providerAttempts = 0
 let providerFailures = 0
+let slow = false
+let slowSends = 0
 const provider = await listen(async (request, response) => {
   const body = JSON.parse((await readBody(request)).toString()) as { to: string[] }
   const key = request.headers['idempotency-key'] as string
@@ -55,6 +79,10 @@ const provider = await listen(async (request, response) => {
     providerFailures += 1
     response.writeHead(503).end('{"message":"try again"}')
     return
+  }
+  if (slow) {
+    slowSends += 1
+    await sleep(SLOW_SEND_MS)
   }
   const seen = accepted.get(key)
   if (seen) seen.count += 1
@@ -66,48 +94,81 @@ const provider = await listen(async (request, response) => {
 const ADMIN = 'chaos-admin-token-0123456789'
 const INGEST = 'chaos-ingest-token-0123456789'
 execFileSync('bash', ['scripts/services-up.sh'], { stdio: 'ignore' })
-const worker = await startLocalWorker({
-  ADMIN_TOKEN: ADMIN,
-  INGEST_TOKEN: INGEST,
-  EMAIL_TRANSPORT: 'resend',
-  RESEND_API_KEY: 'chaos',
-  RESEND_API_URL: `http://127.0.0.1:${provider.port}`,
-  // Nine quick retries: the 30 % failure rate is the point, not the waiting.
-  DISPATCH_RETRY_DELAYS_SECONDS: '1,1,1,2,2,2,3,3,3',
-})
+const worker = await startLocalWorker(
+  {
+    ADMIN_TOKEN: ADMIN,
+    INGEST_TOKEN: INGEST,
+    EMAIL_TRANSPORT: 'resend',
+    RESEND_API_KEY: 'chaos',
+    RESEND_API_URL: `http://127.0.0.1:${provider.port}`,
+    // Nine quick retries: the 30 % failure rate is the point, not the waiting.
+    DISPATCH_RETRY_DELAYS_SECONDS: '1,1,1,2,2,2,3,3,3',
+    DISPATCH_LEASE_SECONDS: String(LEASE_SECONDS),
+  },
+  { cron: true },
+)
 const WORKER = worker.url
+// A harness that fails half-way leaves no wrangler behind (nor, once started, a bridge).
+process.on('exit', () => worker.kill())
+// The cron trigger, as Cloudflare runs it (faster here): it re-enqueues what looks stuck.
+let cronRuns = 0
+const cron = setInterval(() => {
+  worker.runCron().then(
+    () => {
+      cronRuns += 1
+    },
+    () => {},
+  )
+}, 2000)
 
-// ── the fault proxy between bridge and Worker: 503 in bursts ──────────────────
+// ── the fault proxy between bridge and Worker: 503 in bursts, or the Worker gone ──
 let proxied = 0
 let refused = 0
+let workerDown = false
 const proxy = await listen(async (request, response) => {
   const body = await readBody(request)
+  if (workerDown) {
+    request.socket.destroy()
+    return
+  }
   proxied += 1
-  if (proxied % 50 >= 40) {
+  if (proxied % 10 >= 8) {
     refused += 1
     response
       .writeHead(503, { 'content-type': 'application/json' })
       .end('{"error":{"code":"QUEUE_UNAVAILABLE","message":"chaos"}}')
     return
   }
-  const upstream = await fetch(`${WORKER}${request.url}`, {
-    method: request.method,
-    headers: { authorization: request.headers.authorization ?? '', 'content-type': 'application/json' },
-    body: body.toString('utf8'),
-  })
-  response.writeHead(upstream.status, { 'content-type': 'application/json' }).end(await upstream.text())
+  try {
+    const upstream = await fetch(`${WORKER}${request.url}`, {
+      method: request.method,
+      headers: { authorization: request.headers.authorization ?? '', 'content-type': 'application/json' },
+      body: request.method === 'GET' ? undefined : body.toString('utf8'),
+    })
+    response.writeHead(upstream.status, { 'content-type': 'application/json' }).end(await upstream.text())
+  } catch {
+    // The Worker did not answer: so does the proxy (the bridge retries).
+    request.socket.destroy()
+  }
 })
 
 // ── the sources ──────────────────────────────────────────────────────────────
 const pgAdmin = postgres('postgres://postgres@127.0.0.1:5432/postgres', { max: 1, onnotice: () => {} })
 const database = `notify_edge_chaos_${id}`
 await pgAdmin.unsafe(`CREATE DATABASE ${database}`)
+// As a DBA would: a session idle in a transaction for 5 s is killed. The relay must never be one.
+await pgAdmin.unsafe(`ALTER DATABASE ${database} SET idle_in_transaction_session_timeout = '5s'`)
 const pgUrl = `postgres://postgres@127.0.0.1:5432/${database}`
 await migratePostgres(pgUrl)
 const sql = postgres(pgUrl, { max: 2, onnotice: () => {} })
-const rabbit = new Connection({ url: 'amqp://guest:guest@127.0.0.1:5672', connectionName: 'chaos-publisher' })
+const rabbit = new Connection({
+  url: 'amqp://guest:guest@127.0.0.1:5672',
+  connectionName: 'chaos-publisher',
+  frameMax: 131_072,
+})
 const exchange = `chaos.notifications.${id}`
 const queue = `chaos.email.${id}`
+const dlq = `chaos.email.${id}.dlq`
 const topic = `chaos.pin.${id}`
 const kafka = new Kafka({
   clientId: 'chaos',
@@ -125,60 +186,101 @@ const bridgeEnv = {
   SINK_URL: `http://127.0.0.1:${proxy.port}/v1/ingest`,
   SINK_TOKEN: INGEST,
   PG_URL: pgUrl,
+  PG_LEASE_MS: '5000',
   RABBITMQ_URL: 'amqp://guest:guest@127.0.0.1:5672',
   RABBITMQ_DECLARE: 'true',
   RABBITMQ_EXCHANGE: exchange,
   RABBITMQ_QUEUE: queue,
+  RABBITMQ_DLQ: dlq,
   KAFKA_BROKERS: '127.0.0.1:9092',
   KAFKA_TOPICS: topic,
   KAFKA_GROUP_ID: `chaos-${id}`,
   LOG_LEVEL: 'warn',
 }
 let bridge = await startBridge(bridgeEnv)
-await bridge.ready()
+process.on('exit', () => bridge.child.kill('SIGKILL'))
+// Ready means every source consumes: the queue and its bindings exist before the first publish.
+await waitFor(
+  async () => ((await fetch(`http://127.0.0.1:${bridge.port}/readyz`)).ok ? true : undefined),
+  'the bridge to be ready',
+  120_000,
+)
 
-// ── the events: ArtHunt bodies over all three sources (any source can carry any contract) ──
+// ── the traffic: ArtHunt bodies over all three sources (any source can carry any contract) ──
 const sample = JSON.parse(readFileSync('examples/arthunt/response.created.json', 'utf8'))
-type Planned = { eventId: string; source: 'postgres' | 'rabbitmq' | 'kafka'; valid: boolean }
+type Planned = { eventId: string; source: Source; valid: boolean; bytes: Buffer; to: string; index: number }
 const planned: Planned[] = []
 const publisher = rabbit.createPublisher({ confirm: true, maxAttempts: 20 })
-async function send(index: number) {
-  const eventId = crypto.randomUUID()
-  const valid = index % POISON_EVERY !== 0
-  const body = structuredClone(sample)
-  body.envelope.eventId = eventId
-  body.data.recipient.email = `chaos+${eventId}@example.com`
-  if (!valid) delete body.data.recipient.email
-  const bytes = Buffer.from(JSON.stringify(body))
-  const source = (['postgres', 'rabbitmq', 'kafka'] as const)[index % 3] as Planned['source']
-  planned.push({ eventId, source, valid })
+/** Publishes with retries: the harness's own producers ride out the faults too. */
+async function withRetries(act: () => Promise<unknown>) {
   for (let attempt = 0; ; attempt += 1) {
     try {
-      if (source === 'postgres') {
-        await sql.begin(async (tx) => {
-          await tx`INSERT INTO data_exchange.message_queue_log (message_id) VALUES (${eventId})`
-          await tx`INSERT INTO data_exchange.message_queue_log_data (message_id, message_body) VALUES (${eventId}, ${bytes})`
-        })
-      } else if (source === 'rabbitmq') {
-        await publisher.send(
-          { exchange, routingKey: 'notifications.email.response.created', messageId: eventId, durable: true },
-          bytes,
-        )
-      } else {
-        await producer.send({ topic, messages: [{ key: eventId, value: bytes, headers: { 'message-id': eventId } }] })
-      }
+      await act()
       return
     } catch (error) {
-      // The harness's own producers ride out the faults too; a send that failed is sent again.
       if (attempt > 50) throw error
       await sleep(500)
     }
   }
 }
+async function send(index: number) {
+  const eventId = crypto.randomUUID()
+  const valid = index % POISON_EVERY !== 0
+  const to = `chaos+${eventId}@example.com`
+  const body = structuredClone(sample)
+  body.envelope.eventId = eventId
+  body.data.recipient.email = to
+  if (!valid) delete body.data.recipient.email
+  const bytes = Buffer.from(JSON.stringify(body))
+  const source = SOURCES[index % 3] as Source
+  planned.push({ eventId, source, valid, bytes, to, index })
+  await withRetries(async () => {
+    if (source === 'postgres') {
+      await sql.begin(async (tx) => {
+        await tx`INSERT INTO data_exchange.message_queue_log (message_id) VALUES (${eventId})`
+        await tx`INSERT INTO data_exchange.message_queue_log_data (message_id, message_body) VALUES (${eventId}, ${bytes})`
+      })
+    } else if (source === 'rabbitmq') {
+      await publisher.send(
+        {
+          exchange,
+          routingKey: 'notifications.email.response.created',
+          messageId: eventId,
+          durable: true,
+          mandatory: true,
+        },
+        bytes,
+      )
+    } else {
+      await producer.send({ topic, messages: [{ key: eventId, value: bytes, headers: { 'message-id': eventId } }] })
+    }
+  })
+}
+
+// Hostile records, spread evenly through each source's traffic, each with a valid event right behind it.
+const hostile = SOURCES.flatMap((source) => hostileRecords(source, `chaos-${id}`))
+const hostileAt = new Map<number, HostileRecord[]>()
+hostile.forEach((record, n) => {
+  const at = Math.floor(((n + 1) * EVENTS) / (hostile.length + 1))
+  hostileAt.set(at, [...(hostileAt.get(at) ?? []), record])
+})
+const behind: { record: HostileRecord; index: number }[] = []
+const firstHostile = new Map<Source, number>()
+async function sendHostile(record: HostileRecord, index: number) {
+  const follower = validRecord(record.source, `chaos-${id}`)
+  for (const next of [record, follower]) {
+    await withRetries(() => publishHostile(next, { sql, publisher, exchange, producer, topic, partition: 0 }))
+  }
+  behind.push({ record: follower, index })
+  if (!firstHostile.has(record.source)) firstHostile.set(record.source, index)
+}
 
 // ── faults, spread over the sending ──────────────────────────────────────────
 const faults: string[] = []
 const kafkaHome = join(process.env.NOTIFY_EDGE_CACHE ?? join(homedir(), '.cache', 'notify-edge'))
+let idleInTransactionSeen = 0
+let outageOver: Promise<void> = Promise.resolve()
+let slowOver: Promise<void> = Promise.resolve()
 const fault = async (name: string, act: () => Promise<void> | void) => {
   faults.push(name)
   progress(`fault: ${name}`)
@@ -188,6 +290,31 @@ async function restartBridge(): Promise<void> {
   await bridge.kill()
   bridge = await startBridge(bridgeEnv)
 }
+/** The Worker unreachable for OUTAGE_SECONDS, while the bridge's PostgreSQL sessions are watched. */
+function takeTheWorkerAway(): void {
+  workerDown = true
+  const until = Date.now() + OUTAGE_SECONDS * 1000
+  outageOver = (async () => {
+    while (Date.now() < until) {
+      const [row] = await pgAdmin<{ n: number }[]>`
+        SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = ${database}
+          AND application_name = 'notify-edge-bridge' AND state LIKE 'idle in transaction%'`
+      idleInTransactionSeen += row?.n ?? 0
+      await sleep(500)
+    }
+    workerDown = false
+    progress('  the Worker is back')
+  })()
+}
+/** Every send slower than the lease until SLOW_SENDS of them went out (at most two minutes), the cron running. */
+function slowDownTheProvider(): void {
+  slow = true
+  slowOver = (async () => {
+    await waitFor(() => (slowSends >= SLOW_SENDS ? true : undefined), 'slow sends', 120_000).catch(() => {})
+    slow = false
+    progress('  the provider is fast again')
+  })()
+}
 const schedule: [number, string, () => Promise<void> | void][] = [
   [0.1, 'SIGKILL the bridge, restart it', restartBridge],
   [
@@ -196,6 +323,11 @@ const schedule: [number, string, () => Promise<void> | void][] = [
     async () => {
       await pgAdmin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ${database} AND application_name = 'notify-edge-bridge'`
     },
+  ],
+  [
+    0.3,
+    `slow provider: every send takes ${SLOW_SEND_MS / 1000} s, longer than the ${LEASE_SECONDS} s dispatch lease, for ${SLOW_SENDS} sends`,
+    slowDownTheProvider,
   ],
   [
     0.4,
@@ -241,9 +373,12 @@ const schedule: [number, string, () => Promise<void> | void][] = [
       execFileSync('bash', ['scripts/services-up.sh'], { stdio: 'ignore' })
     },
   ],
+  [0.65, `the Worker unreachable for ${OUTAGE_SECONDS} s`, takeTheWorkerAway],
   [0.8, 'SIGKILL the bridge, restart it', restartBridge],
 ]
-progress(`sending ${EVENTS} events (1 in ${POISON_EVERY} poison) over PostgreSQL, RabbitMQ and Kafka`)
+progress(
+  `sending ${EVENTS} events (1 in ${POISON_EVERY} poison) and ${hostile.length} hostile records over PostgreSQL, RabbitMQ and Kafka`,
+)
 const started = Date.now()
 let next = 0
 for (let index = 0; index < EVENTS; index += 1) {
@@ -252,39 +387,58 @@ for (let index = 0; index < EVENTS; index += 1) {
     await fault(name, act)
     next += 1
   }
+  for (const record of hostileAt.get(index) ?? []) await sendHostile(record, index)
   await send(index)
   if (index % 500 === 499) progress(`  sent ${index + 1}`)
 }
+await Promise.all([outageOver, slowOver])
 
 // ── reconcile ────────────────────────────────────────────────────────────────
 const valid = planned.filter((event) => event.valid)
-const addresses = new Map(valid.map((event) => [`chaos+${event.eventId}@example.com`, event.eventId]))
-const emailsFor = () => {
-  const perEvent = new Map<string, number>()
-  for (const { to } of accepted.values()) {
-    const eventId = addresses.get(to)
-    if (eventId) perEvent.set(eventId, (perEvent.get(eventId) ?? 0) + 1)
-  }
-  return perEvent
+const expectedEmails = new Map<string, { source: Source; index: number }>([
+  ...valid.map((event) => [event.to, { source: event.source, index: event.index }] as const),
+  ...behind.map(
+    ({ record, index }) => [(record.expect as { emailTo: string }).emailTo, { source: record.source, index }] as const,
+  ),
+  ...hostile.flatMap((record) =>
+    'emailTo' in record.expect ? [[record.expect.emailTo, { source: record.source, index: -1 }] as const] : [],
+  ),
+])
+const mailed = () => {
+  const count = new Map<string, number>()
+  for (const { to } of accepted.values()) count.set(to, (count.get(to) ?? 0) + 1)
+  return count
 }
-progress('waiting for every valid event to be emailed…')
+progress('waiting for every expected email…')
 const deadline = Date.now() + Number(process.env.CHAOS_TIMEOUT_MS ?? 600_000)
 let lastReport = 0
-while (Date.now() < deadline && emailsFor().size < valid.length) {
+const missing = () => {
+  const have = mailed()
+  return [...expectedEmails].filter(([to]) => !have.has(to))
+}
+while (Date.now() < deadline && missing().length > 0) {
   await sleep(1000)
   if (Date.now() - lastReport > 10_000) {
     lastReport = Date.now()
-    const have = emailsFor()
-    const missing = valid.filter((event) => !have.has(event.eventId))
     const bySource = Object.fromEntries(
-      ['postgres', 'rabbitmq', 'kafka'].map((source) => [source, missing.filter((e) => e.source === source).length]),
+      SOURCES.map((source) => [source, missing().filter(([, where]) => where.source === source).length]),
     )
-    progress(`  ${have.size}/${valid.length} emailed; missing by source ${JSON.stringify(bySource)}`)
+    progress(
+      `  ${expectedEmails.size - missing().length}/${expectedEmails.size} emailed; missing by source ${JSON.stringify(bySource)}`,
+    )
   }
 }
-const perEvent = emailsFor()
-const lost = valid.filter((event) => !perEvent.has(event.eventId))
-const duplicates = [...perEvent.values()].reduce((sum, count) => sum + Math.max(0, count - 1), 0)
+const lost = missing()
+// A source stalled when something it carried after its first hostile record never arrived.
+const stalled = SOURCES.filter((source) =>
+  lost.some(([, where]) => where.source === source && where.index >= (firstHostile.get(source) ?? Infinity)),
+)
+// Duplicates: a second email to the same address (another notification), or the same notification
+// accepted twice by the provider (a second send through a transport without an idempotency key).
+const duplicates =
+  [...mailed().values()].reduce((sum, count) => sum + Math.max(0, count - 1), 0) +
+  [...accepted.values()].reduce((sum, entry) => sum + entry.count - 1, 0)
+
 const deadLetters: { eventId: string | null; code: string }[] = []
 let cursor: string | null = null
 do {
@@ -292,10 +446,7 @@ do {
     await fetch(`${WORKER}/v1/dead-letters?limit=500${cursor ? `&cursor=${cursor}` : ''}`, {
       headers: { authorization: `Bearer ${ADMIN}` },
     })
-  ).json()) as {
-    items: { eventId: string | null; code: string }[]
-    nextCursor: string | null
-  }
+  ).json()) as { items: { eventId: string | null; code: string }[]; nextCursor: string | null }
   deadLetters.push(...page.items)
   cursor = page.nextCursor
 } while (cursor)
@@ -304,28 +455,51 @@ const validDeadLettered = deadLetters.filter((letter) => letter.eventId && valid
 const byCode: Record<string, number> = {}
 for (const letter of deadLetters) byCode[letter.code] = (byCode[letter.code] ?? 0) + 1
 
+// Bytes in, bytes out, and each hostile record where it belongs.
+progress('comparing dead letters with the published bytes…')
+let bytesAltered = 0
+const hostileWrong: string[] = []
+const letterOf = (lookup: string) =>
+  waitFor(() => deadLetterOf(WORKER, ADMIN, lookup), `the dead letter of ${lookup}`, 60_000).catch(() => undefined)
+for (const poison of planned.filter((event) => !event.valid)) {
+  const letter = await letterOf(poison.eventId)
+  if (!letter?.bytes.equals(poison.bytes)) bytesAltered += 1
+}
+for (const record of hostile) {
+  if (!('deadLetter' in record.expect)) continue
+  const letter = await letterOf(record.lookup)
+  if (letter?.code !== record.expect.deadLetter) hostileWrong.push(`${record.source}: ${record.name} → ${letter?.code}`)
+  else if (letter.code !== 'NTF_PAYLOAD_TOO_LARGE' && !letter.bytes.equals(record.body ?? Buffer.alloc(0))) {
+    bytesAltered += 1
+  }
+}
+
 const result = {
   ran_at: new Date().toISOString(),
   seconds: Math.round((Date.now() - started) / 1000),
   events_sent: planned.length,
   events_by_source: Object.fromEntries(
-    ['postgres', 'rabbitmq', 'kafka'].map((source) => [source, planned.filter((e) => e.source === source).length]),
+    SOURCES.map((source) => [source, planned.filter((e) => e.source === source).length]),
   ),
   poison_sent: planned.length - valid.length,
-  emails_expected: valid.length,
-  emails_sent: perEvent.size,
+  hostile_records: hostile.length,
+  emails_expected: expectedEmails.size,
+  emails_sent: expectedEmails.size - lost.length,
   lost: lost.length,
   duplicates,
   valid_dead_lettered: validDeadLettered.length,
+  stalled_sources: stalled.length,
+  bytes_altered: bytesAltered,
+  hostile_outcomes_wrong: hostileWrong,
   dead_letters_by_code: byCode,
   faults,
   ingest_503_bursts_answered: refused,
+  worker_outage_seconds: OUTAGE_SECONDS,
+  pg_bridge_sessions_idle_in_transaction_seen: idleInTransactionSeen,
   provider_attempts: providerAttempts,
   provider_transient_failures: providerFailures,
-  provider_repeats_deduplicated_by_idempotency_key: [...accepted.values()].reduce(
-    (sum, entry) => sum + entry.count - 1,
-    0,
-  ),
+  provider_slow_sends: slowSends,
+  cron_runs: cronRuns,
 }
 writeFileSync('chaos-results.json', `${JSON.stringify(result, null, 2)}\n`)
 console.log(
@@ -339,10 +513,11 @@ console.log(
 )
 
 // ── clean up ─────────────────────────────────────────────────────────────────
+clearInterval(cron)
 await bridge.stop()
 await worker.stop()
 await publisher.close()
-await rabbit.queueDelete({ queue }).catch(() => {})
+for (const name of [queue, dlq]) await rabbit.queueDelete({ queue: name }).catch(() => {})
 await rabbit.exchangeDelete({ exchange }).catch(() => {})
 await rabbit.close()
 await producer.disconnect()
@@ -353,5 +528,12 @@ await pgAdmin.unsafe(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
 await pgAdmin.end({ timeout: 1 })
 proxy.server.close()
 provider.server.close()
-const ok = lost.length === 0 && duplicates === 0 && validDeadLettered.length === 0
+const ok =
+  lost.length === 0 &&
+  duplicates === 0 &&
+  validDeadLettered.length === 0 &&
+  stalled.length === 0 &&
+  bytesAltered === 0 &&
+  hostileWrong.length === 0 &&
+  idleInTransactionSeen === 0
 process.exit(ok ? 0 : 1)

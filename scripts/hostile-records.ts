@@ -239,3 +239,32 @@ export async function publishHostile(
     })
   }
 }
+
+/** A dead letter as the operator API shows it, with the payload bytes it keeps. */
+export type DeadLetterSeen = { id: string; code: string; origin: string; bytes: Buffer }
+
+/**
+ * The first dead letter of the event or message `lookup` (`GET /v1/events/:id`),
+ * with its body as bytes, or undefined while there is none.
+ */
+export async function deadLetterOf(
+  workerUrl: string,
+  adminToken: string,
+  lookup: string,
+): Promise<DeadLetterSeen | undefined> {
+  const get = async (path: string) => {
+    const response = await fetch(`${workerUrl}${path}`, { headers: { authorization: `Bearer ${adminToken}` } })
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> }
+  }
+  const story = await get(`/v1/events/${encodeURIComponent(lookup)}`)
+  const [first] = story.status === 200 ? (story.body.deadLetters as { id: string }[]) : []
+  if (!first) return undefined
+  const { body } = await get(`/v1/dead-letters/${first.id}`)
+  const original = body.body as { body: string; encoding?: string; origin: string }
+  return {
+    id: first.id,
+    code: body.code as string,
+    origin: original.origin,
+    bytes: Buffer.from(original.body, original.encoding === 'base64' ? 'base64' : 'utf8'),
+  }
+}

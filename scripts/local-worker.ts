@@ -9,13 +9,27 @@ import { join } from 'node:path'
 import { freePort, waitFor } from '../bridge/test/helpers.ts'
 
 /** A running local Worker. */
-export type LocalWorker = { url: string; port: number; output: () => string; stop: () => Promise<void> }
+export type LocalWorker = {
+  url: string
+  port: number
+  output: () => string
+  /** Runs the cron trigger once (needs `cron: true`). */
+  runCron: () => Promise<void>
+  stop: () => Promise<void>
+  /** Kills it at once (for an `exit` handler: a harness that fails leaves nothing running). */
+  kill: () => void
+}
 
 /**
  * Applies the D1 migrations to a fresh state directory, starts `wrangler dev`
  * with `vars` (each `--var NAME:value`), and resolves once `/healthz` answers.
+ * With `cron`, the Worker's scheduled handler can be run on demand (`runCron()`),
+ * as Cloudflare's cron trigger would; `wrangler dev` never runs it by itself.
  */
-export async function startLocalWorker(vars: Record<string, string>): Promise<LocalWorker> {
+export async function startLocalWorker(
+  vars: Record<string, string>,
+  options: { cron?: boolean } = {},
+): Promise<LocalWorker> {
   const port = await freePort()
   const state = mkdtempSync(join(tmpdir(), 'notify-edge-worker-'))
   const env = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', CI: 'true' }
@@ -33,6 +47,7 @@ export async function startLocalWorker(vars: Record<string, string>): Promise<Lo
     '--persist-to',
     state,
     '--show-interactive-dev-session=false',
+    ...(options.cron ? ['--test-scheduled'] : []),
   ]
   for (const [name, value] of Object.entries(vars)) args.push('--var', `${name}:${value}`)
   let output = ''
@@ -49,6 +64,21 @@ export async function startLocalWorker(vars: Record<string, string>): Promise<Lo
     url,
     port,
     output: () => output,
+    async runCron() {
+      const response = await fetch(`${url}/__scheduled?cron=${encodeURIComponent('* * * * *')}`)
+      await response.text()
+      if (!response.ok) throw new Error(`the cron trigger answered ${response.status}`)
+    },
+    kill() {
+      if (child.pid && child.exitCode === null) {
+        try {
+          process.kill(-child.pid, 'SIGKILL')
+        } catch {
+          // already gone
+        }
+      }
+      rmSync(state, { recursive: true, force: true })
+    },
     async stop() {
       if (child.pid && child.exitCode === null) {
         process.kill(-child.pid, 'SIGTERM')
