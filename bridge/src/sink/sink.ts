@@ -47,7 +47,6 @@ type Item = {
   delivery: Delivery
   /** A last-resort marker was sent; a refusal of it cannot be answered by another marker. */
   minimal: boolean
-  withdrawn: boolean
   resolve: (delivery: Delivery) => void
 }
 
@@ -111,10 +110,10 @@ export class Sink {
     if (!signal) return all
     return new Promise<Delivery[]>((resolve, reject) => {
       const withdraw = () => {
-        for (const item of items) item.withdrawn = true
         // Events not on their way yet leave the queue; those in a request finish it, unheard.
+        const ours = new Set(items)
         for (let index = this.#pending.length - 1; index >= 0; index -= 1) {
-          if (this.#pending[index]?.withdrawn) this.#pending.splice(index, 1)
+          if (ours.has(this.#pending[index] as Item)) this.#pending.splice(index, 1)
         }
         reject(signal.reason)
       }
@@ -140,8 +139,9 @@ export class Sink {
   /** The event as it will travel: wire-safe, or a marker when it cannot fit or would not pass the route's schema. */
   #prepare(original: InboundEvent, keptAt: string | undefined, since: number, resolve: Item['resolve']): Item {
     let event = wireSafe(original)
+    let size = wireSize(event)
     let delivery: Delivery = { as: 'event' }
-    if (wireSize(event) > INBOUND_EVENT_MAX_BYTES) {
+    if (size > INBOUND_EVENT_MAX_BYTES) {
       event = markerFor(original, 'payload-too-large', { keptAt })
       delivery = { as: 'marker', marker: 'payload-too-large' }
     } else {
@@ -153,18 +153,11 @@ export class Sink {
         delivery = { as: 'marker', marker: 'rejected-by-ingest' }
       }
     }
-    if (delivery.as === 'marker') this.#metrics.markers.inc({ marker: delivery.marker })
-    return {
-      event,
-      original,
-      keptAt,
-      size: wireSize(event),
-      since,
-      delivery,
-      minimal: false,
-      withdrawn: false,
-      resolve,
+    if (delivery.as === 'marker') {
+      this.#metrics.markers.inc({ marker: delivery.marker })
+      size = wireSize(event)
     }
+    return { event, original, keptAt, size, since, delivery, minimal: false, resolve }
   }
 
   #schedule(): void {

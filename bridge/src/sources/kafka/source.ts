@@ -67,7 +67,7 @@ export class KafkaSource {
       }
       // kafkajs restarts only after retriable errors; after any other it has disconnected for good.
       this.#log.error({ error: payload.error }, 'source:crashed; kafkajs gave up on the consumer: starting it again')
-      if (!this.#stop.signal.aborted) this.#running = this.#restart()
+      void this.#restart()
     })
     metrics.sourceUp.set({ source: 'kafka' }, 0)
   }
@@ -85,13 +85,14 @@ export class KafkaSource {
   async #restart(): Promise<void> {
     this.#crashes += 1
     await sleep(backoffMs(this.#crashes, 1000), this.#stop.signal)
-    await this.#start().catch((error) => this.#log.error({ error }, 'kafka source stopped'))
+    if (!this.#stop.signal.aborted) this.start()
   }
 
   /**
    * Connects, subscribes and runs, retrying with backoff: a broker that is down
    * or topics that do not exist yet (auto-created on the first metadata
-   * request) never stop the source. Once running, kafkajs restarts it itself.
+   * request) never stop the source. Once running, kafkajs restarts it after a
+   * retriable error, and the CRASH handler after any other.
    */
   async #start(): Promise<void> {
     for (let attempt = 0; !this.#stop.signal.aborted; attempt += 1) {

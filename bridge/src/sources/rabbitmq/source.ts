@@ -4,7 +4,8 @@ import type { InboundEvent } from '../../../../src/contracts/index.ts'
 import type { BridgeConfig } from '../../config.ts'
 import type { Metrics } from '../../metrics.ts'
 import { backoffMs, sleep } from '../../sink/backoff.ts'
-import type { Delivery, Sink } from '../../sink/sink.ts'
+import type { MarkerKind } from '../../sink/marker.ts'
+import type { Sink } from '../../sink/sink.ts'
 import { sha256Hex } from '../../sink/wire.ts'
 import { payloadOf, stringHeaders } from '../payload.ts'
 import { contentTypeOf, keepRawBodies } from './raw-body.ts'
@@ -148,7 +149,7 @@ export class RabbitSource {
         keptAt: `rabbitmq:${this.#config.RABBITMQ_DLQ}`,
       })
       // The marker is with the Worker; the original goes to the dead-letter queue before the ack.
-      if (delivery?.as === 'marker') await this.#keepInDeadLetterQueue(message, bytes, delivery)
+      if (delivery?.as === 'marker') await this.#keepInDeadLetterQueue(message, bytes, delivery.marker)
       return ConsumerStatus.ACK
     } catch (error) {
       // Nothing here should throw; if it does, the message goes back to the queue, not away.
@@ -158,10 +159,17 @@ export class RabbitSource {
     }
   }
 
-  /** Publishes the original, bytes and properties as they came, to the dead-letter queue, until the broker confirms. */
-  async #keepInDeadLetterQueue(message: AsyncMessage, bytes: Buffer, delivery: Delivery): Promise<void> {
+  /**
+   * Publishes the original, bytes and properties as they came, to the
+   * dead-letter queue, until the broker confirms. After three refusals the
+   * original headers are left out (one the broker cannot take must not hold
+   * the message forever); the body never is. Stopping gives up: the message
+   * is requeued.
+   */
+  async #keepInDeadLetterQueue(message: AsyncMessage, bytes: Buffer, marker: MarkerKind): Promise<void> {
     const queue = this.#config.RABBITMQ_DLQ
     for (let attempt = 0; ; attempt += 1) {
+      if (this.#stopping) throw new Error('stopping before the original was kept; it goes back to the queue')
       try {
         await this.#dlq.send(
           {
@@ -175,8 +183,8 @@ export class RabbitSource {
             contentEncoding: message.contentEncoding,
             timestamp: message.timestamp,
             headers: {
-              ...message.headers,
-              'x-notify-edge-marker': delivery.as === 'marker' ? delivery.marker : 'none',
+              ...(attempt < 3 ? message.headers : {}),
+              'x-notify-edge-marker': marker,
               'x-notify-edge-origin': `rabbitmq:${message.exchange || '(default)'}/${message.routingKey}`,
             },
           },
