@@ -27,7 +27,7 @@ import postgres from 'postgres'
 import { Connection } from 'rabbitmq-client'
 import { renderTable } from '../bin/table.ts'
 import { migratePostgres } from '../bridge/src/migrate.ts'
-import { startBridge, waitFor } from '../bridge/test/helpers.ts'
+import { leakedLines, startBridge, waitFor } from '../bridge/test/helpers.ts'
 import {
   deadLetterOf,
   type HostileRecord,
@@ -500,6 +500,8 @@ const result = {
   provider_transient_failures: providerFailures,
   provider_slow_sends: slowSends,
   cron_runs: cronRuns,
+  // What the bridge and wrangler printed, scanned like the Worker's test logs.
+  log_lines_leaking_personal_data: leakedLines().length,
 }
 writeFileSync('chaos-results.json', `${JSON.stringify(result, null, 2)}\n`)
 console.log(
@@ -535,5 +537,6 @@ const ok =
   stalled.length === 0 &&
   bytesAltered === 0 &&
   hostileWrong.length === 0 &&
-  idleInTransactionSeen === 0
+  idleInTransactionSeen === 0 &&
+  result.log_lines_leaking_personal_data === 0
 process.exit(ok ? 0 : 1)

@@ -6,7 +6,7 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { freePort, waitFor } from '../bridge/test/helpers.ts'
+import { freePort, waitFor, watchOutput } from '../bridge/test/helpers.ts'
 
 /** A running local Worker. */
 export type LocalWorker = {
@@ -58,6 +58,7 @@ export async function startLocalWorker(
   child.stderr?.on('data', (chunk) => {
     output += chunk
   })
+  watchOutput(`wrangler dev ${port}`, () => output)
   const url = `http://127.0.0.1:${port}`
   await waitFor(async () => ((await fetch(`${url}/healthz`)).ok ? true : undefined), `wrangler dev on ${port}`, 120_000)
   return {

@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { commaList, Locale, TimeZone } from './contracts/fields.ts'
 import { ApiError } from './errors.ts'
+import type { TemplateLimits } from './templates/render.ts'
 
 const DelayList = z
   .string()
@@ -73,6 +74,22 @@ const ConfigSchema = z
     DISPATCH_LEASE_SECONDS: Seconds.min(3).default(120),
     /** How far past due a pending notification must be before the cron re-enqueues it. @defaultValue 120 */
     STUCK_GRACE_SECONDS: Seconds.default(120),
+    /** Characters of Liquid source parsed per template part. @defaultValue 200000 */
+    TEMPLATE_PARSE_LIMIT: z.coerce.number().int().min(1000).default(200_000),
+    /**
+     * Milliseconds of rendering per template part, checked between template nodes. Deployed on
+     * Cloudflare the clock advances only on I/O, so a render (no I/O) never sees it move: there
+     * the memory and output limits are what stop a runaway template; locally it applies.
+     * @defaultValue 500
+     */
+    TEMPLATE_RENDER_LIMIT_MS: z.coerce.number().int().min(10).default(500),
+    /** Allocation units per template part: loop iterations, range sizes, strings built by filters. @defaultValue 1000000 */
+    TEMPLATE_MEMORY_LIMIT: z.coerce.number().int().min(10_000).default(1_000_000),
+    /**
+     * UTF-8 bytes of a rendered text or HTML part: the notification row (three parts) and the
+     * raw MIME kept beside it must stay well inside D1's 2 MB row. @defaultValue 200000
+     */
+    TEMPLATE_OUTPUT_LIMIT_BYTES: z.coerce.number().int().min(10_000).max(400_000).default(200_000),
   })
   .refine((config) => config.INGEST_TOKEN !== config.ADMIN_TOKEN, {
     path: ['ADMIN_TOKEN'],
@@ -87,6 +104,8 @@ const ConfigSchema = z
 export type Config = z.infer<typeof ConfigSchema> & {
   /** Attempts before a retryable failure is dead-lettered: one more than the delays. */
   maxAttempts: number
+  /** The TEMPLATE_* limits, as the renderer takes them. */
+  templateLimits: TemplateLimits
 }
 
 const parsed = new WeakMap<object, Config>()
@@ -103,7 +122,17 @@ export function configOf(env: Env): Config {
     const names = result.error.issues.map((issue) => `${issue.path.join('.')} (${issue.message})`).join(', ')
     throw new ApiError('CONFIG_INVALID', `Worker configuration is invalid: ${names}`)
   }
-  const config = { ...result.data, maxAttempts: result.data.RETRY_DELAYS_SECONDS.length + 1 }
+  const data = result.data
+  const config = {
+    ...data,
+    maxAttempts: data.RETRY_DELAYS_SECONDS.length + 1,
+    templateLimits: {
+      parseChars: data.TEMPLATE_PARSE_LIMIT,
+      renderMs: data.TEMPLATE_RENDER_LIMIT_MS,
+      memory: data.TEMPLATE_MEMORY_LIMIT,
+      outputBytes: data.TEMPLATE_OUTPUT_LIMIT_BYTES,
+    },
+  }
   parsed.set(env, config)
   return config
 }

@@ -27,7 +27,8 @@ export const ERRORS = {
   },
   NTF_TEMPLATE_INVALID: {
     decision: 'dead-letter',
-    description: 'The active template failed to render (e.g. an unknown filter); fix it, then replay.',
+    description:
+      'The active template failed to render for this event: an unknown filter, or a TEMPLATE_* limit it broke (named in the error); fix it, then replay.',
   },
   NTF_CONTACT_NOT_FOUND: {
     decision: 'retry',
@@ -64,6 +65,10 @@ export const ERRORS = {
   INVALID_JSON: { status: 400, description: 'The request body is not JSON.' },
   INVALID_REQUEST: { status: 400, description: 'The request does not match its schema; `issues` names each field.' },
   PAYLOAD_TOO_LARGE: { status: 413, description: 'The request body, or one event in it, is larger than allowed.' },
+  UNSUPPORTED_MEDIA_TYPE: {
+    status: 415,
+    description: 'The request body is not `application/json` where the route takes JSON.',
+  },
   NOT_FOUND: { status: 404, description: 'No such route or resource.' },
   CONFLICT: {
     status: 409,

@@ -20,6 +20,7 @@ import {
   notificationsOf,
   seedContact,
 } from './helpers.ts'
+import { fetchWorker } from './worker-fetch.ts'
 
 const SEED = 20261129
 
@@ -144,7 +145,7 @@ describe('fuzzing', () => {
     const samples = fc.sample(requests, { numRuns: 1000, seed: SEED })
     const statuses = new Map<number, number>()
     for (const body of samples) {
-      const response = await exports.default.fetch('http://worker/v1/ingest', {
+      const response = await fetchWorker('/v1/ingest', {
         method: 'POST',
         headers: { authorization: `Bearer ${INGEST_TOKEN}`, 'content-type': 'application/json' },
         body,

@@ -3,6 +3,7 @@ import { env, exports } from 'cloudflare:workers'
 import { vi } from 'vitest'
 import type { InboundEvent } from '../src/contracts/index.ts'
 import worker from '../src/index.ts'
+import { fetchWorker } from './worker-fetch.ts'
 
 export const INGEST_TOKEN = 'test-ingest-token-0123456789'
 export const ADMIN_TOKEN = 'test-admin-token-0123456789'
@@ -94,7 +95,7 @@ export function freshInbound(name: string, mutate?: (value: Record<string, unkno
 export function postIngest(body: unknown, token: string | null = INGEST_TOKEN): Promise<Response> {
   const headers: Record<string, string> = { 'content-type': 'application/json' }
   if (token !== null) headers.authorization = `Bearer ${token}`
-  return exports.default.fetch('http://worker/v1/ingest', {
+  return fetchWorker('/v1/ingest', {
     method: 'POST',
     headers,
     body: typeof body === 'string' ? body : JSON.stringify(body),

@@ -2,6 +2,7 @@ import { env, exports } from 'cloudflare:workers'
 import { describe, expect, it, vi } from 'vitest'
 import { INBOUND_EVENT_MAX_BYTES, INGEST_MAX_BYTES } from '../src/contracts/index.ts'
 import { ADMIN_TOKEN, freshInbound, inbound, postIngest } from './helpers.ts'
+import { fetchWorker } from './worker-fetch.ts'
 
 async function errorOf(response: Response) {
   const body = (await response.json()) as { error: { code: string; message: string; issues?: { field: string }[] } }
@@ -90,15 +91,15 @@ describe('POST /v1/ingest', () => {
   })
 
   it('sets secure headers and answers unknown routes with a coded 404', async () => {
-    const health = await exports.default.fetch('http://worker/healthz')
+    const health = await fetchWorker('/healthz')
     expect(health.status).toBe(200)
     expect(await health.json()).toEqual({ status: 'ok' })
     expect(health.headers.get('x-content-type-options')).toBe('nosniff')
-    const missing = await exports.default.fetch('http://worker/nothing')
+    const missing = await fetchWorker('/nothing')
     expect(missing.status).toBe(404)
     // Under /v1 a route is only told apart from a missing one with a valid token.
-    expect((await exports.default.fetch('http://worker/v1/nothing')).status).toBe(401)
-    const adminMissing = await exports.default.fetch('http://worker/v1/nothing', {
+    expect((await fetchWorker('/v1/nothing')).status).toBe(401)
+    const adminMissing = await fetchWorker('/v1/nothing', {
       headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
     })
     expect(adminMissing.status).toBe(404)

@@ -3,13 +3,14 @@ import { env, exports } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import worker from '../src/index.ts'
 import { ADMIN_TOKEN, deliver, eventually, freshInbound, guid, notificationsOf, sentMessagesOf } from './helpers.ts'
+import { fetchWorker } from './worker-fetch.ts'
 
 async function admin<T = Record<string, unknown>>(
   method: string,
   path: string,
   body?: unknown,
 ): Promise<{ status: number; body: T }> {
-  const response = await exports.default.fetch(`http://worker${path}`, {
+  const response = await fetchWorker(path, {
     method,
     headers: {
       authorization: `Bearer ${ADMIN_TOKEN}`,

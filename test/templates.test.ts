@@ -1,5 +1,6 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
+import { configOf } from '../src/config.ts'
 import { scheduleFor } from '../src/materialize/plan.ts'
 import { quietHoursEnd } from '../src/materialize/quiet-hours.ts'
 import { render } from '../src/templates/render.ts'
@@ -138,11 +139,12 @@ describe('templates', () => {
       textBody: '{{ price | money: "RUB" }} / {{ days | days }} / {{ title }}',
       htmlBody: '<p>{{ title }}</p>',
     }
-    const ru = render(template, { price: 45000, days: 14, title: 'A & <B>' }, 'ru-RU')
+    const limits = configOf(env).templateLimits
+    const ru = render(template, { price: 45000, days: 14, title: 'A & <B>' }, 'ru-RU', limits)
     expect(ru.text).toBe('45\u00a0000\u00a0₽ / 14 дней / A & <B>')
     expect(ru.subject).toBe('A & <B>')
     expect(ru.html).toBe('<p>A &amp; &lt;B&gt;</p>')
-    const en = render({ ...template, version: 2 }, { price: 45000, days: 1, title: 't' }, 'en')
+    const en = render({ ...template, version: 2 }, { price: 45000, days: 1, title: 't' }, 'en', limits)
     expect(en.text).toBe('RUB\u00a045,000 / 1 day / t')
   })
 })

@@ -4,9 +4,33 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net'
 import postgres from 'postgres'
 import type { InboundEvent } from '../../src/contracts/index.ts'
+import { leaksIn } from '../../test/log-privacy.ts'
 import { migratePostgres } from '../src/migrate.ts'
 
 export const PG_ADMIN_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+
+const outputs: { name: string; read: () => string }[] = []
+
+/** Registers what a child process (the bridge, wrangler, the CLI) prints, for `assertNoLeaks`. */
+export function watchOutput(name: string, read: () => string): void {
+  outputs.push({ name, read })
+}
+
+/** Every line a watched child process printed that holds an e-mail address, a display name or a rejection reason. */
+export function leakedLines(): string[] {
+  return outputs.flatMap(({ name, read }) => leaksIn(read()).map((leak) => `${name}: ${leak}`))
+}
+
+/**
+ * Fails when anything a child process of this test file printed leaks
+ * personal data — the same scan the Worker's own log lines get.
+ */
+export function assertNoLeaks(): void {
+  const found = leakedLines()
+  if (found.length > 0) {
+    throw new Error(`${found.length} line(s) of child output leak personal data:\n${found.slice(0, 20).join('\n')}`)
+  }
+}
 
 /** Waits until `check` returns something other than undefined (polling; no fixed sleeps in assertions). */
 export async function waitFor<T>(
@@ -153,6 +177,7 @@ export async function startBridge(env: Record<string, string>) {
   child.stderr?.on('data', (chunk) => {
     output += chunk
   })
+  watchOutput(`bridge ${port}`, () => output)
   const exited = once(child, 'exit').then(([code, signal]) => ({
     code: code as number | null,
     signal: signal as string | null,

@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process'
 import { after, before, test } from 'node:test'
 import { type Admin, Kafka, logLevel, PartitionAssigners, Partitioners, type Producer } from 'kafkajs'
 import type { InboundEvent } from '../../src/contracts/index.ts'
-import { recordingSink, startBridge, waitFor } from './helpers.ts'
+import { assertNoLeaks, recordingSink, startBridge, waitFor } from './helpers.ts'
 
 const BROKERS = process.env.TEST_KAFKA_BROKERS ?? '127.0.0.1:9092'
 const kafka = new Kafka({ clientId: 'notify-edge-test', brokers: BROKERS.split(','), logLevel: logLevel.NOTHING })
@@ -243,3 +243,6 @@ test('a topic that does not exist yet when the bridge starts: it keeps trying, a
   await untilCommittedToEnd(topic, group)
   assert.deepEqual(new Set(sink.ids()), new Set(ids))
 })
+
+// Nothing the child processes of this file printed may carry personal data.
+after(() => assertNoLeaks())

@@ -6,7 +6,16 @@
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { after, test } from 'node:test'
-import { freePort, freshDatabase, recordingSink, startBridge, transferredCount, waitFor, writeRows } from './helpers.ts'
+import {
+  assertNoLeaks,
+  freePort,
+  freshDatabase,
+  recordingSink,
+  startBridge,
+  transferredCount,
+  waitFor,
+  writeRows,
+} from './helpers.ts'
 
 const cleanups: (() => Promise<unknown>)[] = []
 after(async () => {
@@ -237,3 +246,6 @@ test('npm run migrate:pg on a database that already holds the seed tables and ro
     await admin.end({ timeout: 1 })
   }
 })
+
+// Nothing the child processes of this file printed may carry personal data.
+after(() => assertNoLeaks())

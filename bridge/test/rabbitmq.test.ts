@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process'
 import { after, before, test } from 'node:test'
 import { Connection } from 'rabbitmq-client'
 import { INBOUND_EVENT_MAX_BYTES } from '../../src/contracts/index.ts'
-import { recordingSink, startBridge, waitFor } from './helpers.ts'
+import { assertNoLeaks, recordingSink, startBridge, waitFor } from './helpers.ts'
 
 const URL = process.env.TEST_RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672'
 const KEYS = ['notifications.email.response.created', 'notifications.email.invitation.created']
@@ -155,3 +155,6 @@ test('a message too large for a queue message sends its marker and is rejected i
   }, 'the dead-lettered original')
   assert.equal(dead.messageId, id)
 })
+
+// Nothing the child processes of this file printed may carry personal data.
+after(() => assertNoLeaks())

@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net'
 import { Writable } from 'node:stream'
 import { after, test } from 'node:test'
 import { INBOUND_EVENT_MAX_BYTES, type InboundEvent } from '../../src/contracts/index.ts'
+import { leaksIn } from '../../test/log-privacy.ts'
 import { createLogger } from '../src/log.ts'
 import { createMetrics } from '../src/metrics.ts'
 import { Sink } from '../src/sink/sink.ts'
@@ -175,6 +176,16 @@ test('batches hold at most 100 events', async () => {
     250,
   )
   assert.ok(seen.every((request) => request.events.length <= 100))
+})
+
+test("the privacy scan of child output finds an address, a name and a reason, and leaves the sender's own domain alone", () => {
+  assert.equal(leaksIn('sent to anna.client@example.com').length, 1)
+  assert.equal(leaksIn('{"to":"Анна Клиент"}').length, 1)
+  assert.equal(leaksIn('reason: Фото нечитаемо').length, 1)
+  assert.deepEqual(
+    leaksIn('env.EMAIL_FROM ("notifications@notify-edge.example") Email: /tmp/abc@notify-edge.example.eml'),
+    [],
+  )
 })
 
 test('logs mask e-mail addresses and drop personal fields', () => {

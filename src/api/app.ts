@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi'
 import { bodyLimit } from 'hono/body-limit'
+import { HTTPException } from 'hono/http-exception'
 import { secureHeaders } from 'hono/secure-headers'
 import { IngestRequestSchema } from '../contracts/index.ts'
 import { type ApiCode, ApiError, type FieldIssue } from '../errors.ts'
@@ -72,8 +73,15 @@ app.openAPIRegistry.registerPath({
   responses: { 200: json(z.object({ status: z.literal('ok') }), 'Alive') },
 })
 
-app.doc('/openapi.json', {
-  openapi: '3.0.3',
+app.openAPIRegistry.registerPath({
+  method: 'get',
+  path: '/openapi.json',
+  summary: 'This document (OpenAPI 3.1)',
+  responses: { 200: json(z.object({ openapi: z.string() }).passthrough(), 'The OpenAPI document') },
+})
+
+app.doc31('/openapi.json', {
+  openapi: '3.1.0',
   info: {
     title: 'notify-edge',
     version: '0.1.0',
@@ -86,8 +94,30 @@ app.notFound((c) =>
   c.json<ErrorBody>({ error: { code: 'NOT_FOUND', message: `no route ${c.req.method} ${c.req.path}` } }, 404),
 )
 
+/**
+ * What Hono's own middleware throws (the validators' 400 for malformed JSON,
+ * the media-type gate's 415) as our coded errors, naming the part of the
+ * request at fault.
+ */
+function fromHttpException(error: HTTPException): ApiError {
+  if (error.status === 415) {
+    return new ApiError('UNSUPPORTED_MEDIA_TYPE', 'send the body as application/json', [
+      { field: 'content-type', message: 'expected application/json' },
+    ])
+  }
+  if (error.status === 413) return new ApiError('PAYLOAD_TOO_LARGE', error.message)
+  if (error.status === 404) return new ApiError('NOT_FOUND', error.message)
+  if (error.status >= 400 && error.status < 500) {
+    return new ApiError('INVALID_JSON', error.message || 'the request body is not JSON', [
+      { field: 'body', message: error.message || 'not JSON' },
+    ])
+  }
+  return new ApiError('INTERNAL', 'unexpected error; see the Worker log')
+}
+
 // The one place where errors become answers; a 5xx never shows internals.
-app.onError((error, c) => {
+app.onError((raw, c) => {
+  const error = raw instanceof HTTPException ? fromHttpException(raw) : raw
   if (error instanceof ApiError) {
     const body: ErrorBody = { error: { code: error.code, message: error.message } }
     if (error.issues) body.error.issues = error.issues

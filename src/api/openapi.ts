@@ -37,6 +37,7 @@ const DESCRIPTIONS: Record<number, string> = {
   404: 'No such resource',
   409: 'Conflicts with the current state',
   413: 'Too large',
+  415: 'The body is not application/json',
   500: 'Unexpected error',
   503: 'A dependency is unavailable; try again',
 }
@@ -51,8 +52,11 @@ export function errors(...statuses: number[]) {
   )
 }
 
-/** Error responses every admin route can give. */
-export const ADMIN_ERRORS = [401, 403, 500] as const
+/** Error responses of a route that takes a JSON body: it is malformed or invalid (400), or not JSON (415). */
+export const BODY_ERRORS = [400, 415] as const
+
+/** Error responses every admin route can give (413: any request body over the operator limit). */
+export const ADMIN_ERRORS = [401, 403, 413, 500] as const
 
 /** The security requirement of admin routes. */
 export const ADMIN_SECURITY = [{ adminToken: [] }]

@@ -157,7 +157,7 @@ export async function planEvent(work: Work, context: BatchContext, config: Confi
       }
       let rendered: ReturnType<typeof render>
       try {
-        rendered = render(template, { ...intent.model, recipientName: name }, template.locale)
+        rendered = render(template, { ...intent.model, recipientName: name }, template.locale, config.templateLimits)
       } catch (cause) {
         return {
           type: 'fail',

@@ -1,4 +1,15 @@
-import { Liquid, type Template } from 'liquidjs'
+import {
+  Context,
+  type Emitter,
+  evalToken,
+  ForTag,
+  Liquid,
+  TablerowTag,
+  type Template,
+  TokenKind,
+  toValue,
+  toValueSync,
+} from 'liquidjs'
 
 /** A template as stored: Liquid sources of the three parts. */
 export type TemplateSource = {
@@ -14,6 +25,41 @@ export type TemplateSource = {
 /** The rendered parts of one message. */
 export type Rendered = { subject: string; text: string; html: string }
 
+/** A part of a template, by its field name. */
+export type Part = 'subject' | 'textBody' | 'htmlBody'
+
+/**
+ * How much one template may cost (the TEMPLATE_* variables). A template that
+ * needs more fails with the limit it broke: a 400 when it is saved or
+ * previewed, `NTF_TEMPLATE_INVALID` for the one event that makes it expensive.
+ */
+export type TemplateLimits = {
+  /** Characters of Liquid source parsed per part (LiquidJS `parseLimit`). */
+  parseChars: number
+  /** Milliseconds of rendering per part (LiquidJS `renderLimit`; see TEMPLATE_RENDER_LIMIT_MS in the README). */
+  renderMs: number
+  /** Allocation units per part: loop iterations, range sizes, strings built by filters (LiquidJS `memoryLimit`, plus loops). */
+  memory: number
+  /** UTF-8 bytes of a rendered text or HTML part; the subject holds at most SUBJECT_MAX_CHARS. */
+  outputBytes: number
+}
+
+/** Characters of a rendered subject (one header line, RFC 5322 allows 998). */
+export const SUBJECT_MAX_CHARS = 998
+
+/** Why a template could not be used, naming the part and, for a limit, which one. */
+export class TemplateError extends Error {
+  readonly part: Part
+  readonly limit: 'parse' | 'render time' | 'memory' | 'output' | undefined
+
+  constructor(part: Part, message: string, limit?: TemplateError['limit']) {
+    super(message)
+    this.name = 'TemplateError'
+    this.part = part
+    this.limit = limit
+  }
+}
+
 const DAY_WORDS: Record<string, Partial<Record<Intl.LDMLPluralRule, string>>> = {
   ru: { one: 'день', few: 'дня', many: 'дней', other: 'дня' },
   en: { one: 'day', other: 'days' },
@@ -24,12 +70,39 @@ function localeOf(scope: { getSync(paths: string[]): unknown }): string {
   return typeof locale === 'string' ? locale : 'ru'
 }
 
-function createEngine(escapeHtml: boolean): Liquid {
+/** What a loop walks, in allocation units: a range is charged by LiquidJS already. */
+function sizeOf(value: unknown): number {
+  if (Array.isArray(value)) return value.length
+  if (typeof value === 'string') return 1
+  if (typeof value === 'object' && value !== null) return Object.keys(value).length
+  return 0
+}
+
+/**
+ * A loop tag that charges what it walks to the memory limit before it walks
+ * it, so that nested loops over an event's data are bounded like ranges are.
+ */
+function charged<T extends typeof ForTag | typeof TablerowTag>(Base: T): T {
+  const Loop = Base as unknown as typeof ForTag
+  return class extends Loop {
+    override *render(context: Context, emitter: Emitter): Generator<unknown, void | string, Template[]> {
+      if (this.collection.kind !== TokenKind.Range) {
+        context.memoryLimit.use(sizeOf(yield evalToken(this.collection, context)))
+      }
+      return yield* super.render(context, emitter)
+    }
+  } as unknown as T
+}
+
+function createEngine(escapeHtml: boolean, parseLimit: number): Liquid {
   const engine = new Liquid({
     ...(escapeHtml ? { outputEscape: 'escape' as const } : {}),
     strictFilters: true,
     ownPropertyOnly: true,
+    parseLimit,
   })
+  engine.registerTag('for', charged(ForTag))
+  engine.registerTag('tablerow', charged(TablerowTag))
   /** `{{ 45000 | money: 'RUB' }}` → `45 000 ₽` in Russian, `RUB 45,000` in English. */
   engine.registerFilter('money', function (value: unknown, currency: unknown) {
     const amount = typeof value === 'number' ? value : Number(value)
@@ -51,43 +124,157 @@ function createEngine(escapeHtml: boolean): Liquid {
   return engine
 }
 
-// Subject and text are plain text; only the HTML part escapes every value.
-const plain = createEngine(false)
-const html = createEngine(true)
+/**
+ * Collects rendered output and stops the render as soon as it exceeds its
+ * cap, so a loop that prints a little many times fails early instead of
+ * building hundreds of megabytes first. UTF-16 units never outnumber UTF-8
+ * bytes, so stopping on units is safe; the exact bytes are checked after.
+ */
+class CappedEmitter implements Emitter {
+  buffer = ''
+  readonly #cap: number
 
-type Parsed = { subject: Template[]; text: Template[]; html: Template[] }
+  constructor(cap: number) {
+    this.#cap = cap
+  }
+
+  write(html: unknown): void {
+    const value = toValue(html)
+    this.buffer += Array.isArray(value) ? value.join('') : value === null || value === undefined ? '' : String(value)
+    if (this.buffer.length > this.#cap) throw new OutputLimit()
+  }
+}
+
+class OutputLimit extends Error {}
+
+// Subject and text are plain text; only the HTML part escapes every value.
+const engines = new Map<number, { plain: Liquid; html: Liquid }>()
+
+function enginesFor(parseLimit: number) {
+  let pair = engines.get(parseLimit)
+  if (!pair) {
+    pair = { plain: createEngine(false, parseLimit), html: createEngine(true, parseLimit) }
+    engines.set(parseLimit, pair)
+  }
+  return pair
+}
+
+type Parsed = Record<Part, Template[]>
 const cache = new Map<string, Parsed>()
 const CACHE_LIMIT = 500
 
-/** Parses the three parts; throws LiquidJS's error (with line and column) on bad syntax. */
-export function parseTemplate(source: Pick<TemplateSource, 'subject' | 'textBody' | 'htmlBody'>): Parsed {
-  return { subject: plain.parse(source.subject), text: plain.parse(source.textBody), html: html.parse(source.htmlBody) }
+const LIMIT_OF: [RegExp, TemplateError['limit']][] = [
+  [/parse length limit exceeded/, 'parse'],
+  [/template render limit exceeded/, 'render time'],
+  [/memory alloc limit exceeded/, 'memory'],
+]
+
+/** LiquidJS's error for one part, as a TemplateError that names the part and the limit it broke. */
+function templateError(part: Part, error: unknown, limits: TemplateLimits): TemplateError {
+  if (error instanceof TemplateError) return error
+  // LiquidJS wraps what a tag's render throws (our OutputLimit among them) in its RenderError.
+  for (let cause: unknown = error; cause; cause = (cause as { originalError?: unknown }).originalError) {
+    if (cause instanceof OutputLimit) return outputError(part, limits)
+  }
+  const message = error instanceof Error ? error.message : String(error)
+  const limit = LIMIT_OF.find(([pattern]) => pattern.test(message))?.[1]
+  if (limit === 'parse') {
+    return new TemplateError(
+      part,
+      `${part} is longer than the parse limit of ${limits.parseChars} characters (TEMPLATE_PARSE_LIMIT)`,
+      limit,
+    )
+  }
+  if (limit === 'render time') {
+    return new TemplateError(
+      part,
+      `${part} took longer than the render limit of ${limits.renderMs} ms (TEMPLATE_RENDER_LIMIT_MS)`,
+      limit,
+    )
+  }
+  if (limit === 'memory') {
+    return new TemplateError(
+      part,
+      `${part} needs more than the memory limit of ${limits.memory} units — loop iterations, ranges, built strings (TEMPLATE_MEMORY_LIMIT)`,
+      limit,
+    )
+  }
+  return new TemplateError(part, message)
+}
+
+function outputError(part: Part, limits: TemplateLimits): TemplateError {
+  return part === 'subject'
+    ? new TemplateError(part, `the rendered subject is longer than ${SUBJECT_MAX_CHARS} characters`, 'output')
+    : new TemplateError(
+        part,
+        `the rendered ${part} is larger than the output limit of ${limits.outputBytes} bytes (TEMPLATE_OUTPUT_LIMIT_BYTES)`,
+        'output',
+      )
+}
+
+/** Parses the three parts; throws a TemplateError naming the part (LiquidJS's line and column, or the parse limit). */
+export function parseTemplate(source: Pick<TemplateSource, Part>, limits: TemplateLimits): Parsed {
+  const { plain, html } = enginesFor(limits.parseChars)
+  const parse = (part: Part, engine: Liquid) => {
+    try {
+      return engine.parse(source[part])
+    } catch (error) {
+      throw templateError(part, error, limits)
+    }
+  }
+  return { subject: parse('subject', plain), textBody: parse('textBody', plain), htmlBody: parse('htmlBody', html) }
 }
 
 /**
- * Renders a template with `model` (plus `locale`). Parsed templates are cached
- * per (kind, locale, channel, version): a version is immutable once saved;
- * `cache: false` is for drafts (previews), which have no version yet.
+ * Renders a template with `model` (plus `locale`) within `limits`; throws a
+ * TemplateError naming the part and the limit it broke. Parsed templates are
+ * cached per (kind, locale, channel, version) and limits: a version is
+ * immutable once saved; `cache: false` is for drafts (previews), which have
+ * no version yet.
  */
 export function render(
   source: TemplateSource,
   model: Record<string, unknown>,
   locale: string,
+  limits: TemplateLimits,
   options: { cache?: boolean } = {},
 ): Rendered {
-  const key = `${source.kind}|${source.locale}|${source.channel}|${source.version}`
+  const key = `${source.kind}|${source.locale}|${source.channel}|${source.version}|${limits.parseChars}`
   let parsed = options.cache === false ? undefined : cache.get(key)
   if (!parsed) {
-    parsed = parseTemplate(source)
+    parsed = parseTemplate(source, limits)
     if (options.cache !== false) {
       if (cache.size >= CACHE_LIMIT) cache.clear()
       cache.set(key, parsed)
     }
   }
+  const { plain, html } = enginesFor(limits.parseChars)
   const scope = { ...model, locale }
+  const part = (name: Part, engine: Liquid, cap: number): string => {
+    const emitter = new CappedEmitter(cap)
+    try {
+      const context = new Context(scope, engine.options, {
+        sync: true,
+        memoryLimit: limits.memory,
+        renderLimit: limits.renderMs,
+      })
+      toValueSync(engine.renderer.renderTemplates(parsed[name], context, emitter))
+    } catch (error) {
+      throw templateError(name, error, limits)
+    }
+    if (name !== 'subject' && new TextEncoder().encode(emitter.buffer).byteLength > limits.outputBytes) {
+      throw outputError(name, limits)
+    }
+    return emitter.buffer
+  }
+  // The subject is one header line: its whitespace collapses, and it is capped in characters.
+  const subject = part('subject', plain, Math.max(SUBJECT_MAX_CHARS * 8, 8192))
+    .replace(/\s+/g, ' ')
+    .trim()
+  if (subject.length > SUBJECT_MAX_CHARS) throw outputError('subject', limits)
   return {
-    subject: (plain.renderSync(parsed.subject, scope) as string).replace(/\s+/g, ' ').trim(),
-    text: plain.renderSync(parsed.text, scope) as string,
-    html: html.renderSync(parsed.html, scope) as string,
+    subject,
+    text: part('textBody', plain, limits.outputBytes),
+    html: part('htmlBody', html, limits.outputBytes),
   }
 }

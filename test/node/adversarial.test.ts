@@ -14,7 +14,7 @@ import { type Admin, Kafka, logLevel, Partitioners, type Producer } from 'kafkaj
 import postgres from 'postgres'
 import { Connection, type Publisher } from 'rabbitmq-client'
 import { migratePostgres } from '../../bridge/src/migrate.ts'
-import { startBridge, waitFor } from '../../bridge/test/helpers.ts'
+import { assertNoLeaks, startBridge, waitFor } from '../../bridge/test/helpers.ts'
 import {
   deadLetterOf,
   type HostileRecord,
@@ -187,3 +187,6 @@ for (const source of ['postgres', 'rabbitmq', 'kafka'] as const) {
     }
   })
 }
+
+// Nothing the child processes of this file printed may carry personal data.
+after(() => assertNoLeaks())

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
 import { after, before, test } from 'node:test'
 import { promisify } from 'node:util'
-import { waitFor } from '../../bridge/test/helpers.ts'
+import { assertNoLeaks, waitFor, watchOutput } from '../../bridge/test/helpers.ts'
 import { type LocalWorker, startLocalWorker } from '../../scripts/local-worker.ts'
 
 const run = promisify(execFile)
@@ -24,10 +24,14 @@ async function api(method: string, path: string, token: string, body?: unknown) 
   return { status: response.status, body: (await response.json()) as Record<string, unknown> }
 }
 
+let printed = ''
+watchOutput('the CLI', () => printed)
+
 async function cli(...args: string[]): Promise<string> {
-  const { stdout } = await run(process.execPath, ['bin/notify-edge.ts', ...args], {
+  const { stdout, stderr } = await run(process.execPath, ['bin/notify-edge.ts', ...args], {
     env: { ...process.env, NOTIFY_EDGE_URL: URL_BASE, NOTIFY_EDGE_TOKEN: ADMIN },
   })
+  printed += stdout + stderr
   return stdout
 }
 
@@ -36,7 +40,10 @@ before(async () => {
   URL_BASE = worker.url
 })
 
-after(() => worker?.stop())
+after(async () => {
+  await worker?.stop()
+  assertNoLeaks()
+})
 
 test('dlq list shows a dead-lettered event; replay after its cause is fixed sends the email; events show tells the story', async () => {
   const owner = crypto.randomUUID()

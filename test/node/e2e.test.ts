@@ -12,7 +12,7 @@ import { Kafka, logLevel, Partitioners } from 'kafkajs'
 import postgres from 'postgres'
 import { Connection } from 'rabbitmq-client'
 import { migratePostgres } from '../../bridge/src/migrate.ts'
-import { startBridge, waitFor } from '../../bridge/test/helpers.ts'
+import { assertNoLeaks, startBridge, waitFor } from '../../bridge/test/helpers.ts'
 import { collectOutcomes, type Endpoints, sendSamples } from '../../scripts/demo-lib.ts'
 import { type LocalWorker, startLocalWorker } from '../../scripts/local-worker.ts'
 
@@ -199,3 +199,6 @@ test('a dead letter whose cause is fixed (a missing template) is replayed and th
     'the email after the replay',
   )
 })
+
+// Nothing the child processes of this file printed may carry personal data.
+after(() => assertNoLeaks())

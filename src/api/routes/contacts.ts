@@ -3,7 +3,7 @@ import { Id, Locale, TimeZone } from '../../contracts/fields.ts'
 import { ApiError } from '../../errors.ts'
 import { type ContactRow, contactFromRow } from '../../materialize/context.ts'
 import { upsertContact } from '../../materialize/write.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
+import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json } from '../openapi.ts'
 
 const UserParam = z.object({ userId: Id.openapi({ param: { name: 'userId', in: 'path' } }) })
 const Contact = z
@@ -44,6 +44,7 @@ const put = createRoute({
   request: {
     params: UserParam,
     body: {
+      required: true,
       content: {
         'application/json': {
           schema: z.object({
@@ -57,7 +58,7 @@ const put = createRoute({
       },
     },
   },
-  responses: { 200: json(Contact, 'Saved'), ...errors(400, 409, ...ADMIN_ERRORS) },
+  responses: { 200: json(Contact, 'Saved'), ...errors(...BODY_ERRORS, 409, ...ADMIN_ERRORS) },
 })
 
 const remove = createRoute({

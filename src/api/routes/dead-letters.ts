@@ -10,7 +10,7 @@ import {
 import { replayDeadLetters } from '../../dead-letters/replay.ts'
 import { ApiError } from '../../errors.ts'
 import { loggerFor } from '../../log.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
+import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json } from '../openapi.ts'
 
 const Status = z.enum(['open', 'replayed', 'discarded'])
 const Iso = z.iso.datetime({ offset: true })
@@ -114,7 +114,7 @@ const show = createRoute({
   summary: 'One dead letter: original body and headers, attempts, error history',
   security: ADMIN_SECURITY,
   request: { params: IdParam },
-  responses: { 200: json(DeadLetter, 'The dead letter'), ...errors(404, ...ADMIN_ERRORS) },
+  responses: { 200: json(DeadLetter, 'The dead letter'), ...errors(400, 404, ...ADMIN_ERRORS) },
 })
 
 const ReplayResult = z
@@ -132,7 +132,7 @@ const replayOne = createRoute({
     'Marks the dead letter `replayed` and counts replays. An event processed since ends as a duplicate: no second email.',
   security: ADMIN_SECURITY,
   request: { params: IdParam },
-  responses: { 200: json(ReplayResult, 'Replayed'), ...errors(404, 409, 503, ...ADMIN_ERRORS) },
+  responses: { 200: json(ReplayResult, 'Replayed'), ...errors(400, 404, 409, 503, ...ADMIN_ERRORS) },
 })
 
 const discard = createRoute({
@@ -142,9 +142,12 @@ const discard = createRoute({
   security: ADMIN_SECURITY,
   request: {
     params: IdParam,
-    body: { content: { 'application/json': { schema: z.object({ reason: z.string().trim().min(1).max(1000) }) } } },
+    body: {
+      required: true,
+      content: { 'application/json': { schema: z.object({ reason: z.string().trim().min(1).max(1000) }) } },
+    },
   },
-  responses: { 200: json(DeadLetterSummary, 'Discarded'), ...errors(400, 404, ...ADMIN_ERRORS) },
+  responses: { 200: json(DeadLetterSummary, 'Discarded'), ...errors(...BODY_ERRORS, 404, ...ADMIN_ERRORS) },
 })
 
 const bulk = createRoute({
@@ -154,6 +157,7 @@ const bulk = createRoute({
   security: ADMIN_SECURITY,
   request: {
     body: {
+      required: true,
       content: {
         'application/json': {
           schema: Filters.extend({
@@ -169,7 +173,7 @@ const bulk = createRoute({
       ReplayResult.extend({ dryRun: z.boolean(), matched: z.array(DeadLetterSummary) }),
       'What was (or, with dryRun, would be) replayed',
     ),
-    ...errors(400, 503, ...ADMIN_ERRORS),
+    ...errors(...BODY_ERRORS, 503, ...ADMIN_ERRORS),
   },
 })
 
@@ -239,7 +243,8 @@ export const deadLetters = createRouter()
     ).all<DeadLetterSummaryRow>()
     const matched = results.map(summaryOf)
     if (dryRun) return c.json({ dryRun, matched, replayed: [], skipped: [] }, 200)
-    const full = await c.env.DB.batch(results.map((row) => getDeadLetter(c.env.DB, row.id)))
+    // Nothing matched: nothing to read (D1 refuses an empty batch) and nothing to replay.
+    const full = results.length > 0 ? await c.env.DB.batch(results.map((row) => getDeadLetter(c.env.DB, row.id))) : []
     const rows = full.flatMap((result) => (result.results ?? []) as { id: string; queue: string; body: string }[])
     return c.json({ dryRun, matched, ...(await replayOrUnavailable(c.env, rows)) }, 200)
   })

@@ -46,7 +46,7 @@ const show = createRoute({
         .openapi({ param: { name: 'eventId', in: 'path' } }),
     }),
   },
-  responses: { 200: json(EventStory, 'The event'), ...errors(404, ...ADMIN_ERRORS) },
+  responses: { 200: json(EventStory, 'The event'), ...errors(400, 404, ...ADMIN_ERRORS) },
 })
 
 /** `/v1/events`: "did Anna get the email about response X, and if not, why?" */

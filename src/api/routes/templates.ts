@@ -1,11 +1,18 @@
 import { createRoute, z } from '@hono/zod-openapi'
+import { configOf } from '../../config.ts'
 import { Locale } from '../../contracts/fields.ts'
 import { ApiError, type FieldIssue } from '../../errors.ts'
 import { KINDS, type Kind } from '../../materialize/kinds.ts'
 import { EXAMPLE_MODELS } from '../../templates/examples.ts'
-import { parseTemplate, render, type TemplateSource } from '../../templates/render.ts'
+import {
+  parseTemplate,
+  render,
+  TemplateError,
+  type TemplateLimits,
+  type TemplateSource,
+} from '../../templates/render.ts'
 import { activeTemplate, saveTemplate } from '../../templates/store.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
+import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json } from '../openapi.ts'
 
 const KindSchema = z.enum(KINDS)
 const Key = z.object({
@@ -42,10 +49,10 @@ const put = createRoute({
   summary: 'Save a new active version',
   description: "Rejects Liquid syntax errors, and renders the kind's example payload before saving.",
   security: ADMIN_SECURITY,
-  request: { params: Key, body: { content: { 'application/json': { schema: Parts } } } },
+  request: { params: Key, body: { required: true, content: { 'application/json': { schema: Parts } } } },
   responses: {
     200: json(Template.extend({ preview: Rendered }), 'Saved and active'),
-    ...errors(400, 409, ...ADMIN_ERRORS),
+    ...errors(...BODY_ERRORS, 409, ...ADMIN_ERRORS),
   },
 })
 
@@ -58,6 +65,7 @@ const preview = createRoute({
   security: ADMIN_SECURITY,
   request: {
     body: {
+      required: true,
       content: {
         'application/json': {
           schema: Parts.partial().extend({
@@ -70,26 +78,33 @@ const preview = createRoute({
       },
     },
   },
-  responses: { 200: json(Rendered, 'Rendered'), ...errors(400, 404, ...ADMIN_ERRORS) },
+  responses: { 200: json(Rendered, 'Rendered'), ...errors(...BODY_ERRORS, 404, ...ADMIN_ERRORS) },
 })
 
-/** Parses and renders, or throws INVALID_REQUEST naming the part and LiquidJS's line and column. */
-function tryRender(source: TemplateSource, model: Record<string, unknown>) {
+/**
+ * Parses and renders within the configured limits, or throws INVALID_REQUEST
+ * naming each part that does not parse (with LiquidJS's line and column), or
+ * the part that fails to render or breaks a limit (and which limit).
+ */
+function tryRender(source: TemplateSource, model: Record<string, unknown>, limits: TemplateLimits) {
   const issues: FieldIssue[] = []
   for (const field of ['subject', 'textBody', 'htmlBody'] as const) {
     try {
-      parseTemplate({ subject: 'x', textBody: 'x', htmlBody: 'x', [field]: source[field] })
+      parseTemplate({ subject: 'x', textBody: 'x', htmlBody: 'x', [field]: source[field] }, limits)
     } catch (error) {
-      issues.push({ field, message: `Liquid syntax error: ${(error as Error).message}` })
+      const message = (error as Error).message
+      issues.push({ field, message: (error as TemplateError).limit ? message : `Liquid syntax error: ${message}` })
     }
   }
   if (issues.length > 0) throw new ApiError('INVALID_REQUEST', 'the template does not parse', issues)
   try {
     // A draft is not a saved version: never cached.
-    return render(source, model, source.locale, { cache: false })
+    return render(source, model, source.locale, limits, { cache: false })
   } catch (error) {
-    throw new ApiError('INVALID_REQUEST', 'the template does not render', [
-      { field: 'template', message: `render error: ${(error as Error).message}` },
+    if (!(error instanceof TemplateError)) throw error
+    const broke = error.limit ? `breaks the ${error.limit} limit` : 'does not render'
+    throw new ApiError('INVALID_REQUEST', `the template ${broke}`, [
+      { field: error.part, message: error.limit ? error.message : `render error: ${error.message}` },
     ])
   }
 }
@@ -105,7 +120,11 @@ export const templates = createRouter()
   .openapi(put, async (c) => {
     const { kind, locale, channel } = c.req.valid('param')
     const parts = c.req.valid('json')
-    const preview = tryRender({ kind, locale, channel, version: 0, ...parts }, EXAMPLE_MODELS[kind])
+    const preview = tryRender(
+      { kind, locale, channel, version: 0, ...parts },
+      EXAMPLE_MODELS[kind],
+      configOf(c.env).templateLimits,
+    )
     const now = new Date().toISOString()
     let version: number
     try {
@@ -136,5 +155,5 @@ export const templates = createRouter()
       if (!active) throw new ApiError('NOT_FOUND', `no active template for (${kind}, ${locale}, ${channel})`)
       source = { ...active, ...parts }
     }
-    return c.json(tryRender(source, model ?? EXAMPLE_MODELS[kind]), 200)
+    return c.json(tryRender(source, model ?? EXAMPLE_MODELS[kind], configOf(c.env).templateLimits), 200)
   })
