@@ -443,7 +443,7 @@ const deadLetters: { eventId: string | null; code: string }[] = []
 let cursor: string | null = null
 do {
   const page = (await (
-    await fetch(`${WORKER}/v1/dead-letters?limit=500${cursor ? `&cursor=${cursor}` : ''}`, {
+    await worker.request(`/v1/dead-letters?limit=500${cursor ? `&cursor=${cursor}` : ''}`, {
       headers: { authorization: `Bearer ${ADMIN}` },
     })
   ).json()) as { items: { eventId: string | null; code: string }[]; nextCursor: string | null }
@@ -460,7 +460,9 @@ progress('comparing dead letters with the published bytes…')
 let bytesAltered = 0
 const hostileWrong: string[] = []
 const letterOf = (lookup: string) =>
-  waitFor(() => deadLetterOf(WORKER, ADMIN, lookup), `the dead letter of ${lookup}`, 60_000).catch(() => undefined)
+  waitFor(() => deadLetterOf(worker.request, ADMIN, lookup), `the dead letter of ${lookup}`, 60_000).catch(
+    () => undefined,
+  )
 for (const poison of planned.filter((event) => !event.valid)) {
   const letter = await letterOf(poison.eventId)
   if (!letter?.bytes.equals(poison.bytes)) bytesAltered += 1

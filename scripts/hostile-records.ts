@@ -245,15 +245,16 @@ export type DeadLetterSeen = { id: string; code: string; origin: string; bytes: 
 
 /**
  * The first dead letter of the event or message `lookup` (`GET /v1/events/:id`),
- * with its body as bytes, or undefined while there is none.
+ * with its body as bytes, or undefined while there is none. `request` is the
+ * local Worker's checked fetch (LocalWorker#request).
  */
 export async function deadLetterOf(
-  workerUrl: string,
+  request: (path: string, init?: RequestInit) => Promise<Response>,
   adminToken: string,
   lookup: string,
 ): Promise<DeadLetterSeen | undefined> {
   const get = async (path: string) => {
-    const response = await fetch(`${workerUrl}${path}`, { headers: { authorization: `Bearer ${adminToken}` } })
+    const response = await request(path, { headers: { authorization: `Bearer ${adminToken}` } })
     return { status: response.status, body: (await response.json()) as Record<string, unknown> }
   }
   const story = await get(`/v1/events/${encodeURIComponent(lookup)}`)

@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { freePort, waitFor, watchOutput } from '../bridge/test/helpers.ts'
+import { type OpenApiDocument, openApiChecker } from '../test/openapi-check.ts'
 
 /** A running local Worker. */
 export type LocalWorker = {
@@ -18,6 +19,8 @@ export type LocalWorker = {
   stop: () => Promise<void>
   /** Kills it at once (for an `exit` handler: a harness that fails leaves nothing running). */
   kill: () => void
+  /** `fetch` of a path of its API; throws when the answer does not match its /openapi.json. */
+  request: (path: string, init?: RequestInit) => Promise<Response>
 }
 
 /**
@@ -60,11 +63,25 @@ export async function startLocalWorker(
   })
   watchOutput(`wrangler dev ${port}`, () => output)
   const url = `http://127.0.0.1:${port}`
+  let checker: ReturnType<typeof openApiChecker> | undefined
   await waitFor(async () => ((await fetch(`${url}/healthz`)).ok ? true : undefined), `wrangler dev on ${port}`, 120_000)
   return {
     url,
     port,
     output: () => output,
+    async request(path, init = {}) {
+      const response = await fetch(`${url}${path}`, init)
+      checker ??= openApiChecker((await (await fetch(`${url}/openapi.json`)).json()) as OpenApiDocument)
+      const problems = checker.check({
+        method: init.method ?? 'GET',
+        path: new URL(path, url).pathname,
+        status: response.status,
+        contentType: response.headers.get('content-type'),
+        body: await response.clone().text(),
+      })
+      if (problems.length > 0) throw new Error(`the answer does not match /openapi.json:\n${problems.join('\n')}`)
+      return response
+    },
     async runCron() {
       const response = await fetch(`${url}/__scheduled?cron=${encodeURIComponent('* * * * *')}`)
       await response.text()

@@ -131,7 +131,7 @@ async function publishAll(source: Source) {
 /** The dead letter of a record, once it is there. */
 function deadLetter(record: HostileRecord) {
   return until(
-    () => deadLetterOf(worker.url, ADMIN, record.lookup),
+    () => deadLetterOf(worker.request, ADMIN, record.lookup),
     `the dead letter of "${record.name}" (${record.source})`,
   )
 }

@@ -16,7 +16,7 @@ let worker: LocalWorker
 let URL_BASE = ''
 
 async function api(method: string, path: string, token: string, body?: unknown) {
-  const response = await fetch(`${URL_BASE}${path}`, {
+  const response = await worker.request(path, {
     method,
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),

@@ -39,7 +39,7 @@ let WORKER = ''
 const until = <T>(check: () => Promise<T | undefined>, what: string) => waitFor(check, what, 90_000)
 
 async function api(method: string, path: string, body?: unknown) {
-  const response = await fetch(`${WORKER}${path}`, {
+  const response = await worker.request(path, {
     method,
     headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
