@@ -1,5 +1,6 @@
+import { commaList } from '@notify-edge/contracts'
 import { z } from 'zod'
-import { commaList, Locale, TimeZone } from './contracts/fields.ts'
+import { Locale, TimeZone } from './contracts/fields.ts'
 import { ApiError } from './errors.ts'
 import type { TemplateLimits } from './templates/render.ts'
 

@@ -1,3 +1,5 @@
+import type { RefusalIssue } from '@notify-edge/contracts'
+
 /**
  * Every error code of notify-edge, in one table with what is done about it.
  *
@@ -97,12 +99,8 @@ export type PipelineCode = { [K in ErrorCode]: (typeof ERRORS)[K] extends { deci
 /** Codes the HTTP API answers with. */
 export type ApiCode = Exclude<ErrorCode, PipelineCode>
 
-/** One problem with a field, as the API and dead letters report it. */
-export type FieldIssue = {
-  /** Dotted path, e.g. `data.recipient.email` or `events[3].receivedAt`. */
-  field: string
-  message: string
-}
+/** One problem with a field, as the API and dead letters report it (`index`: the ingest event it is about). */
+export type FieldIssue = RefusalIssue
 
 /** An error that knows its pipeline code. Anything else thrown in a consumer counts as `NTF_UNEXPECTED`. */
 export class PipelineError extends Error {

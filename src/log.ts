@@ -6,6 +6,10 @@
  * field cannot leak an address, a display name or a rejection reason.
  */
 
+import { maskEmails } from '@notify-edge/contracts'
+
+export { maskEmails }
+
 type Level = 'debug' | 'info' | 'warn' | 'error'
 
 const LEVELS: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 }
@@ -22,13 +26,6 @@ const REDACTED_KEYS = new Set([
   'body',
   'authorization',
 ])
-
-const EMAIL = /[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}/g
-
-/** `anna.client@example.com` → `a***@example.com`. */
-export function maskEmails(text: string): string {
-  return text.replace(EMAIL, (address) => `${address[0]}***@${address.slice(address.indexOf('@') + 1)}`)
-}
 
 function scrub(value: unknown, depth = 0): unknown {
   if (typeof value === 'string') return maskEmails(value)

@@ -60,7 +60,7 @@ describe('POST /v1/ingest', () => {
     expect(response.status).toBe(400)
     const error = await errorOf(response)
     expect(error.code).toBe('INVALID_REQUEST')
-    expect(error.issues).toEqual([{ field: 'events[1].receivedAt', message: expect.any(String) }])
+    expect(error.issues).toEqual([{ field: 'events[1].receivedAt', message: expect.any(String), index: 1 }])
   })
 
   it('413 over 256 KB, and for one event too large for a queue message', async () => {
@@ -72,7 +72,10 @@ describe('POST /v1/ingest', () => {
     const bigEvent = inbound({ padding: 'x'.repeat(INBOUND_EVENT_MAX_BYTES) })
     const oversized = await postIngest({ events: [freshInbound('response.created'), bigEvent] })
     expect(oversized.status).toBe(413)
-    expect(await errorOf(oversized)).toMatchObject({ code: 'PAYLOAD_TOO_LARGE', issues: [{ field: 'events[1]' }] })
+    expect(await errorOf(oversized)).toMatchObject({
+      code: 'PAYLOAD_TOO_LARGE',
+      issues: [{ field: 'events[1]', index: 1 }],
+    })
   })
 
   it('202 only after the events are on the queue: they reach the consumer', async () => {

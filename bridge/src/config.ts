@@ -1,5 +1,5 @@
+import { commaList } from '@notify-edge/contracts'
 import { z } from 'zod'
-import { commaList } from '../../src/contracts/fields.ts'
 
 const Identifier = z.string().regex(/^[a-z_][a-z0-9_]*$/, 'a lower-case SQL identifier')
 const Milliseconds = z.coerce.number().int().positive()

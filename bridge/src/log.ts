@@ -1,5 +1,5 @@
+import { maskEmails } from '@notify-edge/contracts'
 import pino from 'pino'
-import { maskEmails } from '../../src/log.ts'
 
 /** Keys whose values never reach a log line. */
 const REDACTED = ['email', 'displayName', 'DisplayName', 'reason', 'Reason', 'body', 'authorization', 'password']

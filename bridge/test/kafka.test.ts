@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { after, before, test } from 'node:test'
+import type { InboundEvent } from '@notify-edge/contracts'
 import { type Admin, Kafka, logLevel, PartitionAssigners, Partitioners, type Producer } from 'kafkajs'
-import type { InboundEvent } from '../../src/contracts/index.ts'
 import { assertNoLeaks, recordingSink, startBridge, waitFor } from './helpers.ts'
 
 const BROKERS = process.env.TEST_KAFKA_BROKERS ?? '127.0.0.1:9092'

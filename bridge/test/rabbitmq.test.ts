@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { after, before, test } from 'node:test'
+import { INBOUND_EVENT_MAX_BYTES } from '@notify-edge/contracts'
 import { Connection } from 'rabbitmq-client'
-import { INBOUND_EVENT_MAX_BYTES } from '../../src/contracts/index.ts'
 import { assertNoLeaks, recordingSink, startBridge, waitFor } from './helpers.ts'
 
 const URL = process.env.TEST_RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672'

@@ -5,7 +5,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net'
 import { Writable } from 'node:stream'
 import { after, test } from 'node:test'
-import { INBOUND_EVENT_MAX_BYTES, type InboundEvent } from '../../src/contracts/index.ts'
+import { INBOUND_EVENT_MAX_BYTES, type InboundEvent } from '@notify-edge/contracts'
 import { leaksIn } from '../../test/log-privacy.ts'
 import { createLogger } from '../src/log.ts'
 import { createMetrics } from '../src/metrics.ts'
@@ -82,7 +82,7 @@ test('an event the route refuses by index is replaced by a marker; the others go
             error: {
               code: 'INVALID_REQUEST',
               message: 'bad',
-              issues: [{ field: 'events[1].receivedAt', message: 'Invalid ISO datetime' }],
+              issues: [{ index: 1, field: 'events[1].receivedAt', message: 'Invalid ISO datetime' }],
             },
           },
         }
@@ -119,7 +119,7 @@ test('a marker refused in its turn is replaced by a minimal one; a refused minim
   const refuse = (index: number) => ({
     status: 400,
     body: {
-      error: { code: 'INVALID_REQUEST', message: 'bad', issues: [{ field: `events[${index}]`, message: 'no' }] },
+      error: { code: 'INVALID_REQUEST', message: 'bad', issues: [{ index, field: `events[${index}]`, message: 'no' }] },
     },
   })
   const { sink, seen } = await server((events, request) =>

@@ -5,13 +5,13 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import fc from 'fast-check'
 import {
   INBOUND_EVENT_MAX_BYTES,
   type InboundEvent,
   InboundEventSchema,
   MarkerBodySchema,
-} from '../../src/contracts/index.ts'
+} from '@notify-edge/contracts'
+import fc from 'fast-check'
 import { markerFor } from '../src/sink/marker.ts'
 import { boundedId, HEADERS_CUT, wireSafe, wireSize } from '../src/sink/wire.ts'
 import { BASE64_HEADERS, payloadOf, stringHeaders } from '../src/sources/payload.ts'

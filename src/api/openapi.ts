@@ -1,5 +1,5 @@
 import { OpenAPIHono, z } from '@hono/zod-openapi'
-import { toFieldIssues } from '../contracts/issues.ts'
+import { type Refusal, toFieldIssues } from '@notify-edge/contracts'
 import { ApiError } from '../errors.ts'
 
 /** Hono environment of every route. */
@@ -19,16 +19,24 @@ export function createRouter(): OpenAPIHono<AppEnv> {
   })
 }
 
-/** `{error:{code,message,issues?}}`, the body of every non-2xx answer. */
+/** `{error:{code,message,issues?}}`, the body of every non-2xx answer (the contracts' refusal format). */
 export const ErrorSchema = z
   .object({
     error: z.object({
       code: z.string().openapi({ example: 'NOT_FOUND' }),
       message: z.string(),
-      issues: z.array(z.object({ field: z.string(), message: z.string() })).optional(),
+      issues: z
+        .array(
+          z.object({
+            field: z.string(),
+            message: z.string(),
+            index: z.number().int().nonnegative().optional().openapi({ description: 'the ingest event it is about' }),
+          }),
+        )
+        .optional(),
     }),
   })
-  .openapi('Error')
+  .openapi('Error') satisfies z.ZodType<Refusal>
 
 const DESCRIPTIONS: Record<number, string> = {
   400: 'Bad request: `issues` names each field',

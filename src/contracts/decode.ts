@@ -1,3 +1,4 @@
+import { describeIssues, type InboundEvent, MarkerBodySchema, toFieldIssues } from '@notify-edge/contracts'
 import type { FieldIssue, PipelineCode } from '../errors.ts'
 import {
   ARTHUNT_DATA_SCHEMAS,
@@ -8,8 +9,6 @@ import {
   type InvitationCreatedData,
   type ResponseCreatedData,
 } from './arthunt.ts'
-import { type InboundEvent, MarkerBodySchema } from './inbound.ts'
-import { describeIssues, toFieldIssues } from './issues.ts'
 import {
   type ContactUpserted,
   type PersonUpserted,

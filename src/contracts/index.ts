@@ -3,9 +3,8 @@
  * the bridge → Worker wire format, the events of the three seeds, and the
  * shape-based decoder.
  */
+
+export * from '@notify-edge/contracts'
 export * from './arthunt.ts'
 export * from './decode.ts'
-export * from './inbound.ts'
-export * from './issues.ts'
-export * from './limits.ts'
 export * from './pin.ts'

@@ -55,6 +55,7 @@ export const ingest = new Hono<{ Bindings: Env }>().post(
       const size = utf8Length(JSON.stringify(event))
       if (size > INBOUND_EVENT_MAX_BYTES) {
         oversized.push({
+          index,
           field: `events[${index}]`,
           message: `event is ${size} bytes; one queue message holds at most ${INBOUND_EVENT_MAX_BYTES}: send a payload-too-large marker instead`,
         })

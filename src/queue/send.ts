@@ -1,4 +1,4 @@
-import { QUEUE_BATCH_MAX_BYTES, QUEUE_BATCH_MAX_MESSAGES, utf8Length } from '../contracts/limits.ts'
+import { QUEUE_BATCH_MAX_BYTES, QUEUE_BATCH_MAX_MESSAGES, utf8Length } from '@notify-edge/contracts'
 
 /** One message to send: a JSON body and an optional delivery delay. */
 export type Outgoing = { body: unknown; delaySeconds?: number }

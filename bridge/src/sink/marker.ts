@@ -1,4 +1,4 @@
-import type { InboundEvent, MarkerBody } from '../../../src/contracts/index.ts'
+import type { InboundEvent, MarkerBody } from '@notify-edge/contracts'
 import { sha256Hex, wireSafe } from './wire.ts'
 
 /** Why an event travels as a marker. */

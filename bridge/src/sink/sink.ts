@@ -1,4 +1,3 @@
-import type { Logger } from 'pino'
 import {
   describeIssues,
   INBOUND_EVENT_MAX_BYTES,
@@ -7,7 +6,8 @@ import {
   type InboundEvent,
   InboundEventSchema,
   toFieldIssues,
-} from '../../../src/contracts/index.ts'
+} from '@notify-edge/contracts'
+import type { Logger } from 'pino'
 import type { Metrics } from '../metrics.ts'
 import { backoffMs, retryAfterMs, sleep } from './backoff.ts'
 import { type MarkerKind, markerFor } from './marker.ts'

@@ -1,10 +1,5 @@
 import { createHash } from 'node:crypto'
-import {
-  type InboundEvent,
-  ORIGIN_MAX_CHARS,
-  SOURCE_MESSAGE_ID_MAX_CHARS,
-  utf8Length,
-} from '../../../src/contracts/index.ts'
+import { type InboundEvent, ORIGIN_MAX_CHARS, SOURCE_MESSAGE_ID_MAX_CHARS, utf8Length } from '@notify-edge/contracts'
 
 /**
  * How much of a source's headers travels with an event. Headers are metadata:

@@ -1,6 +1,6 @@
+import { INGEST_MAX_EVENTS, type InboundEvent } from '@notify-edge/contracts'
 import { type Consumer, type EachBatchPayload, Kafka, type KafkaMessage, logLevel } from 'kafkajs'
 import type { Logger } from 'pino'
-import { INGEST_MAX_EVENTS, type InboundEvent } from '../../../../src/contracts/index.ts'
 import type { BridgeConfig } from '../../config.ts'
 import type { Metrics } from '../../metrics.ts'
 import { backoffMs, sleep } from '../../sink/backoff.ts'

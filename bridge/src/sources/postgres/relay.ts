@@ -1,6 +1,6 @@
+import type { InboundEvent } from '@notify-edge/contracts'
 import type { Logger } from 'pino'
 import postgres from 'postgres'
-import type { InboundEvent } from '../../../../src/contracts/index.ts'
 import type { BridgeConfig } from '../../config.ts'
 import type { Metrics } from '../../metrics.ts'
 import { backoffMs, sleep } from '../../sink/backoff.ts'

@@ -1,5 +1,5 @@
 import type { z } from 'zod'
-import type { FieldIssue } from '../errors.ts'
+import { eventIndexOf, type RefusalIssue as FieldIssue } from './refusal.ts'
 
 /** `['data', 'recipient', 'email']` → `data.recipient.email`; numbers become `[n]`. */
 export function formatPath(path: readonly PropertyKey[], prefix = ''): string {
@@ -11,9 +11,16 @@ export function formatPath(path: readonly PropertyKey[], prefix = ''): string {
   return out === '' ? '(root)' : out
 }
 
-/** zod issues as field issues, each path under `prefix`. */
+/**
+ * zod issues as field issues, each path under `prefix`. An issue under
+ * `events[n]` (an ingest request) also carries `index: n`.
+ */
 export function toFieldIssues(error: z.ZodError, prefix = ''): FieldIssue[] {
-  return error.issues.map((issue) => ({ field: formatPath(issue.path, prefix), message: issue.message }))
+  return error.issues.map((issue) => {
+    const index = eventIndexOf(issue.path)
+    const field = formatPath(issue.path, prefix)
+    return index === undefined ? { field, message: issue.message } : { field, message: issue.message, index }
+  })
 }
 
 /** One line naming every field: `data.recipient.email: Invalid email address; …`. */
