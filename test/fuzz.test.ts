@@ -6,7 +6,7 @@
  * ends as a 4xx naming the problem or a dead letter naming the field, and the
  * valid events mixed in are all delivered.
  */
-import { env, exports } from 'cloudflare:workers'
+import { env } from 'cloudflare:workers'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { decodeInbound, type InboundEvent } from '../src/contracts/index.ts'

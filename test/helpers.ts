@@ -1,5 +1,5 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from 'cloudflare:test'
-import { env, exports } from 'cloudflare:workers'
+import { env } from 'cloudflare:workers'
 import { vi } from 'vitest'
 import type { InboundEvent } from '../src/contracts/index.ts'
 import worker from '../src/index.ts'

@@ -1,4 +1,4 @@
-import { env, exports } from 'cloudflare:workers'
+import { env } from 'cloudflare:workers'
 import { describe, expect, it, vi } from 'vitest'
 import { INBOUND_EVENT_MAX_BYTES, INGEST_MAX_BYTES } from '../src/contracts/index.ts'
 import { ADMIN_TOKEN, freshInbound, inbound, postIngest } from './helpers.ts'

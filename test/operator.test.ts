@@ -1,5 +1,5 @@
 import { createExecutionContext, createMessageBatch } from 'cloudflare:test'
-import { env, exports } from 'cloudflare:workers'
+import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import worker from '../src/index.ts'
 import { ADMIN_TOKEN, deliver, eventually, freshInbound, guid, notificationsOf, sentMessagesOf } from './helpers.ts'

@@ -1,64 +1,35 @@
 import { describeIssues, type InboundEvent, MarkerBodySchema, toFieldIssues } from '@notify-edge/contracts'
 import type { FieldIssue, PipelineCode } from '../errors.ts'
-import {
-  ARTHUNT_DATA_SCHEMAS,
-  ARTHUNT_EVENT_TYPES,
-  type ArtHuntEnvelope,
-  ArtHuntEnvelopeSchema,
-  artHuntIdempotencyKey,
-  type InvitationCreatedData,
-  type ResponseCreatedData,
-} from './arthunt.ts'
-import {
-  type ContactUpserted,
-  type PersonUpserted,
-  PIN_CONTRACT_VERSION,
-  PIN_EVENT_TYPES,
-  PIN_PAYLOAD_SCHEMAS,
-  type PinHeaders,
-  PinHeadersSchema,
-  pinIdempotencyKey,
-  type VerificationCompleted,
-  type VerificationRequestSubmitted,
-} from './pin.ts'
+import type { EventTypeDefinition, Family } from '../events/define.ts'
+import { eventTypeOf } from '../events/registry.ts'
+import { ArtHuntEnvelopeSchema, artHuntIdempotencyKey } from './arthunt.ts'
+import { PIN_CONTRACT_VERSION, PinHeadersSchema, pinIdempotencyKey } from './pin.ts'
 
 /** What is known about an event even when it is invalid: enough to find it again. */
 export type EventIdentity = {
-  contract?: 'arthunt' | 'pin' | 'marker'
+  contract?: Family | 'marker'
   eventType?: string
   eventId?: string
   idempotencyKey?: string
 }
 
-type ArtHuntEvent<T extends string, D> = {
-  contract: 'arthunt'
-  eventType: T
+/** A valid event of a registered type. */
+export type DecodedEvent = {
+  /** Its family (the envelope it came in). */
+  contract: Family
+  eventType: string
+  /** ArtHunt `envelope.eventId`, PIN `message-id` header. */
   eventId: string
   idempotencyKey: string
-  envelope: ArtHuntEnvelope
-  data: D
+  /** `data` (ArtHunt) or the payload (PIN), valid for its type's schema. */
+  payload: unknown
+  /** When it happened: `envelope.occurredAt` or the `created-at` header, else when the bridge read it (ISO). */
+  occurredAt: string
+  traceId?: string
   warnings: string[]
+  /** Its registered type: contract, kinds, intent. */
+  definition: EventTypeDefinition
 }
-
-type PinEvent<T extends string, P> = {
-  contract: 'pin'
-  eventType: T
-  /** The `message-id` header. */
-  eventId: string
-  idempotencyKey: string
-  meta: PinHeaders
-  payload: P
-  warnings: string[]
-}
-
-/** A valid event of a contract this Worker handles. */
-export type DecodedEvent =
-  | ArtHuntEvent<'response.created', ResponseCreatedData>
-  | ArtHuntEvent<'invitation.created', InvitationCreatedData>
-  | PinEvent<'verification-request-submitted', VerificationRequestSubmitted>
-  | PinEvent<'verification-completed', VerificationCompleted>
-  | PinEvent<'person-upserted', PersonUpserted>
-  | PinEvent<'contact-upserted', ContactUpserted>
 
 /** The result of decoding one inbound event. */
 export type Decoded =
@@ -83,9 +54,9 @@ export function decodeInbound(event: InboundEvent): Decoded {
   const payload = parsePayload(event)
   if (!payload.ok) return invalid('NTF_INVALID_PAYLOAD', [payload.issue], peekHeaders(headers))
   const body = payload.value
-  if (isRecord(body) && 'envelope' in body) return decodeArtHunt(body)
+  if (isRecord(body) && 'envelope' in body) return decodeArtHunt(body, event.receivedAt)
   if (isRecord(body) && 'notifyEdgeMarker' in body) return decodeMarker(body, event)
-  if (headers['event-type'] !== undefined) return decodePin(headers, body)
+  if (headers['event-type'] !== undefined) return decodePin(headers, body, event.receivedAt)
   return invalid(
     'NTF_INVALID_PAYLOAD',
     [
@@ -109,66 +80,66 @@ export function peekIdentity(event: InboundEvent): EventIdentity {
   return decoded.identity
 }
 
-function decodeArtHunt(body: Record<string, unknown>): Decoded {
+function decodeArtHunt(body: Record<string, unknown>, receivedAt: string): Decoded {
   const identity = peekArtHunt(body)
   const envelope = ArtHuntEnvelopeSchema.safeParse(body.envelope)
   const eventType = isRecord(body.envelope) ? body.envelope.eventType : undefined
-  if (!isKnown(ARTHUNT_EVENT_TYPES, eventType)) {
+  const definition = typeof eventType === 'string' ? eventTypeOf('arthunt', eventType) : undefined
+  if (!definition) {
     if (envelope.success) {
       return { status: 'ignored', reason: `ArtHunt eventType "${envelope.data.eventType}" is not handled`, identity }
     }
     return invalid('NTF_INVALID_PAYLOAD', toFieldIssues(envelope.error, 'envelope'), identity)
   }
-  const data = ARTHUNT_DATA_SCHEMAS[eventType].safeParse(body.data)
+  const data = definition.schema.safeParse(body.data)
   const issues = [
     ...(envelope.success ? [] : toFieldIssues(envelope.error, 'envelope')),
     ...(data.success ? [] : toFieldIssues(data.error, 'data')),
   ]
   if (!envelope.success || !data.success) return invalid('NTF_INVALID_PAYLOAD', issues, identity)
-  const warnings =
-    envelope.data.schemaVersion === 1
-      ? []
-      : [`schemaVersion ${envelope.data.schemaVersion} is newer than 1; proceeding`]
-  return {
-    status: 'valid',
-    event: {
-      contract: 'arthunt',
-      eventType,
-      eventId: envelope.data.eventId,
-      idempotencyKey: artHuntIdempotencyKey(eventType, envelope.data.eventId),
-      envelope: envelope.data,
-      data: data.data,
-      warnings,
-    } as DecodedEvent,
-  }
+  const { eventId, schemaVersion, occurredAt, traceId } = envelope.data
+  return valid(definition, {
+    eventId,
+    idempotencyKey: artHuntIdempotencyKey(definition.type, eventId),
+    payload: data.data,
+    occurredAt: occurredAt ?? receivedAt,
+    traceId: traceId ?? undefined,
+    warnings: schemaVersion === 1 ? [] : [`schemaVersion ${schemaVersion} is newer than 1; proceeding`],
+  })
 }
 
-function decodePin(headers: Record<string, string>, body: unknown): Decoded {
+function decodePin(headers: Record<string, string>, body: unknown, receivedAt: string): Decoded {
   const identity = peekHeaders(headers)
   const meta = PinHeadersSchema.safeParse(headers)
   if (!meta.success) return invalid('NTF_INVALID_PAYLOAD', toFieldIssues(meta.error, 'headers'), identity)
   const eventType = meta.data['event-type']
-  if (!isKnown(PIN_EVENT_TYPES, eventType)) {
-    return { status: 'ignored', reason: `PIN event-type "${eventType}" is not handled`, identity }
-  }
-  const payload = PIN_PAYLOAD_SCHEMAS[eventType].safeParse(body)
+  const definition = eventTypeOf('pin', eventType)
+  if (!definition) return { status: 'ignored', reason: `PIN event-type "${eventType}" is not handled`, identity }
+  const payload = definition.schema.safeParse(body)
   if (!payload.success) return invalid('NTF_INVALID_PAYLOAD', toFieldIssues(payload.error), identity)
   const version = meta.data['contract-version']
-  const warnings =
-    version === undefined || version === PIN_CONTRACT_VERSION
-      ? []
-      : [`contract-version "${version}" differs from ${PIN_CONTRACT_VERSION}; proceeding`]
+  const messageId = meta.data['message-id']
+  return valid(definition, {
+    eventId: messageId,
+    idempotencyKey: pinIdempotencyKey(eventType, messageId),
+    payload: payload.data,
+    occurredAt: meta.data['created-at'] ?? receivedAt,
+    traceId: meta.data['trace-id'] ?? meta.data.traceparent,
+    warnings:
+      version === undefined || version === PIN_CONTRACT_VERSION
+        ? []
+        : [`contract-version "${version}" differs from ${PIN_CONTRACT_VERSION}; proceeding`],
+  })
+}
+
+function valid(
+  definition: EventTypeDefinition,
+  event: Omit<DecodedEvent, 'contract' | 'eventType' | 'definition'>,
+): Decoded {
+  const occurredAt = new Date(event.occurredAt).toISOString()
   return {
     status: 'valid',
-    event: {
-      contract: 'pin',
-      eventType,
-      eventId: meta.data['message-id'],
-      idempotencyKey: pinIdempotencyKey(eventType, meta.data['message-id']),
-      meta: meta.data,
-      payload: payload.data,
-      warnings,
-    } as DecodedEvent,
+    event: { ...event, occurredAt, contract: definition.family, eventType: definition.type, definition },
   }
 }
 
@@ -244,8 +215,4 @@ function lowerCaseKeys(headers: Record<string, string>): Record<string, string> 
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
-
-function isKnown<T extends string>(known: readonly T[], value: unknown): value is T {
-  return typeof value === 'string' && (known as readonly string[]).includes(value)
 }

@@ -1,6 +1,7 @@
 import { InboundEventSchema, peekIdentity } from '../contracts/index.ts'
 import { sha256Hex } from '../crypto.ts'
 import { DispatchMessageSchema } from '../dispatch/message.ts'
+import { onlyKindOf } from '../events/registry.ts'
 import type { Logger } from '../log.ts'
 import { QUEUES } from '../queue/names.ts'
 import { DeadLetterEnvelopeSchema } from './envelope.ts'
@@ -57,13 +58,6 @@ async function toRow(message: Message<unknown>): Promise<DeadLetterRow> {
   }
 }
 
-/** The kind an event type makes, where it makes only one (a decision's kind depends on its payload). */
-const KIND_OF_EVENT_TYPE: Record<string, string> = {
-  'response.created': 'ResponseCreated',
-  'invitation.created': 'InvitationCreated',
-  'verification-request-submitted': 'VerificationSubmitted',
-}
-
 /** The queue a message that Cloudflare moved came from, judged by its shape. */
 function queueByShape(body: unknown): string {
   if (InboundEventSchema.safeParse(body).success) return QUEUES.events
@@ -110,7 +104,8 @@ async function identify(queue: string, body: unknown): Promise<Identity> {
     // Without a readable event id, the source's message id is what the operator has to search by.
     eventId: identity.eventId ?? event.sourceMessageId,
     eventType: identity.eventType ?? null,
-    kind: KIND_OF_EVENT_TYPE[identity.eventType ?? ''] ?? null,
+    // The kind an event type makes, where it makes only one (a decision's depends on its payload).
+    kind: onlyKindOf(identity.eventType ?? '') ?? null,
     body: json,
   }
 }

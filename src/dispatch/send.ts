@@ -21,18 +21,11 @@ export async function sendAndRecord(
   message: Message<unknown>,
   row: ClaimedRow,
 ): Promise<Settlement> {
-  const { env, config, log, lease, transport } = context
-  const fields = {
-    notificationId: row.id,
-    eventId: row.event_id,
-    kind: row.kind,
-    source: row.source,
-    traceId: row.trace_id,
-  }
+  const { config, log, lease, transport } = context
   if (!lease.canStartSend) {
     // Renewals are failing: the lease might run out during the send. The row stays ours until it
     // expires; the retry comes back after that and claims it afresh.
-    log.warn('dispatch.lease-at-risk', fields)
+    log.warn('dispatch.lease-at-risk', fieldsOf(row))
     return settleFailure(
       new PipelineError('NTF_DEPENDENCY_FAILED', 'the dispatch lease could not be renewed; not sending under it'),
       message.attempts,
@@ -53,19 +46,40 @@ export async function sendAndRecord(
   } catch (caught) {
     error = caught
   }
+  return sent ? recordSent(context, message, row, sent) : recordFailure(context, message, row, error)
+}
+
+function fieldsOf(row: ClaimedRow) {
+  return { notificationId: row.id, eventId: row.event_id, kind: row.kind, source: row.source, traceId: row.trace_id }
+}
+
+/** `sent` with the exact MIME, under the claim token; a claim taken over meanwhile records nothing. */
+async function recordSent(
+  context: SendContext,
+  message: Message<unknown>,
+  row: ClaimedRow,
+  sent: Sent,
+): Promise<Settlement> {
+  const { env, log, lease, transport } = context
   const at = new Date().toISOString()
+  const marked = await record(env.DB, [
+    markSent(env.DB, row.id, sent.providerId, at, lease.token),
+    recordSentMessage(env.DB, row.id, transport.name, sent.messageId, sent.raw, at, lease.token),
+  ])
+  if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
+  if (marked === 'fenced') log.error('dispatch.lease-lost', { ...fieldsOf(row), transport: transport.name })
+  else log.info('notification.sent', { ...fieldsOf(row), transport: transport.name, providerId: sent.providerId })
+  return { action: 'ack' }
+}
 
-  if (sent) {
-    const marked = await record(env.DB, [
-      markSent(env.DB, row.id, sent.providerId, at, lease.token),
-      recordSentMessage(env.DB, row.id, transport.name, sent.messageId, sent.raw, at, lease.token),
-    ])
-    if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
-    if (marked === 'fenced') log.error('dispatch.lease-lost', { ...fields, transport: transport.name })
-    else log.info('notification.sent', { ...fields, transport: transport.name, providerId: sent.providerId })
-    return { action: 'ack' }
-  }
-
+/** Back to `pending` for a retry, or `failed` for good (a permanent error, or the last attempt). */
+async function recordFailure(
+  context: SendContext,
+  message: Message<unknown>,
+  row: ClaimedRow,
+  error: unknown,
+): Promise<Settlement> {
+  const { env, config, log, lease } = context
   const permanent = error instanceof SendError && error.permanent
   const code = permanent ? 'NTF_SEND_PERMANENT' : 'NTF_SEND_TRANSIENT'
   const reason = describeError(error)
@@ -80,16 +94,13 @@ export async function sendAndRecord(
       ? { ...failure, kind: row.kind }
       : failure
   const final = settlement.action !== 'retry'
+  const at = new Date().toISOString()
   const marked = await record(env.DB, [
     markSendFailure(env.DB, row.id, final ? 'failed' : 'pending', code, reason, at, lease.token),
   ])
   if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
-  log[final ? 'error' : 'warn'](final ? 'notification.failed' : 'notification.retry', {
-    ...fields,
-    code,
-    error: reason,
-    attempts: message.attempts,
-  })
+  const event = final ? 'notification.failed' : 'notification.retry'
+  log[final ? 'error' : 'warn'](event, { ...fieldsOf(row), code, error: reason, attempts: message.attempts })
   return settlement
 }
 

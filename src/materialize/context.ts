@@ -1,17 +1,11 @@
+import type { ContactUpdate } from '../events/define.ts'
+import { defaultTemplates } from '../templates/defaults.ts'
 import type { TemplateSource } from '../templates/render.ts'
 import { type TemplateRow, templateFromRow } from '../templates/store.ts'
-import type { Kind, Urgency } from './kinds.ts'
 import type { DecisionRef } from './plan.ts'
 
 /** A contact from the replica. */
-export type Contact = {
-  userId: string
-  email: string
-  locale: string | null
-  timeZone: string | null
-  displayName: string | null
-  version: number
-}
+export type Contact = ContactUpdate
 
 /** A `contacts` row as D1 returns it. */
 export type ContactRow = {
@@ -42,8 +36,9 @@ export type BatchContext = {
   pendingByEvent: Map<string, { id: string; scheduledAt: string }[]>
   contacts: Map<string, Contact>
   reviewerPool: string[]
-  /** `${kind}|${urgency}` → channels */
+  /** `${kind}|${urgency}` → enabled channels, for the (kind, urgency) pairs that have a stored policy. */
   channels: Map<string, string[]>
+  /** Active templates of the batch's kinds: the stored ones first, then each kind's defaults. */
   templates: TemplateSource[]
   /** Decisions already notified from the authoritative source. */
   authoritative: DecisionRef[]
@@ -54,7 +49,7 @@ export type ContextQuery = {
   keys: string[]
   userIds: string[]
   needPool: boolean
-  kinds: Kind[]
+  kinds: string[]
   decisionPersons: string[]
 }
 
@@ -89,7 +84,8 @@ export async function loadContext(db: D1Database, query: ContextQuery): Promise<
       .bind(json(query.userIds), query.needPool ? 1 : 0),
     // ?1: 1 when the pool is needed
     db.prepare('SELECT user_id FROM reviewer_pool WHERE ?1 = 1 ORDER BY user_id').bind(query.needPool ? 1 : 0),
-    db.prepare('SELECT kind, urgency, channel FROM channel_policies WHERE enabled = 1'),
+    // All of them, disabled ones too: a pair with every channel disabled is silent, not defaulted.
+    db.prepare('SELECT kind, urgency, channel, enabled FROM channel_policies'),
     // ?1: JSON array of kinds
     db
       .prepare(
@@ -106,28 +102,37 @@ export async function loadContext(db: D1Database, query: ContextQuery): Promise<
       .bind(json(query.decisionPersons)),
   ])
 
-  const pendingByEvent = new Map<string, { id: string; scheduledAt: string }[]>()
-  for (const row of rows<{ id: string; idempotency_key: string; scheduled_at: string }>(pending)) {
-    const list = pendingByEvent.get(row.idempotency_key) ?? []
-    list.push({ id: row.id, scheduledAt: row.scheduled_at })
-    pendingByEvent.set(row.idempotency_key, list)
-  }
-  const channels = new Map<string, string[]>()
-  for (const row of rows<{ kind: string; urgency: Urgency; channel: string }>(policies)) {
-    const key = `${row.kind}|${row.urgency}`
-    channels.set(key, [...(channels.get(key) ?? []), row.channel])
-  }
   return {
     processed: new Set(rows<{ idempotency_key: string }>(processed).map((row) => row.idempotency_key)),
-    pendingByEvent,
+    pendingByEvent: pendingOf(rows(pending)),
     contacts: new Map(rows<ContactRow>(contacts).map((row) => [row.user_id, contactFromRow(row)])),
     reviewerPool: rows<{ user_id: string }>(pool).map((row) => row.user_id),
-    channels,
-    templates: rows<TemplateRow>(templates).map(templateFromRow),
+    channels: channelsOf(rows(policies)),
+    templates: [...rows<TemplateRow>(templates).map(templateFromRow), ...defaultTemplates(query.kinds)],
     authoritative: rows<{ decision_person: string; decision_request: string | null; decision_at: string | null }>(
       decisions,
     ).map((row) => ({ person: row.decision_person, request: row.decision_request, at: row.decision_at })),
   }
+}
+
+function pendingOf(list: { id: string; idempotency_key: string; scheduled_at: string }[]) {
+  const pendingByEvent = new Map<string, { id: string; scheduledAt: string }[]>()
+  for (const row of list) {
+    pendingByEvent.set(row.idempotency_key, [
+      ...(pendingByEvent.get(row.idempotency_key) ?? []),
+      { id: row.id, scheduledAt: row.scheduled_at },
+    ])
+  }
+  return pendingByEvent
+}
+
+function channelsOf(list: { kind: string; urgency: string; channel: string; enabled: number }[]) {
+  const channels = new Map<string, string[]>()
+  for (const row of list) {
+    const key = `${row.kind}|${row.urgency}`
+    channels.set(key, [...(channels.get(key) ?? []), ...(row.enabled ? [row.channel] : [])])
+  }
+  return channels
 }
 
 function rows<T>(result: D1Result | undefined): T[] {

@@ -1,5 +1,5 @@
 import { sha256Hex } from '../crypto.ts'
-import type { Kind, Urgency } from './kinds.ts'
+import type { Urgency } from '../events/define.ts'
 
 /** Statuses of a notification (DESIGN §4). */
 export type NotificationStatus =
@@ -17,8 +17,7 @@ export type NotificationRow = {
   idempotencyKey: string
   eventId: string
   source: string
-  sourceMessageId: string
-  kind: Kind
+  kind: string
   channel: string
   urgency: Urgency
   recipientUserId: string
@@ -46,6 +45,6 @@ export type NotificationRow = {
  * The id of the notification for (event, recipient, channel, kind): derived,
  * so that a redelivered event names the same notifications (INV-NTF-1).
  */
-export async function notificationId(sourceMessageId: string, userId: string, channel: string, kind: Kind) {
-  return `ntf_${(await sha256Hex(`${sourceMessageId}\n${userId}\n${channel}\n${kind}`)).slice(0, 32)}`
+export async function notificationId(eventId: string, userId: string, channel: string, kind: string) {
+  return `ntf_${(await sha256Hex(`${eventId}\n${userId}\n${channel}\n${kind}`)).slice(0, 32)}`
 }

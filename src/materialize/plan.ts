@@ -1,10 +1,11 @@
 import type { Config } from '../config.ts'
-import type { DecodedEvent } from '../contracts/index.ts'
 import { PipelineError } from '../errors.ts'
+import type { Intent, RecipientRef, Urgency } from '../events/define.ts'
+import { kindOf } from '../events/registry.ts'
 import { render } from '../templates/render.ts'
 import { localeChain, resolveTemplate } from '../templates/resolve.ts'
+import type { Work } from './batch.ts'
 import type { BatchContext, Contact } from './context.ts'
-import type { Intent, Kind, RecipientRef, Urgency } from './kinds.ts'
 import { type NotificationRow, notificationId } from './notification.ts'
 import { quietHoursEnd } from './quiet-hours.ts'
 
@@ -25,19 +26,16 @@ export type Plan =
   | {
       type: 'record'
       outcome: Outcome
-      kind?: Kind
+      kind?: string
       notifications: NotificationRow[]
       contact?: Contact
       note?: string
     }
 
-/** One event of the batch with what it asks for. */
-export type Work = {
-  event: DecodedEvent
-  source: string
-  attempts: number
-  intent: Intent
-}
+type Notify = Extract<Intent, { type: 'notify' }>
+type Recorded = Extract<Plan, { type: 'record' }>
+type RenderedParts = Pick<NotificationRow, 'locale' | 'subject' | 'textBody' | 'htmlBody' | 'templateVersion'>
+type Recipient = RecipientRef
 
 /**
  * Decides what one event becomes, from the batch context alone (no I/O):
@@ -53,137 +51,148 @@ export async function planEvent(work: Work, context: BatchContext, config: Confi
   if (intent.type === 'ignored')
     return { type: 'record', outcome: 'ignored-event', notifications: [], note: intent.reason }
   if (intent.type === 'contact') {
-    const contact: Contact = {
-      userId: intent.contact.UserId,
-      email: intent.contact.Email,
-      locale: intent.contact.Locale ?? null,
-      timeZone: intent.contact.TimeZone ?? null,
-      displayName: intent.contact.DisplayName ?? null,
-      version: intent.contact.Version,
-    }
-    const known = context.contacts.get(contact.userId)
-    if (!known || known.version < contact.version) context.contacts.set(contact.userId, contact)
-    return { type: 'record', outcome: 'contact-upserted', notifications: [], contact }
+    const known = context.contacts.get(intent.contact.userId)
+    if (!known || known.version < intent.contact.version) context.contacts.set(intent.contact.userId, intent.contact)
+    return { type: 'record', outcome: 'contact-upserted', notifications: [], contact: intent.contact }
   }
+  return planNotify(work, intent, context, config, now)
+}
 
+async function planNotify(work: Work, intent: Notify, context: BatchContext, config: Config, now: Date): Promise<Plan> {
+  const record = (outcome: Outcome, notifications: NotificationRow[] = []): Recorded => ({
+    type: 'record',
+    outcome,
+    kind: intent.kind,
+    notifications,
+  })
   const { decision } = intent
   if (
     decision?.fallback &&
     context.authoritative.some((row) => sameDecision(row, decision, config.DECISION_MATCH_SECONDS))
   ) {
     return {
-      type: 'record',
-      outcome: 'ignored-event',
-      kind: intent.kind,
-      notifications: [],
+      ...record('ignored-event'),
       note: 'verification decision already notified from verification-requests (authoritative)',
     }
   }
-
   const recipients = dedupe(
     intent.recipients === 'reviewer-pool' ? context.reviewerPool.map((userId) => ({ userId })) : intent.recipients,
   )
-  if (recipients.length === 0) return { type: 'record', outcome: 'no-recipients', kind: intent.kind, notifications: [] }
-  const channels = context.channels.get(`${intent.kind}|${intent.urgency}`) ?? []
-  if (channels.length === 0) return { type: 'record', outcome: 'no-channels', kind: intent.kind, notifications: [] }
-
+  if (recipients.length === 0) return record('no-recipients')
+  const channels = channelsOf(intent, context)
+  if (channels.length === 0) return record('no-channels')
   const missing = recipients.filter((recipient) => !recipient.inline && !context.contacts.has(recipient.userId))
   if (missing.length > 0 && work.attempts < config.maxAttempts) {
-    return {
-      type: 'fail',
-      error: new PipelineError(
-        'NTF_CONTACT_NOT_FOUND',
-        `no contact in the replica for ${missing.length} recipient(s) of ${intent.kind}: ${missing.map((r) => r.userId).join(', ')}`,
-      ),
-    }
+    const who = missing.map((recipient) => recipient.userId).join(', ')
+    const message = `no contact in the replica for ${missing.length} recipient(s) of ${intent.kind}: ${who}`
+    return { type: 'fail', error: new PipelineError('NTF_CONTACT_NOT_FOUND', message) }
   }
-
   const notifications: NotificationRow[] = []
   for (const recipient of recipients) {
-    const contact = context.contacts.get(recipient.userId)
-    const email = recipient.inline?.email ?? contact?.email ?? null
-    const name = recipient.inline?.displayName ?? contact?.displayName ?? null
-    const locale = contact?.locale ?? config.DEFAULT_LOCALE
-    const timeZone = contact?.timeZone ?? config.DEFAULT_TIME_ZONE
     for (const channel of channels) {
-      const base = {
-        id: await notificationId(event.eventId, recipient.userId, channel, intent.kind),
-        idempotencyKey: event.idempotencyKey,
-        eventId: event.eventId,
-        source: work.source,
-        sourceMessageId: event.eventId,
-        kind: intent.kind,
-        channel,
-        urgency: intent.urgency,
-        recipientUserId: recipient.userId,
-        recipientEmail: email,
-        recipientName: name,
-        locale,
-        timeZone,
-        isFallback: decision?.fallback ?? false,
-        decisionPerson: decision?.person ?? null,
-        decisionRequest: decision?.request ?? null,
-        decisionAt: decision?.at ?? null,
-        traceId: intent.traceId ?? null,
-      }
-      if (email === null) {
-        notifications.push({
-          ...base,
-          subject: null,
-          textBody: null,
-          htmlBody: null,
-          templateVersion: null,
-          status: 'undeliverable',
-          statusReason: `no contact for user ${recipient.userId} in the replica after ${work.attempts} attempts`,
-          errorCode: 'NTF_CONTACT_NOT_FOUND',
-          scheduledAt: now.toISOString(),
-        })
-        continue
-      }
-      const template = resolveTemplate(
-        context.templates,
-        intent.kind,
-        channel,
-        localeChain(locale, config.DEFAULT_LOCALE),
-      )
-      if (!template) {
-        return {
-          type: 'fail',
-          error: new PipelineError(
-            'NTF_TEMPLATE_NOT_RESOLVED',
-            `no active template for (${intent.kind}, ${localeChain(locale, config.DEFAULT_LOCALE).join(' → ')}, ${channel})`,
-          ),
-        }
-      }
-      let rendered: ReturnType<typeof render>
-      try {
-        rendered = render(template, { ...intent.model, recipientName: name }, template.locale, config.templateLimits)
-      } catch (cause) {
-        return {
-          type: 'fail',
-          error: new PipelineError(
-            'NTF_TEMPLATE_INVALID',
-            `template (${template.kind}, ${template.locale}, ${template.channel}) v${template.version} failed to render: ${(cause as Error).message}`,
-            { cause },
-          ),
-        }
-      }
-      notifications.push({
-        ...base,
-        locale: template.locale,
-        subject: rendered.subject,
-        textBody: rendered.text,
-        htmlBody: rendered.html,
-        templateVersion: template.version,
-        status: 'pending',
-        statusReason: null,
-        errorCode: null,
-        scheduledAt: scheduleFor(intent.urgency, base.isFallback, timeZone, config, now).toISOString(),
-      })
+      const made = await notificationFor(work, intent, recipient, channel, context, config, now)
+      if ('error' in made) return { type: 'fail', error: made.error }
+      notifications.push(made)
     }
   }
-  const outcome = notifications.some((row) => row.status === 'pending') ? 'enqueued' : 'undeliverable'
-  return { type: 'record', outcome, kind: intent.kind, notifications }
+  return record(notifications.some((row) => row.status === 'pending') ? 'enqueued' : 'undeliverable', notifications)
+}
+
+/** The channels of a kind at an urgency: the stored policy, else the kind's own default. */
+function channelsOf(intent: Notify, context: BatchContext): readonly string[] {
+  return context.channels.get(`${intent.kind}|${intent.urgency}`) ?? kindOf(intent.kind)?.channels ?? ['email']
+}
+
+/** One notification for a recipient and channel: rendered and scheduled, or undeliverable without an address. */
+async function notificationFor(
+  work: Work,
+  intent: Notify,
+  recipient: Recipient,
+  channel: string,
+  context: BatchContext,
+  config: Config,
+  now: Date,
+): Promise<NotificationRow | { error: PipelineError }> {
+  const { event } = work
+  const contact = context.contacts.get(recipient.userId)
+  const email = recipient.inline?.email ?? contact?.email ?? null
+  const name = recipient.inline?.displayName ?? contact?.displayName ?? null
+  const locale = contact?.locale ?? config.DEFAULT_LOCALE
+  const timeZone = contact?.timeZone ?? config.DEFAULT_TIME_ZONE
+  const { decision } = intent
+  const base = {
+    id: await notificationId(event.eventId, recipient.userId, channel, intent.kind),
+    idempotencyKey: event.idempotencyKey,
+    eventId: event.eventId,
+    source: work.source,
+    kind: intent.kind,
+    channel,
+    urgency: intent.urgency,
+    recipientUserId: recipient.userId,
+    recipientEmail: email,
+    recipientName: name,
+    timeZone,
+    isFallback: decision?.fallback ?? false,
+    decisionPerson: decision?.person ?? null,
+    decisionRequest: decision?.request ?? null,
+    decisionAt: decision?.at ?? null,
+    traceId: intent.traceId ?? null,
+  }
+  if (email === null) {
+    const statusReason = `no contact for user ${recipient.userId} in the replica after ${work.attempts} attempts`
+    return {
+      ...base,
+      locale,
+      ...unrendered,
+      status: 'undeliverable',
+      statusReason,
+      errorCode: 'NTF_CONTACT_NOT_FOUND',
+      scheduledAt: now.toISOString(),
+    }
+  }
+  const rendered = renderFor(intent, channel, locale, name, context, config)
+  if ('error' in rendered) return rendered
+  return {
+    ...base,
+    ...rendered,
+    status: 'pending',
+    statusReason: null,
+    errorCode: null,
+    scheduledAt: scheduleFor(intent.urgency, base.isFallback, timeZone, config, now).toISOString(),
+  }
+}
+
+const unrendered = { subject: null, textBody: null, htmlBody: null, templateVersion: null }
+
+/** The template of (kind, channel) in the recipient's locale chain, rendered; a missing or failing one is the event's error. */
+function renderFor(
+  intent: Notify,
+  channel: string,
+  locale: string,
+  name: string | null,
+  context: BatchContext,
+  config: Config,
+): RenderedParts | { error: PipelineError } {
+  const chain = localeChain(locale, config.DEFAULT_LOCALE)
+  const template = resolveTemplate(context.templates, intent.kind, channel, chain)
+  if (!template) {
+    const message = `no active template for (${intent.kind}, ${chain.join(' → ')}, ${channel})`
+    return { error: new PipelineError('NTF_TEMPLATE_NOT_RESOLVED', message) }
+  }
+  try {
+    const rendered = render(template, { ...intent.model, recipientName: name }, template.locale, config.templateLimits)
+    return {
+      locale: template.locale,
+      subject: rendered.subject,
+      textBody: rendered.text,
+      htmlBody: rendered.html,
+      templateVersion: template.version,
+    }
+  } catch (cause) {
+    const which = `(${template.kind}, ${template.locale}, ${template.channel}) v${template.version}`
+    const message = `template ${which} failed to render: ${(cause as Error).message}`
+    return { error: new PipelineError('NTF_TEMPLATE_INVALID', message, { cause }) }
+  }
 }
 
 /**
@@ -220,8 +229,8 @@ export function sameDecision(a: DecisionRef, b: DecisionRef, windowSeconds: numb
   return Math.abs(Date.parse(a.at) - Date.parse(b.at)) <= windowSeconds * 1000
 }
 
-function dedupe(recipients: readonly RecipientRef[]): RecipientRef[] {
-  const seen = new Map<string, RecipientRef>()
+function dedupe(recipients: readonly Recipient[]): Recipient[] {
+  const seen = new Map<string, Recipient>()
   for (const recipient of recipients) if (!seen.has(recipient.userId)) seen.set(recipient.userId, recipient)
   return [...seen.values()]
 }

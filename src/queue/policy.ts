@@ -26,7 +26,11 @@ export function describeError(error: unknown): string {
  * @param attempts - the message's delivery count, starting at 1
  * @param delays - seconds before attempts 2, 3, …
  */
-export function settleFailure(error: unknown, attempts: number, delays: readonly number[]): Settlement {
+export function settleFailure(
+  error: unknown,
+  attempts: number,
+  delays: readonly number[],
+): Exclude<Settlement, { action: 'ack' }> {
   const code = codeOf(error)
   const description = describeError(error)
   const delay = delays[attempts - 1]

@@ -85,7 +85,7 @@ function sizeOf(value: unknown): number {
 function charged<T extends typeof ForTag | typeof TablerowTag>(Base: T): T {
   const Loop = Base as unknown as typeof ForTag
   return class extends Loop {
-    override *render(context: Context, emitter: Emitter): Generator<unknown, void | string, Template[]> {
+    override *render(context: Context, emitter: Emitter): ReturnType<InstanceType<typeof ForTag>['render']> {
       if (this.collection.kind !== TokenKind.Range) {
         context.memoryLimit.use(sizeOf(yield evalToken(this.collection, context)))
       }

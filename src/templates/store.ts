@@ -1,3 +1,4 @@
+import { defaultTemplates } from './defaults.ts'
 import type { TemplateSource } from './render.ts'
 
 /** A `templates` row as D1 returns it. */
@@ -23,6 +24,19 @@ export async function activeTemplate(db: D1Database, kind: string, locale: strin
     .bind(kind, locale, channel)
     .first<Row>()
   return row ? { ...templateFromRow(row), createdAt: row.created_at } : null
+}
+
+/**
+ * The template in effect for (kind, locale, channel): the active stored
+ * version, else the kind's default (version 0, no `createdAt`).
+ */
+export async function templateInEffect(db: D1Database, kind: string, locale: string, channel: string) {
+  const stored = await activeTemplate(db, kind, locale, channel)
+  if (stored) return stored
+  const fallback = defaultTemplates([kind]).find(
+    (template) => template.locale === locale && template.channel === channel,
+  )
+  return fallback ? { ...fallback, createdAt: null } : null
 }
 
 /**

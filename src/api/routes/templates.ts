@@ -2,8 +2,8 @@ import { createRoute, z } from '@hono/zod-openapi'
 import { configOf } from '../../config.ts'
 import { Locale } from '../../contracts/fields.ts'
 import { ApiError, type FieldIssue } from '../../errors.ts'
-import { KINDS, type Kind } from '../../materialize/kinds.ts'
-import { EXAMPLE_MODELS } from '../../templates/examples.ts'
+import { kindNames } from '../../events/registry.ts'
+import { exampleModelOf } from '../../templates/examples.ts'
 import {
   parseTemplate,
   render,
@@ -11,10 +11,11 @@ import {
   type TemplateLimits,
   type TemplateSource,
 } from '../../templates/render.ts'
-import { activeTemplate, saveTemplate } from '../../templates/store.ts'
+import { saveTemplate, templateInEffect } from '../../templates/store.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json } from '../openapi.ts'
 
-const KindSchema = z.enum(KINDS)
+// The kinds the registry declares when the Worker starts.
+const KindSchema = z.enum(kindNames() as [string, ...string[]])
 const Key = z.object({
   kind: KindSchema.openapi({ param: { name: 'kind', in: 'path' } }),
   locale: Locale.openapi({ param: { name: 'locale', in: 'path' }, example: 'ru' }),
@@ -29,15 +30,15 @@ const Template = Parts.extend({
   kind: KindSchema,
   locale: z.string(),
   channel: z.string(),
-  version: z.number(),
-  createdAt: z.string(),
+  version: z.number().openapi({ description: "0 is the kind's built-in default (nothing stored yet)" }),
+  createdAt: z.string().nullable().openapi({ description: 'null for the built-in default' }),
 }).openapi('Template')
 const Rendered = z.object({ subject: z.string(), text: z.string(), html: z.string() }).openapi('RenderedTemplate')
 
 const get = createRoute({
   method: 'get',
   path: '/{kind}/{locale}/{channel}',
-  summary: 'The active template for (kind, locale, channel)',
+  summary: 'The template in effect for (kind, locale, channel): the active stored version, else the built-in default',
   security: ADMIN_SECURITY,
   request: { params: Key },
   responses: { 200: json(Template, 'The active version'), ...errors(400, 404, ...ADMIN_ERRORS) },
@@ -113,16 +114,16 @@ function tryRender(source: TemplateSource, model: Record<string, unknown>, limit
 export const templates = createRouter()
   .openapi(get, async (c) => {
     const { kind, locale, channel } = c.req.valid('param')
-    const template = await activeTemplate(c.env.DB, kind, locale, channel)
+    const template = await templateInEffect(c.env.DB, kind, locale, channel)
     if (!template) throw new ApiError('NOT_FOUND', `no active template for (${kind}, ${locale}, ${channel})`)
-    return c.json({ ...template, kind: template.kind as Kind }, 200)
+    return c.json(template, 200)
   })
   .openapi(put, async (c) => {
     const { kind, locale, channel } = c.req.valid('param')
     const parts = c.req.valid('json')
     const preview = tryRender(
       { kind, locale, channel, version: 0, ...parts },
-      EXAMPLE_MODELS[kind],
+      exampleModelOf(kind) ?? {},
       configOf(c.env).templateLimits,
     )
     const now = new Date().toISOString()
@@ -151,9 +152,9 @@ export const templates = createRouter()
         htmlBody: parts.htmlBody,
       }
     } else {
-      const active = await activeTemplate(c.env.DB, kind, locale, channel)
+      const active = await templateInEffect(c.env.DB, kind, locale, channel)
       if (!active) throw new ApiError('NOT_FOUND', `no active template for (${kind}, ${locale}, ${channel})`)
       source = { ...active, ...parts }
     }
-    return c.json(tryRender(source, model ?? EXAMPLE_MODELS[kind], configOf(c.env).templateLimits), 200)
+    return c.json(tryRender(source, model ?? exampleModelOf(kind) ?? {}, configOf(c.env).templateLimits), 200)
   })

@@ -1,0 +1,88 @@
+import { describeIssues, toFieldIssues } from '../contracts/index.ts'
+import { PipelineError } from '../errors.ts'
+import type { Outgoing } from '../queue/send.ts'
+import {
+  type ClaimedRow,
+  claimNotification,
+  notificationState,
+  supersedeFallback,
+  suppressAuthoritative,
+} from './claim.ts'
+import { DispatchMessageSchema, dispatchFor } from './message.ts'
+import type { DispatchRun } from './run.ts'
+
+/** A notification this batch claimed, to send. */
+export type ToSend = { message: Message<unknown>; row: ClaimedRow }
+/** A notification not due yet, to put back on the queue with its delay. */
+export type Later = { message: Message<unknown>; outgoing: Outgoing }
+
+type Claim = { message: Message<unknown>; id: string; statement: number }
+
+/**
+ * Claims every notification of the batch in one D1 batch — per message:
+ * supersede a fallback decision, suppress an authoritative one already sent
+ * from its fallback, claim (`pending → sending` under the batch's token and
+ * lease), read the state — and sorts out what to send, what is not due yet,
+ * and what is done with.
+ */
+export async function claimStage(run: DispatchRun, messages: readonly Message<unknown>[]) {
+  const claims: Claim[] = []
+  const statements: D1PreparedStatement[] = []
+  const { env, nowIso, lease, config } = run
+  for (const message of messages) {
+    const parsed = DispatchMessageSchema.safeParse(message.body)
+    if (!parsed.success) {
+      const error = `not a dispatch message: ${describeIssues(toFieldIssues(parsed.error))}`
+      run.settle(message, { action: 'dead-letter', code: 'NTF_INVALID_PAYLOAD', error })
+      continue
+    }
+    const id = parsed.data.notificationId
+    claims.push({ message, id, statement: statements.length })
+    statements.push(
+      supersedeFallback(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
+      suppressAuthoritative(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
+      claimNotification(env.DB, id, nowIso, lease.until, lease.token),
+      notificationState(env.DB, id),
+    )
+  }
+  if (statements.length === 0) return { toSend: [], later: [] }
+  let results: D1Result[]
+  try {
+    results = await env.DB.batch(statements)
+  } catch (cause) {
+    const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 claim: ${(cause as Error).message}`, { cause })
+    for (const claim of claims) run.fail(claim.message, error)
+    return { toSend: [], later: [] }
+  }
+  const toSend: ToSend[] = []
+  const later: Later[] = []
+  for (const claim of claims) sortClaim(run, claim, results, toSend, later)
+  return { toSend, later }
+}
+
+/** What one claim came to: ended (superseded, suppressed, missing, final, leased elsewhere), to send, or later. */
+function sortClaim(run: DispatchRun, claim: Claim, results: D1Result[], toSend: ToSend[], later: Later[]): void {
+  const { message, id, statement } = claim
+  const [superseded, suppressed, claimed, state] = [0, 1, 2, 3].map((offset) => first(results[statement + offset]))
+  if (superseded || suppressed) {
+    const ended = (superseded ?? suppressed) as { kind: string }
+    run.settle(message, { action: 'ack' })
+    run.log.info(`dispatch.${superseded ? 'superseded' : 'suppressed'}`, { notificationId: id, kind: ended.kind })
+  } else if (claimed) {
+    toSend.push({ message, row: claimed as ClaimedRow })
+  } else if (!state) {
+    run.settle(message, { action: 'ack' })
+    run.log.warn('dispatch.not-found', { notificationId: id })
+  } else if (state.status === 'pending' && String(state.scheduled_at) > run.nowIso) {
+    // Not due yet (a delay longer than Queues allow, or an early redelivery): come back when it is.
+    later.push({ message, outgoing: dispatchFor(id, String(state.scheduled_at), run.now) })
+  } else {
+    // Already final, or another delivery holds a live lease (the cron takes over if it dies).
+    run.settle(message, { action: 'ack' })
+    run.log.info('dispatch.skipped', { notificationId: id, status: state.status })
+  }
+}
+
+function first(result: D1Result | undefined): Record<string, unknown> | undefined {
+  return (result?.results?.[0] as Record<string, unknown> | undefined) ?? undefined
+}

@@ -1,0 +1,42 @@
+import { type Config, configOf } from '../config.ts'
+import type { Logger } from '../log.ts'
+import { type Settlement, settleFailure } from '../queue/policy.ts'
+import { DispatchLease } from './lease.ts'
+
+/**
+ * The state of one `notify-dispatch` batch: its clock, its claim (token and
+ * lease), and each message's settlement, decided here and nowhere else.
+ */
+export class DispatchRun {
+  readonly config: Config
+  readonly now: Date
+  readonly nowIso: string
+  readonly lease: DispatchLease
+  readonly env: Env
+  readonly log: Logger
+  readonly #settlements = new Map<Message<unknown>, Settlement>()
+
+  constructor(env: Env, log: Logger) {
+    this.config = configOf(env)
+    this.now = new Date()
+    this.nowIso = this.now.toISOString()
+    this.lease = new DispatchLease(env.DB, this.config.DISPATCH_LEASE_SECONDS, log, this.now.getTime())
+    this.env = env
+    this.log = log
+  }
+
+  /** Ends a message with this settlement. */
+  settle(message: Message<unknown>, settlement: Settlement): void {
+    this.#settlements.set(message, settlement)
+  }
+
+  /** Ends a message by the dispatch retry policy: retried while attempts remain, then a dead letter. */
+  fail(message: Message<unknown>, error: unknown): void {
+    this.settle(message, settleFailure(error, message.attempts, this.config.DISPATCH_RETRY_DELAYS_SECONDS))
+  }
+
+  /** Every message's settlement. */
+  settlements(): ReadonlyMap<Message<unknown>, Settlement> {
+    return this.#settlements
+  }
+}

@@ -1,0 +1,118 @@
+import type { z } from 'zod'
+
+/** How urgent a notification is; quiet hours hold the urgencies configured (Low by default). */
+export type Urgency = 'low' | 'normal' | 'high'
+
+/** Who is to be told: a user, with an address when the event carries one (ArtHunt). */
+export type RecipientRef = { userId: string; inline?: { email: string; displayName: string } }
+
+/** A verification decision, to keep one email per decision across its two sources (seed 002). */
+export type Decision = {
+  /** `{PersonId}:{approved|rejected}` */
+  person: string
+  /** The verification request, when the event names it. */
+  request: string | null
+  /** True for the fallback source (person-upserted). */
+  fallback: boolean
+  /** When it was decided: the event's time (ISO, UTC). */
+  at: string
+}
+
+/** A contact of the replica, as an event or the API writes it. */
+export type ContactUpdate = {
+  userId: string
+  email: string
+  locale: string | null
+  timeZone: string | null
+  displayName: string | null
+  version: number
+}
+
+/** What an event asks for. */
+export type Intent =
+  | {
+      type: 'notify'
+      /** A kind this event type declares. */
+      kind: string
+      urgency: Urgency
+      /** Explicit recipients, or the reviewer pool. */
+      recipients: RecipientRef[] | 'reviewer-pool'
+      /** Template variables (recipientName is added per recipient). */
+      model: Record<string, unknown>
+      decision?: Decision
+      traceId?: string
+    }
+  | { type: 'contact'; contact: ContactUpdate }
+  | { type: 'ignored'; reason: string }
+
+/** The three Liquid parts of an email template. */
+export type TemplateParts = { subject: string; textBody: string; htmlBody: string }
+
+/** A kind of notification, with what it needs to be sent without any configuration. */
+export type KindDefinition = {
+  /** E.g. `ResponseCreated`: names templates, channel policies, metrics. */
+  name: string
+  /** One line for the documents. */
+  summary: string
+  /**
+   * Default templates by locale (`ru`, `en`, …). A template saved through the
+   * API for (kind, locale, channel) replaces the default of that locale.
+   */
+  templates: Record<string, TemplateParts>
+  /** Channels when no channel policy is stored for the kind. @defaultValue ['email'] */
+  channels?: readonly string[]
+}
+
+/** The envelopes this Worker reads; an event type belongs to one. */
+export type Family = 'arthunt' | 'pin'
+
+/** Where producers publish an event type (for the AsyncAPI document and the bridge's configuration). */
+export type Channels = {
+  rabbitmq?: { exchange: string; routingKey: string }
+  kafka?: { topic: string }
+  /** Also written to the PostgreSQL outbox (any event can be). */
+  outbox?: boolean
+}
+
+/** A valid event of a type, as its `intent` sees it. */
+export type EventOf<T> = {
+  eventType: string
+  /** ArtHunt `envelope.eventId`, PIN `message-id` header. */
+  eventId: string
+  payload: T
+  /** When it happened: `envelope.occurredAt` or the `created-at` header, else when the bridge read it (ISO). */
+  occurredAt: string
+  traceId?: string
+}
+
+/**
+ * Everything about one event type in one place: its contract, how it is
+ * recognised on the wire (family + type), its kinds with their default
+ * templates, its example, where it is published, and what it asks for. The
+ * registry (registry.ts) lists them; decoding, planning, dead-letter kinds,
+ * template examples and defaults, channel policies and the AsyncAPI document
+ * all derive from that list.
+ */
+export type EventTypeDefinition<T = unknown> = {
+  /** The envelope: ArtHunt `{envelope, data}` bodies, or PIN events with metadata in headers. */
+  family: Family
+  /** `envelope.eventType` (ArtHunt) or the `event-type` header (PIN). */
+  type: string
+  /** One line for the documents. */
+  summary: string
+  /** The contract of `data` (ArtHunt) or of the whole payload (PIN); field docs go in `.describe()`. */
+  schema: z.ZodType<T>
+  /** The kinds it can make (none for an event that only feeds the contact replica). */
+  kinds: readonly KindDefinition[]
+  /** A real example: the ArtHunt body, or the PIN payload with its headers. */
+  example: { body: unknown; headers?: Record<string, string> }
+  /** Where producers publish it. */
+  channels: Channels
+  /** What a valid event asks for: a notification, a contact update, or nothing. */
+  intent(event: EventOf<T>): Intent
+}
+
+/** Declares an event type (typing `intent` by the schema). */
+export function defineEventType<T>(definition: EventTypeDefinition<T>): EventTypeDefinition<T> {
+  return definition
+}

@@ -1,0 +1,78 @@
+import { z } from 'zod'
+import example from '../../examples/arthunt/invitation.created.json'
+import { Actor, Recipient } from '../contracts/arthunt.ts'
+import { HttpUrl, Id, Text } from '../contracts/fields.ts'
+import { defineEventType } from './define.ts'
+
+/** `data` of `invitation.created` (AH-MVP-006): a client invited a specialist; the specialist is told. */
+export const InvitationCreatedSchema = z.object({
+  invitationId: Id.describe('the invitation'),
+  projectId: Id.nullish().describe('the project, when the invitation is tied to one'),
+  projectTitle: Text.nullish().describe('its title'),
+  recipient: Recipient.describe('the invited specialist, who is told'),
+  actor: Actor.describe('the client who invited'),
+  message: z.string().max(2000).nullish().describe("the client's message"),
+  deepLink: HttpUrl.describe('where the specialist opens the invitation'),
+})
+
+/** `invitation.created`: one email to the invited specialist. */
+export const invitationCreated = defineEventType({
+  family: 'arthunt',
+  type: 'invitation.created',
+  summary: 'A client invited a specialist: the specialist is told.',
+  schema: InvitationCreatedSchema,
+  channels: {
+    rabbitmq: { exchange: 'arthunt.notifications', routingKey: 'notifications.email.invitation.created' },
+    outbox: true,
+  },
+  example: { body: example },
+  kinds: [
+    {
+      name: 'InvitationCreated',
+      summary: 'You are invited to a project',
+      templates: {
+        ru: {
+          subject: 'Вас пригласили в проект',
+          textBody: `Здравствуйте, {{ recipientName }}!
+
+{{ actorName }} приглашает вас {% if projectTitle %}в проект «{{ projectTitle }}»{% else %}к сотрудничеству{% endif %}.
+{% if message %}
+Сообщение: {{ message }}
+{% endif %}
+Открыть приглашение: {{ deepLink }}`,
+          htmlBody: `<p>Здравствуйте, {{ recipientName }}!</p>
+<p>{{ actorName }} приглашает вас {% if projectTitle %}в проект «{{ projectTitle }}»{% else %}к сотрудничеству{% endif %}.</p>
+{% if message %}<blockquote>{{ message }}</blockquote>
+{% endif %}<p><a href="{{ deepLink }}">Открыть приглашение</a></p>`,
+        },
+        en: {
+          subject: 'You are invited to a project',
+          textBody: `Hello {{ recipientName }},
+
+{{ actorName }} invites you {% if projectTitle %}to the project "{{ projectTitle }}"{% else %}to work together{% endif %}.
+{% if message %}
+Message: {{ message }}
+{% endif %}
+Open the invitation: {{ deepLink }}`,
+          htmlBody: `<p>Hello {{ recipientName }},</p>
+<p>{{ actorName }} invites you {% if projectTitle %}to the project "{{ projectTitle }}"{% else %}to work together{% endif %}.</p>
+{% if message %}<blockquote>{{ message }}</blockquote>
+{% endif %}<p><a href="{{ deepLink }}">Open the invitation</a></p>`,
+        },
+      },
+    },
+  ],
+  intent: ({ payload, traceId }) => ({
+    type: 'notify',
+    kind: 'InvitationCreated',
+    urgency: 'normal',
+    recipients: [{ userId: payload.recipient.userId, inline: payload.recipient }],
+    model: {
+      actorName: payload.actor.displayName,
+      projectTitle: payload.projectTitle ?? null,
+      message: payload.message ?? null,
+      deepLink: payload.deepLink,
+    },
+    traceId,
+  }),
+})

@@ -1,0 +1,84 @@
+import { z } from 'zod'
+import example from '../../examples/arthunt/response.created.json'
+import { Actor, Recipient } from '../contracts/arthunt.ts'
+import { HttpUrl, Id, Text } from '../contracts/fields.ts'
+import { defineEventType } from './define.ts'
+
+/** `data` of `response.created` (AH-MVP-007): a specialist responded to a project; its owner is told. */
+export const ResponseCreatedSchema = z.object({
+  responseId: Id.describe('the response'),
+  projectId: Id.describe('the project responded to'),
+  projectTitle: Text.describe('its title, as the owner sees it'),
+  recipient: Recipient.describe('the project owner, who is told'),
+  actor: Actor.describe('the specialist who responded'),
+  proposedPrice: z.number().int().nonnegative().nullish().describe('proposed price, whole roubles'),
+  proposedCurrency: z.enum(['RUB']).nullish().describe('currency of the price'),
+  proposedDeadlineDays: z.number().int().positive().nullish().describe('proposed deadline, in days'),
+  deepLink: HttpUrl.describe('where the owner reads the response'),
+})
+
+/** `response.created`: one email to the project owner. */
+export const responseCreated = defineEventType({
+  family: 'arthunt',
+  type: 'response.created',
+  summary: 'A specialist responded to a project: its owner is told.',
+  schema: ResponseCreatedSchema,
+  channels: {
+    rabbitmq: { exchange: 'arthunt.notifications', routingKey: 'notifications.email.response.created' },
+    outbox: true,
+  },
+  example: { body: example },
+  kinds: [
+    {
+      name: 'ResponseCreated',
+      summary: 'A new response to your project',
+      templates: {
+        ru: {
+          subject: 'Новый отклик на ваш проект',
+          textBody: `Здравствуйте, {{ recipientName }}!
+
+{{ actorName }} откликнулся на ваш проект «{{ projectTitle }}».
+{% if proposedPrice %}Предложенная цена: {{ proposedPrice | money: proposedCurrency }}
+{% endif %}{% if proposedDeadlineDays %}Срок: {{ proposedDeadlineDays | days }}
+{% endif %}
+Посмотреть отклик: {{ deepLink }}`,
+          htmlBody: `<p>Здравствуйте, {{ recipientName }}!</p>
+<p>{{ actorName }} откликнулся на ваш проект «{{ projectTitle }}».</p>
+{% if proposedPrice %}<p>Предложенная цена: {{ proposedPrice | money: proposedCurrency }}</p>
+{% endif %}{% if proposedDeadlineDays %}<p>Срок: {{ proposedDeadlineDays | days }}</p>
+{% endif %}<p><a href="{{ deepLink }}">Посмотреть отклик</a></p>`,
+        },
+        en: {
+          subject: 'New response to your project',
+          textBody: `Hello {{ recipientName }},
+
+{{ actorName }} responded to your project "{{ projectTitle }}".
+{% if proposedPrice %}Proposed price: {{ proposedPrice | money: proposedCurrency }}
+{% endif %}{% if proposedDeadlineDays %}Deadline: {{ proposedDeadlineDays | days }}
+{% endif %}
+View the response: {{ deepLink }}`,
+          htmlBody: `<p>Hello {{ recipientName }},</p>
+<p>{{ actorName }} responded to your project "{{ projectTitle }}".</p>
+{% if proposedPrice %}<p>Proposed price: {{ proposedPrice | money: proposedCurrency }}</p>
+{% endif %}{% if proposedDeadlineDays %}<p>Deadline: {{ proposedDeadlineDays | days }}</p>
+{% endif %}<p><a href="{{ deepLink }}">View the response</a></p>`,
+        },
+      },
+    },
+  ],
+  intent: ({ payload, traceId }) => ({
+    type: 'notify',
+    kind: 'ResponseCreated',
+    urgency: 'normal',
+    recipients: [{ userId: payload.recipient.userId, inline: payload.recipient }],
+    model: {
+      actorName: payload.actor.displayName,
+      projectTitle: payload.projectTitle,
+      proposedPrice: payload.proposedPrice ?? null,
+      proposedCurrency: payload.proposedCurrency ?? 'RUB',
+      proposedDeadlineDays: payload.proposedDeadlineDays ?? null,
+      deepLink: payload.deepLink,
+    },
+    traceId,
+  }),
+})

@@ -1,0 +1,88 @@
+import { PipelineError } from '../../errors.ts'
+import { COUNTERS, canonicalLabels, GAUGES, incrementCounter, setGauge } from '../../metrics/counters.ts'
+import { type BatchRun, describe, type Entry, type Work } from '../batch.ts'
+import { type EventWrite, persistEvents } from '../persist.ts'
+import type { Plan } from '../plan.ts'
+import { insertProcessedEvent, type ProcessedEvent } from '../processed.ts'
+import { insertNotification, upsertContact } from '../write.ts'
+
+type Recorded = Extract<Plan, { type: 'record' }>
+
+/**
+ * Stage 4: persist each event's processed mark, notifications, contact and
+ * counter, with the batch's counters and gauges, in one D1 batch; when that
+ * fails, each event on its own (persistEvents), so one bad event fails alone.
+ */
+export async function writeStage(run: BatchRun): Promise<void> {
+  const writes: EventWrite<Entry>[] = []
+  for (const entry of run.open()) {
+    if (entry.ignored)
+      writes.push({ item: entry, statements: [insertProcessedEvent(run.db, entry.ignored, run.nowIso, run.claim)] })
+    else if (entry.plan?.type === 'record')
+      writes.push({ item: entry, statements: recordStatements(run, entry, entry.plan) })
+    // A duplicate found in D1 is counted now, with the batch (it may still redispatch).
+    else if (entry.plan?.type === 'duplicate')
+      run.count((entry.inbound as { source: string }).source, 'skipped-duplicate')
+  }
+  const planned = run.entries.filter((entry) => entry.plan)
+  const { results, sharedError } = await persistEvents(run.db, writes, [
+    ...run.counters.drain(run.db),
+    ...lagGauges(run, planned),
+  ])
+  if (sharedError) run.log.warn('materialize.counters-failed', { error: sharedError })
+  for (const [entry, result] of results) {
+    entry.written = result
+    if (result.committed) continue
+    const { cause } = result
+    const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 write: ${(cause as Error).message}`, { cause })
+    run.fail(
+      entry,
+      error,
+      entry.inbound ? { ...describe(entry.inbound), eventId: entry.work?.event.eventId ?? entry.ignored?.eventId } : {},
+    )
+  }
+}
+
+function recordStatements(run: BatchRun, entry: Entry, plan: Recorded): D1PreparedStatement[] {
+  const work = entry.work as Work
+  const labels = canonicalLabels({ outcome: plan.outcome, source: work.source })
+  return [
+    insertProcessedEvent(run.db, processedRow(entry, plan), run.nowIso, run.claim),
+    // notify_notifications_total follows these rows by trigger (migration 0004).
+    ...plan.notifications.map((row) => insertNotification(run.db, row, run.nowIso)),
+    ...(plan.contact ? [upsertContact(run.db, plan.contact, run.nowIso)] : []),
+    // Counted only by the batch that won the event's processed mark.
+    incrementCounter(run.db, COUNTERS.events, labels, 1, {
+      idempotencyKey: work.event.idempotencyKey,
+      claim: run.claim,
+    }),
+  ]
+}
+
+function processedRow(entry: Entry, plan: Recorded): ProcessedEvent {
+  const { event, intent } = entry.work as Work
+  return {
+    idempotencyKey: event.idempotencyKey,
+    eventId: event.eventId,
+    contract: event.contract,
+    eventType: event.eventType,
+    kind: plan.kind ?? null,
+    traceId: intent.type === 'notify' ? (intent.traceId ?? null) : null,
+    outcome: plan.outcome,
+    inbound: entry.inbound as ProcessedEvent['inbound'],
+  }
+}
+
+/**
+ * `notify_consumer_lag_seconds{source}`: how old the newest-processed events of
+ * each source were (event time, else when the bridge read them), the largest of this batch.
+ */
+function lagGauges(run: BatchRun, entries: readonly Entry[]): D1PreparedStatement[] {
+  const lag = new Map<string, number>()
+  for (const entry of entries) {
+    const work = entry.work as Work
+    const seconds = Math.max(0, (run.now.getTime() - Date.parse(work.event.occurredAt)) / 1000)
+    lag.set(work.source, Math.max(lag.get(work.source) ?? 0, seconds))
+  }
+  return [...lag].map(([source, seconds]) => setGauge(run.db, GAUGES.consumerLag, { source }, seconds, run.nowIso))
+}
