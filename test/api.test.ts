@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import { asyncApiDocument } from '../src/events/asyncapi.ts'
 import { ADMIN_TOKEN, guid, INGEST_TOKEN } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
@@ -64,9 +65,12 @@ describe('operator API: scopes', () => {
     })
   }
 
-  it('/healthz and /openapi.json need no token', async () => {
+  it("/healthz, /openapi.json and /asyncapi.json need no token; the AsyncAPI document is the registry's", async () => {
     expect((await call('GET', '/healthz', null)).status).toBe(200)
     expect((await call('GET', '/openapi.json', null)).status).toBe(200)
+    const asyncapi = await call('GET', '/asyncapi.json', null)
+    expect(asyncapi.status).toBe(200)
+    expect(await asyncapi.json()).toEqual(asyncApiDocument())
   })
 
   it('operator request bodies are limited to 1 MiB (413)', async () => {
@@ -105,6 +109,7 @@ describe('/openapi.json', () => {
       [
         'GET /healthz',
         'GET /openapi.json',
+        'GET /asyncapi.json',
         'POST /v1/ingest',
         'GET /v1/dead-letters',
         'GET /v1/dead-letters/{id}',
@@ -130,7 +135,7 @@ describe('/openapi.json', () => {
         for (const [status, response] of Object.entries(operation.responses)) {
           expect(response.description, `${method} ${path} ${status}`).toBeTruthy()
         }
-        if (path !== '/healthz' && path !== '/openapi.json') {
+        if (!['/healthz', '/openapi.json', '/asyncapi.json'].includes(path)) {
           expect(Object.keys(operation.responses), `${method} ${path}`).toEqual(expect.arrayContaining(['401', '403']))
           for (const requirement of operation.security ?? []) {
             for (const scheme of Object.keys(requirement as object))

@@ -4,6 +4,7 @@ import { HTTPException } from 'hono/http-exception'
 import { secureHeaders } from 'hono/secure-headers'
 import { IngestRequestSchema } from '../contracts/index.ts'
 import { type ApiCode, ApiError, type FieldIssue } from '../errors.ts'
+import { asyncApiDocument } from '../events/asyncapi.ts'
 import { ingest } from '../ingest/route.ts'
 import { loggerFor } from '../log.ts'
 import { requireScope } from './auth.ts'
@@ -28,6 +29,9 @@ export const app = createRouter()
 app.use(secureHeaders())
 
 app.get('/healthz', (c) => c.json({ status: 'ok' }))
+
+// The events this Worker consumes, from the registry (docs/asyncapi.yaml is the same document).
+app.get('/asyncapi.json', (c) => c.json(asyncApiDocument()))
 
 // Scopes: the ingest token may only ingest; the admin token may do everything else.
 const admin = requireScope('admin')
@@ -73,6 +77,12 @@ app.openAPIRegistry.registerPath({
   responses: { 200: json(z.object({ status: z.literal('ok') }), 'Alive') },
 })
 
+app.openAPIRegistry.registerPath({
+  method: 'get',
+  path: '/asyncapi.json',
+  summary: 'The AsyncAPI 3 document of the events this Worker consumes, made from its event registry',
+  responses: { 200: json(z.object({ asyncapi: z.string() }).passthrough(), 'The AsyncAPI document') },
+})
 app.openAPIRegistry.registerPath({
   method: 'get',
   path: '/openapi.json',

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import example from '../../examples/pin/contact-upserted.json'
+import example from '../../examples/pin/contact-upserted.json' with { type: 'json' }
 import { Locale, RequiredId, TimeZone } from '../contracts/fields.ts'
 import { defineEventType } from './define.ts'
 

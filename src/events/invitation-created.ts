@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import example from '../../examples/arthunt/invitation.created.json'
+import example from '../../examples/arthunt/invitation.created.json' with { type: 'json' }
 import { Actor, Recipient } from '../contracts/arthunt.ts'
 import { HttpUrl, Id, Text } from '../contracts/fields.ts'
 import { defineEventType } from './define.ts'

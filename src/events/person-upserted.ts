@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import example from '../../examples/pin/person-upserted.json'
+import example from '../../examples/pin/person-upserted.json' with { type: 'json' }
 import { RequiredId } from '../contracts/fields.ts'
 import { defineEventType } from './define.ts'
 import { DECISION_KINDS } from './verification-completed.ts'

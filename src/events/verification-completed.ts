@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import example from '../../examples/pin/verification-completed.json'
+import example from '../../examples/pin/verification-completed.json' with { type: 'json' }
 import { RequiredId, Text } from '../contracts/fields.ts'
 import { defineEventType, type KindDefinition } from './define.ts'
 

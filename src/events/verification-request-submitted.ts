@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import example from '../../examples/pin/verification-request-submitted.json'
+import example from '../../examples/pin/verification-request-submitted.json' with { type: 'json' }
 import { RequiredId } from '../contracts/fields.ts'
 import { defineEventType } from './define.ts'
 
