@@ -15,8 +15,11 @@ import type postgres from 'postgres'
 import { Connection } from 'rabbitmq-client'
 import { renderTable } from '../bin/table.ts'
 import { claimOutboxBatch, markTransferred } from '../bridge/src/sources/postgres/sql.ts'
-import { freshDatabase, recordingSink, startBridge, transferredCount, waitFor } from '../bridge/test/helpers.ts'
-import { startLocalWorker } from '../scripts/local-worker.ts'
+import { startBridge } from '../support/bridge-process.ts'
+import { startLocalWorker } from '../support/local-worker.ts'
+import { freshDatabase, transferredCount } from '../support/postgres.ts'
+import { recordingSink } from '../support/recording-sink.ts'
+import { waitFor } from '../support/wait.ts'
 
 const SCALE = Number(process.env.BENCH_SCALE ?? '1')
 const N = {

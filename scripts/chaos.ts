@@ -27,7 +27,8 @@ import postgres from 'postgres'
 import { Connection } from 'rabbitmq-client'
 import { renderTable } from '../bin/table.ts'
 import { migratePostgres } from '../bridge/src/migrate.ts'
-import { leakedLines, startBridge, waitFor } from '../bridge/test/helpers.ts'
+import { startBridge } from '../support/bridge-process.ts'
+import { leakedLines } from '../support/child-output.ts'
 import {
   deadLetterOf,
   type HostileRecord,
@@ -35,8 +36,9 @@ import {
   publishHostile,
   type Source,
   validRecord,
-} from './hostile-records.ts'
-import { startLocalWorker } from './local-worker.ts'
+} from '../support/hostile-records.ts'
+import { startLocalWorker } from '../support/local-worker.ts'
+import { waitFor } from '../support/wait.ts'
 
 const EVENTS = Number(process.env.CHAOS_EVENTS ?? '3000')
 const OUTAGE_SECONDS = Number(process.env.CHAOS_OUTAGE_SECONDS ?? '60')

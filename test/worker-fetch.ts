@@ -1,7 +1,7 @@
 import { createExecutionContext } from 'cloudflare:test'
 import { env, exports } from 'cloudflare:workers'
 import worker from '../src/index.ts'
-import { type OpenApiDocument, openApiChecker } from './openapi-check.ts'
+import { type OpenApiDocument, openApiChecker } from '../support/openapi-check.ts'
 
 let checker: Promise<ReturnType<typeof openApiChecker>> | undefined
 

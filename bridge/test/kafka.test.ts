@@ -4,7 +4,10 @@ import { execFileSync } from 'node:child_process'
 import { after, before, test } from 'node:test'
 import type { InboundEvent } from '@notify-edge/contracts'
 import { type Admin, Kafka, logLevel, PartitionAssigners, Partitioners, type Producer } from 'kafkajs'
-import { assertNoLeaks, recordingSink, startBridge, waitFor } from './helpers.ts'
+import { startBridge } from '../../support/bridge-process.ts'
+import { assertNoLeaks } from '../../support/child-output.ts'
+import { recordingSink } from '../../support/recording-sink.ts'
+import { waitFor } from '../../support/wait.ts'
 
 const BROKERS = process.env.TEST_KAFKA_BROKERS ?? '127.0.0.1:9092'
 const kafka = new Kafka({ clientId: 'notify-edge-test', brokers: BROKERS.split(','), logLevel: logLevel.NOTHING })

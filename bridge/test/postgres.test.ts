@@ -6,16 +6,11 @@
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { after, test } from 'node:test'
-import {
-  assertNoLeaks,
-  freePort,
-  freshDatabase,
-  recordingSink,
-  startBridge,
-  transferredCount,
-  waitFor,
-  writeRows,
-} from './helpers.ts'
+import { startBridge } from '../../support/bridge-process.ts'
+import { assertNoLeaks } from '../../support/child-output.ts'
+import { freshDatabase, transferredCount, writeRows } from '../../support/postgres.ts'
+import { recordingSink } from '../../support/recording-sink.ts'
+import { freePort, waitFor } from '../../support/wait.ts'
 
 const cleanups: (() => Promise<unknown>)[] = []
 after(async () => {
@@ -216,7 +211,7 @@ test('a bad variable: non-zero exit and a message naming it', () => {
 
 test('npm run migrate:pg on a database that already holds the seed tables and rows loses nothing', async () => {
   const { default: postgres } = await import('postgres')
-  const { PG_ADMIN_URL } = await import('./helpers.ts')
+  const { PG_ADMIN_URL } = await import('../../support/postgres.ts')
   const { migratePostgres } = await import('../src/migrate.ts')
   const name = `notify_edge_seed_${crypto.randomUUID().replaceAll('-', '').slice(0, 10)}`
   const admin = postgres(PG_ADMIN_URL, { max: 1, onnotice: () => {} })

@@ -4,7 +4,10 @@ import { execFileSync } from 'node:child_process'
 import { after, before, test } from 'node:test'
 import { INBOUND_EVENT_MAX_BYTES } from '@notify-edge/contracts'
 import { Connection } from 'rabbitmq-client'
-import { assertNoLeaks, recordingSink, startBridge, waitFor } from './helpers.ts'
+import { startBridge } from '../../support/bridge-process.ts'
+import { assertNoLeaks } from '../../support/child-output.ts'
+import { recordingSink } from '../../support/recording-sink.ts'
+import { waitFor } from '../../support/wait.ts'
 
 const URL = process.env.TEST_RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672'
 const KEYS = ['notifications.email.response.created', 'notifications.email.invitation.created']

@@ -6,11 +6,11 @@ import type { AddressInfo } from 'node:net'
 import { Writable } from 'node:stream'
 import { after, test } from 'node:test'
 import { INBOUND_EVENT_MAX_BYTES, type InboundEvent } from '@notify-edge/contracts'
-import { leaksIn } from '../../test/log-privacy.ts'
+import { leaksIn } from '../../support/privacy.ts'
+import { waitFor } from '../../support/wait.ts'
 import { createLogger } from '../src/log.ts'
 import { createMetrics } from '../src/metrics.ts'
 import { Sink } from '../src/sink/sink.ts'
-import { waitFor } from './helpers.ts'
 
 type Handler = (
   events: InboundEvent[],

@@ -14,7 +14,8 @@ import { type Admin, Kafka, logLevel, Partitioners, type Producer } from 'kafkaj
 import postgres from 'postgres'
 import { Connection, type Publisher } from 'rabbitmq-client'
 import { migratePostgres } from '../../bridge/src/migrate.ts'
-import { assertNoLeaks, startBridge, waitFor } from '../../bridge/test/helpers.ts'
+import { startBridge } from '../../support/bridge-process.ts'
+import { assertNoLeaks } from '../../support/child-output.ts'
 import {
   deadLetterOf,
   type HostileRecord,
@@ -22,8 +23,9 @@ import {
   publishHostile,
   type Source,
   validRecord,
-} from '../../scripts/hostile-records.ts'
-import { type LocalWorker, sentMails, startLocalWorker } from '../../scripts/local-worker.ts'
+} from '../../support/hostile-records.ts'
+import { type LocalWorker, sentMails, startLocalWorker } from '../../support/local-worker.ts'
+import { waitFor } from '../../support/wait.ts'
 
 const run = promisify(execFile)
 const id = crypto.randomUUID().slice(0, 8)

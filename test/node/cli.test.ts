@@ -6,8 +6,9 @@ import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
 import { after, before, test } from 'node:test'
 import { promisify } from 'node:util'
-import { assertNoLeaks, waitFor, watchOutput } from '../../bridge/test/helpers.ts'
-import { type LocalWorker, startLocalWorker } from '../../scripts/local-worker.ts'
+import { assertNoLeaks, watchOutput } from '../../support/child-output.ts'
+import { type LocalWorker, startLocalWorker } from '../../support/local-worker.ts'
+import { waitFor } from '../../support/wait.ts'
 
 const run = promisify(execFile)
 const ADMIN = 'cli-test-admin-token-0123456789'

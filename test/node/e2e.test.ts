@@ -12,9 +12,11 @@ import { Kafka, logLevel, Partitioners } from 'kafkajs'
 import postgres from 'postgres'
 import { Connection } from 'rabbitmq-client'
 import { migratePostgres } from '../../bridge/src/migrate.ts'
-import { assertNoLeaks, startBridge, waitFor } from '../../bridge/test/helpers.ts'
 import { collectOutcomes, type Endpoints, sendSamples } from '../../scripts/demo-lib.ts'
-import { type LocalWorker, startLocalWorker } from '../../scripts/local-worker.ts'
+import { startBridge } from '../../support/bridge-process.ts'
+import { assertNoLeaks } from '../../support/child-output.ts'
+import { type LocalWorker, startLocalWorker } from '../../support/local-worker.ts'
+import { waitFor } from '../../support/wait.ts'
 
 const run = promisify(execFile)
 const id = crypto.randomUUID().slice(0, 8)

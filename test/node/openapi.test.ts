@@ -8,9 +8,9 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import SwaggerParser from '@apidevtools/swagger-parser'
-import { assertNoLeaks } from '../../bridge/test/helpers.ts'
-import { type LocalWorker, startLocalWorker } from '../../scripts/local-worker.ts'
-import { type OpenApiDocument, openApiChecker } from '../openapi-check.ts'
+import { assertNoLeaks } from '../../support/child-output.ts'
+import { type LocalWorker, startLocalWorker } from '../../support/local-worker.ts'
+import { type OpenApiDocument, openApiChecker } from '../../support/openapi-check.ts'
 
 let worker: LocalWorker
 let doc: OpenApiDocument

@@ -6,8 +6,9 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { freePort, waitFor, watchOutput } from '../bridge/test/helpers.ts'
-import { type OpenApiDocument, openApiChecker } from '../test/openapi-check.ts'
+import { watchOutput } from './child-output.ts'
+import { type OpenApiDocument, openApiChecker } from './openapi-check.ts'
+import { freePort, waitFor } from './wait.ts'
 
 /** A running local Worker. */
 export type LocalWorker = {
