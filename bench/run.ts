@@ -2,7 +2,7 @@
  * `npm run bench`: throughput of each relay beside its baselines, measured in
  * the same run on this machine, and the Worker pipeline under `wrangler dev`.
  * Prints progress, then a table, and writes bench/results.json. Nothing here
- * is asserted: targets are for reading (BENCHMARKS.md). Exits non-zero when a
+ * is asserted: targets are for reading (docs/benchmarks.md). Exits non-zero when a
  * bench could not run to its end.
  *
  * BENCH_SCALE (default 1) multiplies every message count.
@@ -73,7 +73,9 @@ async function benchPostgres() {
     }
     const claimOnly = rate(N.pg, performance.now() - start)
 
-    progress(`pg_relay: the seed's algorithm (one transaction and one forward per message) over ${N.pgBaseline} rows`)
+    progress(
+      `pg_relay: the PushOccurrence algorithm (one transaction and one forward per message) over ${N.pgBaseline} rows`,
+    )
     await fillOutbox(db.sql, N.pgBaseline)
     const ids = (await db.sql`SELECT message_id FROM data_exchange.message_queue_log ORDER BY created_at`).map(
       (row) => row.message_id as string,

@@ -21,76 +21,107 @@ const UrgencyList = commaList(z.enum(['low', 'normal', 'high']))
 
 const Seconds = z.coerce.number().int().nonnegative()
 
-const ConfigSchema = z
+/**
+ * Every variable and secret of the Worker. Each field's description and
+ * default are what docs/configuration.md shows (generated from this schema,
+ * kept equal by a test); `secret` marks what goes in with `wrangler secret put`.
+ */
+export const ConfigSchema = z
   .object({
-    INGEST_TOKEN: Token,
-    ADMIN_TOKEN: Token,
-    /** Delays before attempts 2, 3, …; after the last one the message is dead-lettered. @defaultValue "5,30" */
-    RETRY_DELAYS_SECONDS: DelayList.default([5, 30]),
-    /**
-     * Delays between send attempts of one notification. Longer than the event policy: an
-     * email provider's transient failures (rate limits, 5xx) last, and every attempt is
-     * safe (the claim, the Message-ID and the provider's idempotency key).
-     * @defaultValue "5,30,60,120,300,600,900,1800,3600" (10 attempts)
-     */
-    DISPATCH_RETRY_DELAYS_SECONDS: DelayList.default([5, 30, 60, 120, 300, 600, 900, 1800, 3600]),
-    /** How long processed-event keys are kept for deduplication. @defaultValue 30 */
-    PROCESSED_EVENTS_RETENTION_DAYS: z.coerce.number().int().min(7).default(30),
-    LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
-    /** Last step of the template locale fallback (`ru-RU → ru → DEFAULT_LOCALE`). @defaultValue "ru" */
-    DEFAULT_LOCALE: Locale.default('ru'),
-    /** Time zone of a recipient without one in the contact replica. @defaultValue "Europe/Moscow" */
-    DEFAULT_TIME_ZONE: TimeZone.default('Europe/Moscow'),
-    /** Start of quiet hours, recipient's local time. @defaultValue "22:00" */
-    QUIET_HOURS_START: Clock.default(22 * 60),
-    /** End of quiet hours, recipient's local time. @defaultValue "08:00" */
-    QUIET_HOURS_END: Clock.default(8 * 60),
-    /** Urgencies held during quiet hours (comma-separated). @defaultValue "low" */
-    QUIET_HOURS_URGENCIES: UrgencyList.default(['low']),
-    /** How long a fallback decision (from person-upserted) waits for the authoritative one. @defaultValue 600 */
-    FALLBACK_GRACE_SECONDS: Seconds.default(600),
-    /**
-     * A fallback decision that names no request matches the authoritative decision of the same
-     * person made within this many seconds of it (event times); a decision further apart is a
-     * new one and is notified. @defaultValue 300
-     */
-    DECISION_MATCH_SECONDS: Seconds.default(300),
-    /** KV idempotency fast-path TTL in days. @defaultValue 8 */
-    IDEMPOTENCY_TTL_DAYS: z.coerce.number().int().min(7).default(8),
-    /** `cloudflare` (send_email binding) or `resend` (HTTP API). @defaultValue "cloudflare" */
-    EMAIL_TRANSPORT: z.enum(['cloudflare', 'resend']).default('cloudflare'),
-    /** Envelope and header sender address. */
-    EMAIL_FROM: z.email(),
-    /** Display name of the sender. @defaultValue "notify-edge" */
-    EMAIL_FROM_NAME: z.string().min(1).default('notify-edge'),
-    /** Resend API key (secret); required when EMAIL_TRANSPORT is resend. */
-    RESEND_API_KEY: z.string().min(1).optional(),
-    /** Resend API base URL. @defaultValue "https://api.resend.com" */
-    RESEND_API_URL: z.url({ protocol: /^https?$/ }).default('https://api.resend.com'),
-    /**
-     * How long a dispatch claim (`sending`) is held before another delivery may take it; renewed
-     * every third of it while the send runs, so it runs out only when its Worker invocation is gone.
-     * @defaultValue 120
-     */
-    DISPATCH_LEASE_SECONDS: Seconds.min(3).default(120),
-    /** How far past due a pending notification must be before the cron re-enqueues it. @defaultValue 120 */
-    STUCK_GRACE_SECONDS: Seconds.default(120),
-    /** Characters of Liquid source parsed per template part. @defaultValue 200000 */
-    TEMPLATE_PARSE_LIMIT: z.coerce.number().int().min(1000).default(200_000),
-    /**
-     * Milliseconds of rendering per template part, checked between template nodes. Deployed on
-     * Cloudflare the clock advances only on I/O, so a render (no I/O) never sees it move: there
-     * the memory and output limits are what stop a runaway template; locally it applies.
-     * @defaultValue 500
-     */
-    TEMPLATE_RENDER_LIMIT_MS: z.coerce.number().int().min(10).default(500),
-    /** Allocation units per template part: loop iterations, range sizes, strings built by filters. @defaultValue 1000000 */
-    TEMPLATE_MEMORY_LIMIT: z.coerce.number().int().min(10_000).default(1_000_000),
-    /**
-     * UTF-8 bytes of a rendered text or HTML part: the notification row (three parts) and the
-     * raw MIME kept beside it must stay well inside D1's 2 MB row. @defaultValue 200000
-     */
-    TEMPLATE_OUTPUT_LIMIT_BYTES: z.coerce.number().int().min(10_000).max(400_000).default(200_000),
+    INGEST_TOKEN: Token.meta({ secret: true }).describe(
+      'bearer token of the bridge; may only call ingest (≥ 16 characters)',
+    ),
+    ADMIN_TOKEN: Token.meta({ secret: true }).describe(
+      'bearer token of operators (≥ 16 characters, different from INGEST_TOKEN)',
+    ),
+    RETRY_DELAYS_SECONDS: DelayList.prefault('5,30').describe(
+      'delays before attempts 2, 3, … of an event; the attempt after the last one is dead-lettered',
+    ),
+    // Longer than the event policy: an email provider's transient failures (rate limits, 5xx)
+    // last, and every attempt is safe (the claim, the Message-ID and the provider's idempotency key).
+    DISPATCH_RETRY_DELAYS_SECONDS: DelayList.prefault('5,30,60,120,300,600,900,1800,3600').describe(
+      'delays between send attempts of one notification (10 attempts), then `failed` and a dead letter',
+    ),
+    PROCESSED_EVENTS_RETENTION_DAYS: z.coerce
+      .number()
+      .int()
+      .min(7)
+      .default(30)
+      .describe('how long processed-event keys are kept for deduplication (≥ 7)'),
+    LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info').describe('lowest level logged'),
+    DEFAULT_LOCALE: Locale.default('ru').describe(
+      'last step of the template locale fallback (ru-RU → ru → DEFAULT_LOCALE)',
+    ),
+    DEFAULT_TIME_ZONE: TimeZone.default('Europe/Moscow').describe(
+      'time zone of a recipient without one in the contact replica',
+    ),
+    QUIET_HOURS_START: Clock.prefault('22:00').describe("start of quiet hours, recipient's local time (HH:MM)"),
+    QUIET_HOURS_END: Clock.prefault('08:00').describe("end of quiet hours, recipient's local time (HH:MM)"),
+    QUIET_HOURS_URGENCIES: UrgencyList.prefault('low').describe('urgencies held during quiet hours (comma-separated)'),
+    FALLBACK_GRACE_SECONDS: Seconds.default(600).describe(
+      'how long a fallback decision (from person-upserted) waits for the authoritative one',
+    ),
+    DECISION_MATCH_SECONDS: Seconds.default(300).describe(
+      'a fallback decision without a request id matches the authoritative decision of the same person made within this many seconds of it; one further apart is a new decision',
+    ),
+    IDEMPOTENCY_TTL_DAYS: z.coerce
+      .number()
+      .int()
+      .min(7)
+      .default(8)
+      .describe('KV fast-path TTL of processed keys, in days (≥ 7)'),
+    EMAIL_TRANSPORT: z
+      .enum(['cloudflare', 'resend'])
+      .default('cloudflare')
+      .describe('`cloudflare` (the send_email binding) or `resend` (its HTTP API)'),
+    EMAIL_FROM: z.email().describe('envelope and header sender address'),
+    EMAIL_FROM_NAME: z.string().min(1).default('notify-edge').describe('display name of the sender'),
+    RESEND_API_KEY: z
+      .string()
+      .min(1)
+      .optional()
+      .meta({ secret: true })
+      .describe('Resend API key; required when EMAIL_TRANSPORT is resend'),
+    RESEND_API_URL: z
+      .url({ protocol: /^https?$/ })
+      .default('https://api.resend.com')
+      .describe('Resend API base URL'),
+    DISPATCH_LEASE_SECONDS: Seconds.min(3)
+      .default(120)
+      .describe(
+        'how long a dispatch claim is held before another delivery may take it (≥ 3); renewed every third of it while the send runs',
+      ),
+    STUCK_GRACE_SECONDS: Seconds.default(120).describe(
+      'how far past due a pending notification must be before the cron re-enqueues it',
+    ),
+    TEMPLATE_PARSE_LIMIT: z.coerce
+      .number()
+      .int()
+      .min(1000)
+      .default(200_000)
+      .describe('characters of Liquid source parsed per template part'),
+    // Checked between template nodes. Deployed on Cloudflare the clock advances only on I/O, so a
+    // render (no I/O) never sees it move: there the memory and output limits stop a runaway template.
+    TEMPLATE_RENDER_LIMIT_MS: z.coerce
+      .number()
+      .int()
+      .min(10)
+      .default(500)
+      .describe('milliseconds of rendering per template part (deployed, the memory and output limits are what bind)'),
+    TEMPLATE_MEMORY_LIMIT: z.coerce
+      .number()
+      .int()
+      .min(10_000)
+      .default(1_000_000)
+      .describe('allocation units per template part: loop iterations, range elements, strings built by filters'),
+    // The notification row (three parts) and the raw MIME kept beside it must stay well inside D1's 2 MB row.
+    TEMPLATE_OUTPUT_LIMIT_BYTES: z.coerce
+      .number()
+      .int()
+      .min(10_000)
+      .max(400_000)
+      .default(200_000)
+      .describe('UTF-8 bytes of a rendered text or HTML part (≤ 400000)'),
   })
   .refine((config) => config.INGEST_TOKEN !== config.ADMIN_TOKEN, {
     path: ['ADMIN_TOKEN'],
@@ -113,9 +144,10 @@ const parsed = new WeakMap<object, Config>()
 
 /**
  * Parses the Worker's variables once per `env` object and fails with a message
- * naming each bad variable (`CONFIG_INVALID`).
+ * naming each bad variable (`CONFIG_INVALID`). Typed `object`, not `Env`, so
+ * that Node scripts (the generated configuration docs) can import this module.
  */
-export function configOf(env: Env): Config {
+export function configOf(env: object): Config {
   const cached = parsed.get(env)
   if (cached) return cached
   const result = ConfigSchema.safeParse(env)

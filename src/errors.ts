@@ -4,10 +4,11 @@ import type { RefusalIssue } from '@notify-edge/contracts'
  * Every error code of notify-edge, in one table with what is done about it.
  *
  * Pipeline codes (`NTF_*`) end a queue message: `retry` follows the retry
- * policy (5 s, 30 s, then a dead letter carrying the last error), `dead-letter`
+ * policy of its queue (RETRY_DELAYS_SECONDS or DISPATCH_RETRY_DELAYS_SECONDS, then a
+ * dead letter carrying the last error), `dead-letter`
  * skips retries because trying again cannot help, `fail` ends the notification
  * as `failed` without a dead letter (nothing an operator could replay helps). API codes carry the HTTP
- * status they answer with. The README lists this table; a test keeps the two equal.
+ * status they answer with. docs/operating.md lists this table; a test keeps the two equal.
  */
 export const ERRORS = {
   NTF_INVALID_PAYLOAD: {

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest'
+import operating from '../docs/operating.md?raw'
 import responseCreated from '../examples/arthunt/response.created.json?raw'
 import ingestSample from '../examples/ingest/response.created.json'
 import ingestMissingEmail from '../examples/ingest/response.created.missing-email.json'
-import readme from '../README.md?raw'
 import { ERRORS } from '../src/errors.ts'
 
-describe('README and examples', () => {
-  it('lists every error code of src/errors.ts with its decision, and no other', () => {
-    const rows = [...readme.matchAll(/^\| `([A-Z_]+)`\s*\| (retry|dead-letter|fail|HTTP \d{3})\s*\|/gm)].map(
+describe('docs and examples', () => {
+  it('docs/operating.md lists every error code of src/errors.ts with its decision, and no other', () => {
+    const rows = [...operating.matchAll(/^\| `([A-Z_]+)`\s*\| (retry|dead-letter|fail|HTTP \d{3})\s*\|/gm)].map(
       (match) => [match[1], match[2]],
     )
     const expected = Object.entries(ERRORS).map(([code, entry]) => [
@@ -17,7 +17,7 @@ describe('README and examples', () => {
     expect(rows).toEqual(expected)
   })
 
-  it("the README's curl posts the seed's response.created sample verbatim", () => {
+  it("the README's curl posts the response.created sample of examples/arthunt verbatim", () => {
     expect(ingestSample.events).toHaveLength(1)
     expect(ingestSample.events[0]?.body).toBe(responseCreated)
   })

@@ -74,7 +74,7 @@ async function settled(eventId: string, status = 'sent') {
   })
 }
 
-describe('profile events → notifications (seed 002 acceptance criteria)', () => {
+describe('profile events → notifications (the PIN profile-events acceptance criteria)', () => {
   it('Given verification-request-submitted, When the consumer processes it, Then the PIN reviewer gets a NotificationEntity(Pending, Kind=VerificationSubmitted)', async () => {
     const { ids, submitted } = await story()
     const event = submitted()

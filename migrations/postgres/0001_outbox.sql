@@ -1,10 +1,10 @@
--- The outbox of seed `pushoccurrence-outbox-relay.txt`, exactly, plus additive changes only,
--- so that applying this to a database that already holds the seed's tables and rows loses nothing.
+-- The outbox of the PushOccurrence relay, exactly, plus additive changes only,
+-- so that applying this to a database that already holds those tables and rows loses nothing.
 -- `npm run migrate:pg` substitutes PG_SCHEMA for data_exchange and PG_CHANNEL for queue_message_log.
 
 CREATE SCHEMA IF NOT EXISTS data_exchange;
 
--- The seed's tables, as the seed wrote them.
+-- The PushOccurrence tables, as they were.
 CREATE TABLE IF NOT EXISTS data_exchange.message_queue_log (
     message_id UUID PRIMARY KEY,
     transferred BOOLEAN DEFAULT FALSE,

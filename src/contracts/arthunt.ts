@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { Id, Text, Timestamp } from './fields.ts'
 
 /**
- * The ArtHunt family (seed `arthunt-email-notifications.asyncapi.txt`): body
+ * The ArtHunt family (ArtHunt's email-notification AsyncAPI): body
  * `{ envelope, data }` published on exchange `arthunt.notifications`. The
  * envelope and the pieces its events share live here; each event type's
  * `data` is in its module under src/events. Optional fields also accept

@@ -5,7 +5,7 @@ export const Id = z.guid()
 
 const NIL_GUID = '00000000-0000-0000-0000-000000000000'
 
-/** A required identifier: a GUID that is not the empty GUID (seed 002: "обязательные идентификаторы непусты"). */
+/** A required identifier: a GUID that is not the empty GUID (the PIN profile-events spec: "обязательные идентификаторы непусты"). */
 export const RequiredId = z.guid().refine((value) => value !== NIL_GUID, { message: 'must not be the empty GUID' })
 
 /** ISO-8601 timestamp with `Z` or an offset. */

@@ -1,6 +1,6 @@
 /**
  * The contracts of notify-edge, in one module that the bridge imports too:
- * the bridge → Worker wire format, the events of the three seeds, and the
+ * the bridge → Worker wire format, the events of ArtHunt and PIN, and the
  * shape-based decoder.
  */
 

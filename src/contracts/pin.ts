@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { Timestamp } from './fields.ts'
 
 /**
- * The PIN family (seed `pin-profile-events-consumer.txt`): metadata travels in
+ * The PIN family (PIN's profile-events consumer spec): metadata travels in
  * headers (Kafka record headers), the value is the JSON payload with
  * PascalCase fields. The headers live here; each event type's payload is in
  * its module under src/events.
@@ -26,7 +26,7 @@ export const PinHeadersSchema = z.object({
 /** Header metadata of a PIN event. */
 export type PinHeaders = z.infer<typeof PinHeadersSchema>
 
-/** Consumer idempotency key of a PIN event (seed 002). */
+/** Consumer idempotency key of a PIN event (the PIN profile-events spec). */
 export function pinIdempotencyKey(eventType: string, messageId: string): string {
   return `notifications-profile:${eventType}:${messageId}`
 }

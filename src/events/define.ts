@@ -6,7 +6,7 @@ export type Urgency = 'low' | 'normal' | 'high'
 /** Who is to be told: a user, with an address when the event carries one (ArtHunt). */
 export type RecipientRef = { userId: string; inline?: { email: string; displayName: string } }
 
-/** A verification decision, to keep one email per decision across its two sources (seed 002). */
+/** A verification decision, to keep one email per decision across its two sources (the PIN profile-events spec). */
 export type Decision = {
   /** `{PersonId}:{approved|rejected}` */
   person: string

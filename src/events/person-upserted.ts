@@ -14,7 +14,7 @@ export const PersonUpsertedSchema = z.object({
 })
 
 /**
- * `person-upserted`: the fallback source of decisions (seed 002). A status
+ * `person-upserted`: the fallback source of decisions (the PIN profile-events spec). A status
  * change to approved or rejected is a Low-urgency decision held for
  * FALLBACK_GRACE_SECONDS, so that the authoritative verification-completed
  * wins when both arrive; anything else is ignored.

@@ -12,7 +12,7 @@ import { verificationRequestSubmitted } from './verification-request-submitted.t
  * decoding, planning, dead-letter kinds, template examples and defaults,
  * channel defaults, the AsyncAPI document — reads this list.
  */
-const registered: EventTypeDefinition[] = [
+const BUILT_IN: readonly EventTypeDefinition[] = [
   responseCreated,
   invitationCreated,
   verificationRequestSubmitted,
@@ -20,6 +20,10 @@ const registered: EventTypeDefinition[] = [
   personUpserted,
   contactUpserted,
 ]
+
+const registered: EventTypeDefinition[] = []
+// Through the same checks as a type added at run time: a duplicate fails at load.
+for (const definition of BUILT_IN) registerEventType(definition)
 
 /**
  * Registers one more event type at run time (an extension, or a test). Its

@@ -14,7 +14,7 @@ import { loggerFor } from '../log.ts'
 import { sendAll } from '../queue/send.ts'
 
 /**
- * `POST /v1/ingest` (DESIGN §2): the bridge's only way in. Validates the wire
+ * `POST /v1/ingest`: the bridge's only way in. Validates the wire
  * format (not the event contracts: an event that breaks its contract must
  * become a dead letter, not a refused request) and answers `202 {accepted}`
  * only after every event is on `notify-events`.

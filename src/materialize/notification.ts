@@ -1,7 +1,7 @@
 import { sha256Hex } from '../crypto.ts'
 import type { Urgency } from '../events/define.ts'
 
-/** Statuses of a notification (DESIGN §4). */
+/** Statuses of a notification (docs/architecture.md lists what each means). */
 export type NotificationStatus =
   | 'pending'
   | 'sending'

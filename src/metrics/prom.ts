@@ -30,9 +30,12 @@ const HELP: Record<string, { help: string; labels: string[]; type: 'counter' | '
 const ALIASES = {
   enqueued: {
     name: 'notifications_enqueued_total',
-    help: 'Notifications created pending, by kind and channel (seed 002).',
+    help: 'Notifications created pending, by kind and channel (the PIN profile-events spec).',
   },
-  lag: { name: 'notifications_consumer_lag_seconds', help: 'Same as notify_consumer_lag_seconds (seed 002).' },
+  lag: {
+    name: 'notifications_consumer_lag_seconds',
+    help: 'Same as notify_consumer_lag_seconds (the PIN profile-events spec).',
+  },
 }
 
 /**

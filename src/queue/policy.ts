@@ -18,8 +18,9 @@ export function describeError(error: unknown): string {
 }
 
 /**
- * The retry policy (seed 000): a failure whose code says `retry` is retried
- * after `delays[attempts - 1]` seconds while attempts remain (5 s, then 30 s);
+ * The retry policy (the ArtHunt AsyncAPI's): a failure whose code says `retry` is retried
+ * after `delays[attempts - 1]` seconds while attempts remain (events by default
+ * 5 s, then 30 s; dispatch 10 attempts up to an hour apart);
  * the attempt after the last delay, or any `dead-letter` code, dead-letters the
  * message with this error.
  *

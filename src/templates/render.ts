@@ -36,7 +36,7 @@ export type Part = 'subject' | 'textBody' | 'htmlBody'
 export type TemplateLimits = {
   /** Characters of Liquid source parsed per part (LiquidJS `parseLimit`). */
   parseChars: number
-  /** Milliseconds of rendering per part (LiquidJS `renderLimit`; see TEMPLATE_RENDER_LIMIT_MS in the README). */
+  /** Milliseconds of rendering per part (LiquidJS `renderLimit`; see TEMPLATE_RENDER_LIMIT_MS in docs/configuration.md). */
   renderMs: number
   /** Allocation units per part: loop iterations, range sizes, strings built by filters (LiquidJS `memoryLimit`, plus loops). */
   memory: number

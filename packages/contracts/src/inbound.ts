@@ -7,7 +7,7 @@ export const ORIGIN_MAX_CHARS = 1024
 export const SOURCE_MESSAGE_ID_MAX_CHARS = 512
 
 /**
- * The wire format between the bridge and the Worker (DESIGN §2): one event as
+ * The wire format between the bridge and the Worker: one event as
  * the bridge read it from its source, payload untouched.
  */
 export const InboundEventSchema = z.object({

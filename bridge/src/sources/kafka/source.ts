@@ -14,7 +14,7 @@ const HEARTBEAT_MS = 3000
 const PAUSE_AFTER_MS = 5000
 
 /**
- * The Kafka source (seed 002): consumer group `notifications-profile-events`
+ * The Kafka source (the PIN profile-events spec): consumer group `notifications-profile-events`
  * on the PIN profile topics. Each partition's records go to the Worker in
  * order, 100 at a time; an offset is resolved and committed only after the
  * Worker accepted everything before it. While the Worker does not accept, the

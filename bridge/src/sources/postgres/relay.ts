@@ -16,7 +16,7 @@ import {
 } from './sql.ts'
 
 /**
- * The PostgreSQL transactional-outbox source (seed `pushoccurrence-outbox-relay`,
+ * The PostgreSQL transactional-outbox source (replacing the PushOccurrence relay,
  * without its non-atomic MongoDB fallback). NOTIFY only wakes it: rows are
  * claimed in batches, oldest first, under a lease (claim token + expiry,
  * renewed while the batch is on its way) in one short statement; forwarded

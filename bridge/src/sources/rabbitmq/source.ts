@@ -10,11 +10,11 @@ import { sha256Hex } from '../../sink/wire.ts'
 import { payloadOf, stringHeaders } from '../payload.ts'
 import { contentTypeOf, keepRawBodies } from './raw-body.ts'
 
-/** The exchange that routes the declared queue's own dead letters to the dead-letter queue (seed 000). */
+/** The exchange that routes the declared queue's own dead letters to the dead-letter queue (as the ArtHunt AsyncAPI declares it). */
 const DLX = 'email.notifications.dlx'
 
 /**
- * The RabbitMQ source (seed `arthunt-email-notifications.asyncapi`): consumes
+ * The RabbitMQ source (ArtHunt's email-notification AsyncAPI): consumes
  * the queue with manual acks and a bounded prefetch; each message is acked
  * only after the Worker accepted it (handlers run concurrently, so the sink
  * batches them). rabbitmq-client reconnects by itself and sets the consumer
@@ -76,7 +76,7 @@ export class RabbitSource {
     this.#consumer = this.#connection.createConsumer(
       {
         queue: config.RABBITMQ_QUEUE,
-        // Declared as seed 000 has it, or only checked (passive) when someone else owns the topology.
+        // Declared as the ArtHunt AsyncAPI has it, or only checked (passive) when someone else owns the topology.
         queueOptions: declare
           ? {
               durable: true,

@@ -1,0 +1,75 @@
+/**
+ * The repository's documents stay true to it: every relative link of the
+ * README and docs/ resolves (file and heading), the variable tables of
+ * docs/configuration.md are what the zod config schemas say today, and the
+ * module of docs/adding-an-event-type.md is the one the registry test runs.
+ */
+import assert from 'node:assert/strict'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { dirname, join, relative } from 'node:path'
+import { test } from 'node:test'
+import { configurationDoc } from '../../scripts/config-docs.ts'
+
+const ROOT = join(import.meta.dirname, '..', '..')
+
+/** Markdown files a reader can open from the README: the README, bridge/README.md and docs/. */
+function documents(): string[] {
+  const docs = readdirSync(join(ROOT, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .map((name) => join(ROOT, 'docs', name))
+  return [join(ROOT, 'README.md'), join(ROOT, 'bridge', 'README.md'), ...docs]
+}
+
+/** The anchor a heading gets on GitHub: lower case, punctuation dropped, spaces as hyphens. */
+function slug(heading: string): string {
+  return heading
+    .trim()
+    .toLowerCase()
+    .replace(/[`*_]/g, '')
+    .replace(/[^\p{L}\p{N} -]/gu, '')
+    .replace(/ /g, '-')
+}
+
+function anchorsOf(markdown: string): Set<string> {
+  const withoutCode = markdown.replace(/^```[\s\S]*?^```/gm, '')
+  return new Set([...withoutCode.matchAll(/^#{1,6} (.+)$/gm)].map((match) => slug(match[1] as string)))
+}
+
+test('every relative link of the README and docs/ resolves to a file, and a #heading to one of its headings', () => {
+  const broken: string[] = []
+  let checked = 0
+  for (const file of documents()) {
+    const text = readFileSync(file, 'utf8').replace(/^```[\s\S]*?^```/gm, '')
+    for (const match of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      const target = match[1] as string
+      if (/^[a-z]+:/i.test(target)) continue
+      checked++
+      const [path, anchor] = target.split('#') as [string, string | undefined]
+      const resolved = path === '' ? file : join(dirname(file), path)
+      const where = `${relative(ROOT, file)} → ${target}`
+      if (!resolved.startsWith(`${ROOT}/`) && resolved !== ROOT) broken.push(`${where} (outside the repository)`)
+      else if (!existsSync(resolved)) broken.push(`${where} (no such file)`)
+      else if (anchor && !anchorsOf(readFileSync(resolved, 'utf8')).has(anchor))
+        broken.push(`${where} (no such heading)`)
+    }
+  }
+  assert.deepEqual(broken, [])
+  assert.ok(checked >= 10, `only ${checked} links found: is the pattern still right?`)
+})
+
+test('docs/configuration.md holds the variable tables the zod schemas make today (npm run docs:config)', () => {
+  const committed = readFileSync(join(ROOT, 'docs', 'configuration.md'), 'utf8')
+  assert.equal(committed, configurationDoc(committed))
+})
+
+test('docs/adding-an-event-type.md shows the module test/event-registry.test.ts sends end to end', () => {
+  const doc = readFileSync(join(ROOT, 'docs', 'adding-an-event-type.md'), 'utf8')
+  const shown = /```ts\n(import \{ z \} from 'zod'[\s\S]*?)```/.exec(doc)?.[1]
+  const tested = readFileSync(join(ROOT, 'test', 'event-types', 'project-closed.ts'), 'utf8')
+  // The same module, seen from src/events/ instead of test/event-types/.
+  const asInSrc = tested
+    .slice(tested.indexOf("import { z } from 'zod'"))
+    .replaceAll("'../../src/contracts/", "'../contracts/")
+    .replace("'../../src/events/define.ts'", "'./define.ts'")
+  assert.equal(shown, asInSrc)
+})
