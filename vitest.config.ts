@@ -15,6 +15,10 @@ export default defineConfig({
           // Test-only tokens: the real ones come from `wrangler secret put` or .dev.vars.
           INGEST_TOKEN: 'test-ingest-token-0123456789',
           ADMIN_TOKEN: 'test-admin-token-0123456789',
+          UNSUBSCRIBE_SIGNING_KEY: 'test-unsubscribe-signing-key-0123456789',
+          RESEND_WEBHOOK_SECRET: 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ=',
+          // The deployed form of the links, whatever a local .dev.vars (npm start) says.
+          PUBLIC_URL: 'https://notify-edge.example.workers.dev',
           TEST_MIGRATIONS: await readD1Migrations('./migrations/d1'),
         },
       },

@@ -2,6 +2,8 @@
 export type Client = {
   get(path: string): Promise<unknown>
   post(path: string, body: unknown): Promise<unknown>
+  put(path: string, body: unknown): Promise<unknown>
+  delete(path: string): Promise<unknown>
 }
 
 /** Reads NOTIFY_EDGE_URL and NOTIFY_EDGE_TOKEN; an error answer becomes an Error with its code and message. */
@@ -30,5 +32,10 @@ export function createClient(environment: Record<string, string | undefined>): C
     }
     return json
   }
-  return { get: (path) => request('GET', path), post: (path, body) => request('POST', path, body) }
+  return {
+    get: (path) => request('GET', path),
+    post: (path, body) => request('POST', path, body),
+    put: (path, body) => request('PUT', path, body),
+    delete: (path) => request('DELETE', path),
+  }
 }

@@ -8,12 +8,17 @@
  *   notify-edge dlq replay --filter [--status S] [--code C] … [--max N] [--dry-run]
  *   notify-edge dlq discard <id> --reason "…"
  *   notify-edge events show <eventId>
+ *   notify-edge notifications show <id>
+ *   notify-edge suppressions list [--cause C] [--source S] [--active true|false] [--all]
+ *   notify-edge suppressions show|remove <address>
+ *   notify-edge suppressions add <address> --reason "…" [--until ISO]
  *
  * Every command takes --json. NOTIFY_EDGE_URL (default http://127.0.0.1:8787) and
  * NOTIFY_EDGE_TOKEN (the admin token) come from the environment.
  */
 import { parseArgs } from 'node:util'
 import { createClient } from './client.ts'
+import { showNotification, suppressionsCommand } from './recipients.ts'
 import { renderTable } from './table.ts'
 
 const USAGE = `usage:
@@ -24,6 +29,11 @@ const USAGE = `usage:
   notify-edge dlq replay --filter [--status S] [--code C] [--queue Q] [--source S] [--kind K] [--max N] [--dry-run] [--json]
   notify-edge dlq discard <id> --reason "why" [--json]
   notify-edge events show <eventId> [--json]
+  notify-edge notifications show <id> [--json]
+  notify-edge suppressions list [--cause C] [--source S] [--active true|false] [--limit N] [--all] [--json]
+  notify-edge suppressions show <address> [--json]
+  notify-edge suppressions add <address> --reason "why" [--until ISO] [--json]
+  notify-edge suppressions remove <address> [--json]
 environment: NOTIFY_EDGE_URL (default http://127.0.0.1:8787), NOTIFY_EDGE_TOKEN (admin token)`
 
 const { values, positionals } = parseArgs({
@@ -43,6 +53,8 @@ const { values, positionals } = parseArgs({
     max: { type: 'string' },
     'dry-run': { type: 'boolean', default: false },
     reason: { type: 'string' },
+    cause: { type: 'string' },
+    active: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 })
@@ -186,13 +198,14 @@ async function main(): Promise<number> {
     out(
       story.notifications.length
         ? renderTable(
-            ['ID', 'KIND', 'CHANNEL', 'RECIPIENT', 'STATUS', 'SCHEDULED', 'SENT', 'REASON'],
+            ['ID', 'KIND', 'CHANNEL', 'RECIPIENT', 'STATUS', 'DELIVERY', 'SCHEDULED', 'SENT', 'REASON'],
             story.notifications.map((n) => [
               n.id,
               n.kind,
               n.channel,
               n.recipientUserId,
               n.status,
+              n.deliveryStatus,
               n.scheduledAt,
               n.sentAt,
               short(n.statusReason, 50),
@@ -203,6 +216,17 @@ async function main(): Promise<number> {
     out('\ndead letters:')
     out(story.deadLetters.length ? deadLetterTable(story.deadLetters) : 'none')
     return 0
+  }
+  if (area === 'notifications' && command === 'show' && id) {
+    out(await showNotification(api, id, values))
+    return 0
+  }
+  if (area === 'suppressions') {
+    const answer = await suppressionsCommand(api, command, id, values)
+    if (answer !== undefined) {
+      out(answer)
+      return 0
+    }
   }
   out(USAGE)
   return 2

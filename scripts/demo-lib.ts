@@ -36,6 +36,7 @@ export type Outcome = Sent & {
   to?: string
   code?: string
   notificationStatus?: string
+  notificationId?: string
 }
 
 const json = (path: string) => JSON.parse(readFileSync(path, 'utf8'))
@@ -49,7 +50,8 @@ export function mask(address: string | undefined): string {
   return `${address[0]}***${address.slice(at)}`
 }
 
-async function api(endpoints: Endpoints, path: string, init: RequestInit = {}) {
+/** An operator API call with the admin token; the body parsed, or null. */
+export async function api(endpoints: Endpoints, path: string, init: RequestInit = {}) {
   const response = await fetch(new URL(path, endpoints.workerUrl), {
     ...init,
     headers: { authorization: `Bearer ${endpoints.adminToken}`, 'content-type': 'application/json', ...init.headers },
@@ -57,7 +59,8 @@ async function api(endpoints: Endpoints, path: string, init: RequestInit = {}) {
   return { status: response.status, body: (await response.json().catch(() => null)) as Record<string, unknown> | null }
 }
 
-async function until<T>(check: () => Promise<T | undefined>, timeoutMs: number): Promise<T | undefined> {
+/** Polls `check` until it answers, or gives up after `timeoutMs` (undefined). */
+export async function until<T>(check: () => Promise<T | undefined>, timeoutMs: number): Promise<T | undefined> {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
     const value = await check().catch(() => undefined)
@@ -67,10 +70,52 @@ async function until<T>(check: () => Promise<T | undefined>, timeoutMs: number):
   return undefined
 }
 
+/**
+ * Writes one message to the outbox (log row and data row in one transaction);
+ * returns its message id, which a body without an event id is known by.
+ */
+export async function writeOutbox(endpoints: Endpoints, body: Buffer): Promise<string> {
+  const schema = endpoints.pgSchema ?? 'data_exchange'
+  const sql = postgres(endpoints.pgUrl, { max: 1, onnotice: () => {} })
+  const id = crypto.randomUUID()
+  try {
+    await sql.begin(async (tx) => {
+      await tx`INSERT INTO ${tx(schema)}.message_queue_log (message_id) VALUES (${id})`
+      await tx`INSERT INTO ${tx(schema)}.message_queue_log_data (message_id, message_body) VALUES (${id}, ${body})`
+    })
+  } finally {
+    await sql.end({ timeout: 1 })
+  }
+  return id
+}
+
+/** Publishes invitation.created events on the exchange, with publisher confirms. */
+export async function publishInvitation(
+  endpoints: Endpoints,
+  ...invitations: { envelope: { eventId: string } }[]
+): Promise<void> {
+  const rabbit = new Connection({ url: endpoints.rabbitUrl, connectionName: 'notify-edge-demo' })
+  const publisher = rabbit.createPublisher({ confirm: true })
+  try {
+    for (const invitation of invitations) {
+      await publisher.send(
+        {
+          exchange: endpoints.exchange ?? 'arthunt.notifications',
+          routingKey: 'notifications.email.invitation.created',
+          messageId: invitation.envelope.eventId,
+          durable: true,
+        },
+        Buffer.from(JSON.stringify(invitation)),
+      )
+    }
+  } finally {
+    await publisher.close()
+    await rabbit.close()
+  }
+}
+
 /** Sends the samples and the poison events; returns what was sent. */
 export async function sendSamples(endpoints: Endpoints): Promise<Sent[]> {
-  const schema = endpoints.pgSchema ?? 'data_exchange'
-  const exchange = endpoints.exchange ?? 'arthunt.notifications'
   const topics = endpoints.topics ?? {
     requests: 'pin.profile.verification-requests.v1',
     persons: 'pin.profile.persons.v1',
@@ -111,50 +156,29 @@ export async function sendSamples(endpoints: Endpoints): Promise<Sent[]> {
   )
 
   // PostgreSQL outbox: response.created (AH-MVP-007), and a body that is not JSON.
-  const sql = postgres(endpoints.pgUrl, { max: 1, onnotice: () => {} })
-  const outbox = async (id: string, body: Buffer) =>
-    sql.begin(async (tx) => {
-      await tx`INSERT INTO ${tx(schema)}.message_queue_log (message_id) VALUES (${id})`
-      await tx`INSERT INTO ${tx(schema)}.message_queue_log_data (message_id, message_body) VALUES (${id}, ${body})`
-    })
   const response = json('examples/arthunt/response.created.json')
   response.envelope.eventId = fresh()
-  await outbox(fresh(), Buffer.from(JSON.stringify(response)))
+  await writeOutbox(endpoints, Buffer.from(JSON.stringify(response)))
   sent.push({ label: 'response.created', source: 'postgres', eventId: response.envelope.eventId, expect: 'email' })
-  const poisonRow = fresh()
-  await outbox(poisonRow, Buffer.from('{"envelope": not json'))
+  const poisonRow = await writeOutbox(endpoints, Buffer.from('{"envelope": not json'))
   sent.push({ label: 'poison: body not JSON', source: 'postgres', eventId: poisonRow, expect: 'dead-letter' })
-  await sql.end({ timeout: 1 })
 
   // RabbitMQ: invitation.created (AH-MVP-006), and one without recipient.email.
-  const rabbit = new Connection({ url: endpoints.rabbitUrl, connectionName: 'notify-edge-demo' })
-  const publisher = rabbit.createPublisher({ confirm: true })
-  const publishInvitation = (invitation: { envelope: { eventId: string } }) =>
-    publisher.send(
-      {
-        exchange,
-        routingKey: 'notifications.email.invitation.created',
-        messageId: invitation.envelope.eventId,
-        durable: true,
-      },
-      Buffer.from(JSON.stringify(invitation)),
-    )
   const invitation = json('examples/arthunt/invitation.created.json')
   invitation.envelope.eventId = fresh()
-  await publishInvitation(invitation)
-  sent.push({ label: 'invitation.created', source: 'rabbitmq', eventId: invitation.envelope.eventId, expect: 'email' })
   const poisonInvitation = json('examples/arthunt/invitation.created.json')
   poisonInvitation.envelope.eventId = fresh()
   delete poisonInvitation.data.recipient.email
-  await publishInvitation(poisonInvitation)
-  sent.push({
-    label: 'poison: no recipient.email',
-    source: 'rabbitmq',
-    eventId: poisonInvitation.envelope.eventId,
-    expect: 'dead-letter',
-  })
-  await publisher.close()
-  await rabbit.close()
+  await publishInvitation(endpoints, invitation, poisonInvitation)
+  sent.push(
+    { label: 'invitation.created', source: 'rabbitmq', eventId: invitation.envelope.eventId, expect: 'email' },
+    {
+      label: 'poison: no recipient.email',
+      source: 'rabbitmq',
+      eventId: poisonInvitation.envelope.eventId,
+      expect: 'dead-letter',
+    },
+  )
 
   // Kafka: the PIN profile events of a fresh verification story.
   const request = fresh()
@@ -221,6 +245,7 @@ export async function collectOutcomes(
         ...item,
         outcome: processed[0]?.outcome ?? 'unknown',
         notificationStatus: notification.status,
+        notificationId: notification.id,
         subject: String(body?.subject ?? ''),
         to: String(body?.recipientEmail ?? ''),
       }

@@ -2,12 +2,15 @@
  * `npm run demo` (with `npm start` running): each seed sample through its
  * natural source plus one poison event per source, then a table of what
  * became of each — outcome, and the email's subject and (masked) recipient,
- * or the dead-letter code.
+ * or the dead-letter code. Then the recipient loop: a bounce that turns the
+ * next email to that address into `suppressed`, and a one-click unsubscribe
+ * that turns the next optional email into `opted-out`.
  */
 import { readFileSync } from 'node:fs'
 import { parseEnv } from 'node:util'
 import { renderTable } from '../bin/table.ts'
 import { collectOutcomes, mask, sendSamples } from './demo-lib.ts'
+import { showRecipientLoop } from './demo-recipients.ts'
 
 const read = (file: string) => {
   try {
@@ -43,5 +46,17 @@ const wrong = outcomes.filter(
     (row.expect === 'ignored' && row.outcome !== 'ignored-event'),
 )
 if (wrong.length > 0) console.log(`\nnot as expected: ${wrong.map((row) => row.label).join(', ')}`)
+
+console.log('\nthe recipient loop: a bounce, then an unsubscribe…')
+const { steps: loop } = await showRecipientLoop(endpoints, vars.RESEND_WEBHOOK_SECRET as string)
+console.log(
+  renderTable(
+    ['STEP', 'EXPECTED', 'GOT'],
+    loop.map((row) => [row.step, row.expected, row.got]),
+  ),
+)
+const loopWrong = loop.filter((row) => row.got !== row.expected)
+if (loopWrong.length > 0) console.log(`\nnot as expected: ${loopWrong.map((row) => row.step).join(', ')}`)
+console.log('suppressed addresses: node bin/notify-edge.ts suppressions list')
 console.log('\nthe emails: http://127.0.0.1:8787/cdn-cgi/local/explorer/api/local/email/sending')
-process.exit(wrong.length > 0 ? 1 : 0)
+process.exit(wrong.length + loopWrong.length > 0 ? 1 : 0)

@@ -7,9 +7,10 @@
  * reported; the bridge keeps retrying its source.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, readFileSync } from 'node:fs'
+import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { createInterface } from 'node:readline'
 import { parseEnv } from 'node:util'
+import { redactPaths } from '../src/api/loggable-path.ts'
 
 const quiet = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' }
 const colors = { worker: '\x1b[36m', bridge: '\x1b[35m', start: '\x1b[33m' } as const
@@ -26,6 +27,17 @@ for (const [file, example] of [
   if (!existsSync(file)) {
     copyFileSync(example, file)
     say('start', `created ${file} from ${example}`)
+    continue
+  }
+  // A file made by an older version lacks the variables added since: they come from the example,
+  // and the values already there stay as they are.
+  const have = parseEnv(readFileSync(file, 'utf8'))
+  const added = Object.entries(parseEnv(readFileSync(example, 'utf8'))).filter(([name]) => !(name in have))
+  if (added.length > 0) {
+    const text = readFileSync(file, 'utf8')
+    const lines = added.map(([name, value]) => `${name}=${value}`).join('\n')
+    writeFileSync(file, `${text}${text.endsWith('\n') || text === '' ? '' : '\n'}# added from ${example}\n${lines}\n`)
+    say('start', `added ${added.map(([name]) => name).join(', ')} to ${file} from ${example}`)
   }
 }
 const env = parseEnv(readFileSync('.env', 'utf8')) as Record<string, string>
@@ -48,7 +60,8 @@ function run(part: 'worker' | 'bridge', command: string, args: string[], extraEn
   const child = spawn(command, args, { env: { ...quiet, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] })
   children.push(child)
   for (const stream of [child.stdout, child.stderr]) {
-    if (stream) createInterface({ input: stream }).on('line', (line) => say(part, line))
+    // wrangler dev prints every request's path: unsubscribe tokens and suppressed addresses are cut out.
+    if (stream) createInterface({ input: stream }).on('line', (line) => say(part, redactPaths(line)))
   }
   child.on('exit', (code, signal) => {
     say(part, `exited (${signal ?? code})`)

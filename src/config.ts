@@ -21,6 +21,18 @@ const UrgencyList = commaList(z.enum(['low', 'normal', 'high']))
 
 const Seconds = z.coerce.number().int().nonnegative()
 
+/** An HMAC key: long enough that guessing it is not an attack. */
+const SigningKey = z.string().min(32, 'at least 32 characters')
+
+/** Where recipients reach this Worker: https, except on this machine (mail clients refuse plain http). */
+const PublicUrl = z
+  .url({ protocol: /^https?$/ })
+  .refine((value) => {
+    const url = new URL(value)
+    return url.protocol === 'https:' || ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname)
+  }, 'https (plain http only for 127.0.0.1 or localhost)')
+  .transform((value) => value.replace(/\/+$/, ''))
+
 /**
  * Every variable and secret of the Worker. Each field's description and
  * default are what docs/configuration.md shows (generated from this schema,
@@ -122,10 +134,38 @@ export const ConfigSchema = z
       .max(400_000)
       .default(200_000)
       .describe('UTF-8 bytes of a rendered text or HTML part (≤ 400000)'),
+    PUBLIC_URL: PublicUrl.describe(
+      'the base URL recipients reach this Worker at; one-click unsubscribe links are `{PUBLIC_URL}/u/{token}`',
+    ),
+    UNSUBSCRIBE_SIGNING_KEY: SigningKey.meta({ secret: true }).describe(
+      'HMAC key of unsubscribe links (≥ 32 characters)',
+    ),
+    // Rotation: put the old key here and a new one above; links signed with either keep working.
+    UNSUBSCRIBE_SIGNING_KEY_PREVIOUS: SigningKey.optional()
+      .meta({ secret: true })
+      .describe('the key before the last rotation: links it signed are still honoured'),
+    RESEND_WEBHOOK_SECRET: z
+      .string()
+      .regex(/^whsec_[A-Za-z0-9+/=]+$/, 'the `whsec_…` signing secret Resend shows for the webhook')
+      .optional()
+      .meta({ secret: true })
+      .describe('signing secret of the Resend webhook; POST /v1/webhooks/resend refuses everything without it'),
+    SUPPRESSION_SOFT_BOUNCE_HOURS: Seconds.min(1)
+      .default(24)
+      .describe('how long a soft bounce (temporary failures the provider gave up on) suppresses an address'),
+    SUPPRESSION_PROVIDER_DAYS: Seconds.min(1)
+      .default(7)
+      .describe(
+        "how long an address the provider itself refused as suppressed stays on this Worker's list (the provider keeps its own)",
+      ),
   })
   .refine((config) => config.INGEST_TOKEN !== config.ADMIN_TOKEN, {
     path: ['ADMIN_TOKEN'],
     message: 'must differ from INGEST_TOKEN, or the ingest token would grant admin',
+  })
+  .refine((config) => config.UNSUBSCRIBE_SIGNING_KEY !== config.UNSUBSCRIBE_SIGNING_KEY_PREVIOUS, {
+    path: ['UNSUBSCRIBE_SIGNING_KEY_PREVIOUS'],
+    message: 'must differ from UNSUBSCRIBE_SIGNING_KEY',
   })
   .refine((config) => config.EMAIL_TRANSPORT !== 'resend' || config.RESEND_API_KEY !== undefined, {
     path: ['RESEND_API_KEY'],

@@ -7,7 +7,8 @@ import type { RefusalIssue } from '@notify-edge/contracts'
  * policy of its queue (RETRY_DELAYS_SECONDS or DISPATCH_RETRY_DELAYS_SECONDS, then a
  * dead letter carrying the last error), `dead-letter`
  * skips retries because trying again cannot help, `fail` ends the notification
- * as `failed` without a dead letter (nothing an operator could replay helps). API codes carry the HTTP
+ * as `failed` without a dead letter (nothing an operator could replay helps),
+ * `skip` ends it without sending because the recipient must not be mailed. API codes carry the HTTP
  * status they answer with. docs/operating.md lists this table; a test keeps the two equal.
  */
 export const ERRORS = {
@@ -52,7 +53,12 @@ export const ERRORS = {
   NTF_SEND_PERMANENT: {
     decision: 'fail',
     description:
-      'The email transport refused the message for good (bad address, suppressed): the notification ends `failed`, no retry.',
+      'The email transport refused the message for good (an invalid address, an unverified sender): the notification ends `failed`, no retry.',
+  },
+  NTF_RECIPIENT_SUPPRESSED: {
+    decision: 'skip',
+    description:
+      'The address is on the suppression list (a hard bounce, a complaint, a provider refusal, an operator): the notification ends `suppressed` without a send, a retry or a dead letter.',
   },
   NTF_RETRIES_EXHAUSTED: {
     decision: 'dead-letter',
@@ -88,7 +94,7 @@ export const ERRORS = {
   INTERNAL: { status: 500, description: 'An unexpected error; details are in the Worker log.' },
 } as const satisfies Record<
   string,
-  { description: string } & ({ decision: 'retry' | 'dead-letter' | 'fail' } | { status: number })
+  { description: string } & ({ decision: 'retry' | 'dead-letter' | 'fail' | 'skip' } | { status: number })
 >
 
 /** Any error code. */
@@ -135,6 +141,6 @@ export class ApiError extends Error {
 }
 
 /** The retry decision of a pipeline code. */
-export function decisionOf(code: PipelineCode): 'retry' | 'dead-letter' | 'fail' {
+export function decisionOf(code: PipelineCode): 'retry' | 'dead-letter' | 'fail' | 'skip' {
   return ERRORS[code].decision
 }

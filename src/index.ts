@@ -1,5 +1,6 @@
 import { app } from './api/app.ts'
 import { consumeDeadLetters } from './dead-letters/consumer.ts'
+import { consumeEmailEvents } from './delivery/consumer.ts'
 import { consumeDispatch } from './dispatch/consumer.ts'
 import { loggerFor } from './log.ts'
 import { runMaintenance } from './maintenance/cron.ts'
@@ -26,6 +27,8 @@ export default {
           return await consumeEvents(batch, env, log)
         case QUEUES.dispatch:
           return await consumeDispatch(batch, env, log)
+        case QUEUES.emailEvents:
+          return await consumeEmailEvents(batch, env, log)
         case QUEUES.deadLetters:
           return await consumeDeadLetters(batch, env, log)
         default:

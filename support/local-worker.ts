@@ -6,6 +6,7 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { redactPaths } from '../src/api/loggable-path.ts'
 import { watchOutput } from './child-output.ts'
 import { type OpenApiDocument, openApiChecker } from './openapi-check.ts'
 import { freePort, waitFor } from './wait.ts'
@@ -53,7 +54,14 @@ export async function startLocalWorker(
     '--show-interactive-dev-session=false',
     ...(options.cron ? ['--test-scheduled'] : []),
   ]
-  for (const [name, value] of Object.entries(vars)) args.push('--var', `${name}:${value}`)
+  // Secrets the Worker needs, for tests only; `vars` may override them.
+  const all = {
+    UNSUBSCRIBE_SIGNING_KEY: 'test-unsubscribe-signing-key-0123456789',
+    RESEND_WEBHOOK_SECRET: 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ=',
+    PUBLIC_URL: `http://127.0.0.1:${port}`,
+    ...vars,
+  }
+  for (const [name, value] of Object.entries(all)) args.push('--var', `${name}:${value}`)
   let output = ''
   const child: ChildProcess = spawn('npx', args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
   child.stdout?.on('data', (chunk) => {
@@ -62,7 +70,9 @@ export async function startLocalWorker(
   child.stderr?.on('data', (chunk) => {
     output += chunk
   })
-  watchOutput(`wrangler dev ${port}`, () => output)
+  // Scanned as `npm start` shows it: wrangler's own request lines carry paths, which `npm start`
+  // prints through redactPaths; everything else is scanned as printed.
+  watchOutput(`wrangler dev ${port}`, () => redactPaths(output))
   const url = `http://127.0.0.1:${port}`
   let checker: ReturnType<typeof openApiChecker> | undefined
   await waitFor(async () => ((await fetch(`${url}/healthz`)).ok ? true : undefined), `wrangler dev on ${port}`, 120_000)

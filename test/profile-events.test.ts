@@ -188,7 +188,7 @@ describe('verification decisions from two sources: one email per decision in eit
     expect(results[0]?.n).toBe(1)
   })
 
-  it('fallback already sent: the authoritative decision is suppressed', async () => {
+  it('fallback already sent: the authoritative decision is superseded by it', async () => {
     const { ids, completed, personUpserted } = await story()
     const upsert = personUpserted('approved')
     await deliver(upsert, 1)
@@ -201,13 +201,13 @@ describe('verification decisions from two sources: one email per decision in eit
 
     const decision = completed('approved')
     await deliver(decision, 1)
-    await settled(messageIdOf(decision), 'suppressed')
+    await settled(messageIdOf(decision), 'superseded')
     const { results } = await env.DB.prepare(
       'SELECT status FROM notifications WHERE recipient_user_id = ?1 ORDER BY status',
     )
       .bind(ids.owner)
       .all<{ status: string }>()
-    expect(results.map((row) => row.status)).toEqual(['sent', 'suppressed'])
+    expect(results.map((row) => row.status)).toEqual(['sent', 'superseded'])
   })
 
   it('a fallback without a request id matches the authoritative decision made with it, not an older one: a later decision (a new request) is notified', async () => {
@@ -228,12 +228,12 @@ describe('verification decisions from two sources: one email per decision in eit
     await deliver(monday, 1)
     await sendNow(messageIdOf(monday))
     await settled(messageIdOf(monday))
-    // Monday, a second later: the authoritative event of that same decision → suppressed (one email).
+    // Monday, a second later: the authoritative event of that same decision → superseded (one email).
     const mondayDecision = at(completed('rejected'), '2026-07-13T10:00:01Z')
     await deliver(mondayDecision, 1)
-    await settled(messageIdOf(mondayDecision), 'suppressed')
+    await settled(messageIdOf(mondayDecision), 'superseded')
 
-    // Friday: a new request, rejected again. Its authoritative event is notified, not suppressed by Monday's fallback.
+    // Friday: a new request, rejected again. Its authoritative event is notified, not superseded by Monday's fallback.
     const fridayRequest = guid()
     const friday = at(
       freshInbound('verification-completed', (value) => {

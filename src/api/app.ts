@@ -8,14 +8,19 @@ import { asyncApiDocument } from '../events/asyncapi.ts'
 import { ingest } from '../ingest/route.ts'
 import { loggerFor } from '../log.ts'
 import { requireScope } from './auth.ts'
+import { redactPaths } from './loggable-path.ts'
 import { createRouter, errors, json } from './openapi.ts'
 import { contacts } from './routes/contacts.ts'
 import { deadLetters } from './routes/dead-letters.ts'
 import { events } from './routes/events.ts'
 import { metrics } from './routes/metrics.ts'
 import { notifications } from './routes/notifications.ts'
+import { preferences } from './routes/preferences.ts'
 import { reviewers } from './routes/reviewers.ts'
+import { suppressions } from './routes/suppressions.ts'
 import { templates } from './routes/templates.ts'
+import { unsubscribeLinks } from './routes/unsubscribe.ts'
+import { resendWebhookDoc, webhooks } from './routes/webhooks.ts'
 
 /** Largest body of an operator request (a template is the largest). */
 const OPERATOR_MAX_BYTES = 1024 * 1024
@@ -33,9 +38,11 @@ app.get('/healthz', (c) => c.json({ status: 'ok' }))
 // The events this Worker consumes, from the registry (docs/asyncapi.yaml is the same document).
 app.get('/asyncapi.json', (c) => c.json(asyncApiDocument()))
 
-// Scopes: the ingest token may only ingest; the admin token may do everything else.
+// Scopes: the ingest token may only ingest; the admin token may do everything else. Provider
+// webhooks carry their own proof (a signature) and check it themselves.
 const admin = requireScope('admin')
-app.use('/v1/*', async (c, next) => (c.req.path === '/v1/ingest' ? next() : admin(c, next)))
+const ownAuthentication = (path: string) => path === '/v1/ingest' || path.startsWith('/v1/webhooks/')
+app.use('/v1/*', async (c, next) => (ownAuthentication(c.req.path) ? next() : admin(c, next)))
 // Operator requests are small; the ingest route has its own 256 KB limit.
 const operatorBodyLimit = bodyLimit({
   maxSize: OPERATOR_MAX_BYTES,
@@ -43,7 +50,7 @@ const operatorBodyLimit = bodyLimit({
     throw new ApiError('PAYLOAD_TOO_LARGE', `request body exceeds ${OPERATOR_MAX_BYTES} bytes`)
   },
 })
-app.use('/v1/*', async (c, next) => (c.req.path === '/v1/ingest' ? next() : operatorBodyLimit(c, next)))
+app.use('/v1/*', async (c, next) => (ownAuthentication(c.req.path) ? next() : operatorBodyLimit(c, next)))
 app.use('/metrics', admin)
 
 app.route('/v1/ingest', ingest)
@@ -53,6 +60,10 @@ app.route('/v1/notifications', notifications)
 app.route('/v1/templates', templates)
 app.route('/v1/contacts', contacts)
 app.route('/v1/reviewers', reviewers)
+app.route('/v1/suppressions', suppressions)
+app.route('/v1/preferences', preferences)
+app.route('/v1/webhooks', webhooks)
+app.route('/u', unsubscribeLinks)
 app.route('/metrics', metrics)
 
 // The ingest route validates its body itself (size before parse); it is documented here.
@@ -70,6 +81,7 @@ app.openAPIRegistry.registerPath({
     ...errors(400, 401, 403, 413, 500, 503),
   },
 })
+app.openAPIRegistry.registerPath(resendWebhookDoc)
 app.openAPIRegistry.registerPath({
   method: 'get',
   path: '/healthz',
@@ -96,7 +108,7 @@ app.doc31('/openapi.json', {
     title: 'notify-edge',
     version: '0.1.0',
     description:
-      'Ingest for the bridge; dead letters, event traces, notifications, templates, contacts and metrics for operators.',
+      'Ingest for the bridge; provider webhooks; one-click unsubscribe links; dead letters, event traces, notifications, templates, contacts, preferences, suppressions and metrics for operators.',
   },
 })
 
@@ -134,6 +146,6 @@ app.onError((raw, c) => {
     if (error.status >= 500) loggerFor(c.env).error('api.error', { code: error.code, error })
     return c.json(body, error.status as 400)
   }
-  loggerFor(c.env).error('api.unexpected', { path: c.req.path, error })
+  loggerFor(c.env).error('api.unexpected', { path: redactPaths(c.req.path), error })
   return c.json<ErrorBody>({ error: { code: 'INTERNAL', message: 'unexpected error; see the Worker log' } }, 500)
 })

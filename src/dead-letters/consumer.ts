@@ -62,6 +62,10 @@ async function toRow(message: Message<unknown>): Promise<DeadLetterRow> {
 function queueByShape(body: unknown): string {
   if (InboundEventSchema.safeParse(body).success) return QUEUES.events
   if (DispatchMessageSchema.safeParse(body).success) return QUEUES.dispatch
+  const object = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>
+  if ('notifyEdgeResendEvent' in object || String(object.type).startsWith('cf.email.sending.')) {
+    return QUEUES.emailEvents
+  }
   return 'unknown'
 }
 

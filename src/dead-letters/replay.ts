@@ -19,6 +19,7 @@ export async function replayDeadLetters(env: Env, rows: readonly ReplayRow[], no
   const nowIso = now.toISOString()
   const skipped: ReplayResult['skipped'] = []
   const events: unknown[] = []
+  const emailEvents: unknown[] = []
   const dispatches: unknown[] = []
   const resets: D1PreparedStatement[] = []
   const replayed: string[] = []
@@ -26,6 +27,8 @@ export async function replayDeadLetters(env: Env, rows: readonly ReplayRow[], no
     const body: unknown = JSON.parse(row.body)
     if (row.queue === QUEUES.events) {
       events.push(body)
+    } else if (row.queue === QUEUES.emailEvents) {
+      emailEvents.push(body)
     } else if (row.queue === QUEUES.dispatch) {
       const message = DispatchMessageSchema.safeParse(body)
       if (!message.success) {
@@ -44,6 +47,10 @@ export async function replayDeadLetters(env: Env, rows: readonly ReplayRow[], no
   await sendAll(
     env.EVENTS,
     events.map((body) => ({ body })),
+  )
+  await sendAll(
+    env.EMAIL_EVENTS,
+    emailEvents.map((body) => ({ body })),
   )
   await sendAll(
     env.DISPATCH,

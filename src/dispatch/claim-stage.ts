@@ -1,13 +1,15 @@
 import { describeIssues, toFieldIssues } from '../contracts/index.ts'
 import { PipelineError } from '../errors.ts'
+import { optionalKindNames } from '../events/registry.ts'
 import type { Outgoing } from '../queue/send.ts'
 import {
   type ClaimedRow,
   claimNotification,
   notificationState,
+  supersedeAuthoritative,
   supersedeFallback,
-  suppressAuthoritative,
 } from './claim.ts'
+import { optOutGate, suppressionGate } from './gates.ts'
 import { DispatchMessageSchema, dispatchFor } from './message.ts'
 import type { DispatchRun } from './run.ts'
 
@@ -18,17 +20,20 @@ export type Later = { message: Message<unknown>; outgoing: Outgoing }
 
 type Claim = { message: Message<unknown>; id: string; statement: number }
 
+/** Statements per message in the claim batch (see `claimStatements`). */
+const PER_MESSAGE = 6
+
 /**
  * Claims every notification of the batch in one D1 batch — per message:
- * supersede a fallback decision, suppress an authoritative one already sent
- * from its fallback, claim (`pending → sending` under the batch's token and
- * lease), read the state — and sorts out what to send, what is not due yet,
- * and what is done with.
+ * supersede a fallback decision, or an authoritative one already sent from its
+ * fallback; end it if its recipient opted out or its address is suppressed;
+ * claim (`pending → sending` under the batch's token and lease); read the
+ * state — and sorts out what to send, what is not due yet, and what is done with.
  */
 export async function claimStage(run: DispatchRun, messages: readonly Message<unknown>[]) {
   const claims: Claim[] = []
   const statements: D1PreparedStatement[] = []
-  const { env, nowIso, lease, config } = run
+  const optionalKinds = optionalKindNames()
   for (const message of messages) {
     const parsed = DispatchMessageSchema.safeParse(message.body)
     if (!parsed.success) {
@@ -38,17 +43,12 @@ export async function claimStage(run: DispatchRun, messages: readonly Message<un
     }
     const id = parsed.data.notificationId
     claims.push({ message, id, statement: statements.length })
-    statements.push(
-      supersedeFallback(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
-      suppressAuthoritative(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
-      claimNotification(env.DB, id, nowIso, lease.until, lease.token),
-      notificationState(env.DB, id),
-    )
+    statements.push(...claimStatements(run, id, optionalKinds))
   }
   if (statements.length === 0) return { toSend: [], later: [] }
   let results: D1Result[]
   try {
-    results = await env.DB.batch(statements)
+    results = await run.env.DB.batch(statements)
   } catch (cause) {
     const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 claim: ${(cause as Error).message}`, { cause })
     for (const claim of claims) run.fail(claim.message, error)
@@ -60,14 +60,30 @@ export async function claimStage(run: DispatchRun, messages: readonly Message<un
   return { toSend, later }
 }
 
-/** What one claim came to: ended (superseded, suppressed, missing, final, leased elsewhere), to send, or later. */
+/** The `PER_MESSAGE` statements of one notification, in the order `sortClaim` reads their results. */
+function claimStatements(run: DispatchRun, id: string, optionalKinds: readonly string[]): D1PreparedStatement[] {
+  const { env, nowIso, lease, config } = run
+  return [
+    supersedeFallback(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
+    supersedeAuthoritative(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
+    optOutGate(env.DB, id, nowIso, optionalKinds),
+    suppressionGate(env.DB, id, nowIso),
+    claimNotification(env.DB, id, nowIso, lease.until, lease.token),
+    notificationState(env.DB, id),
+  ]
+}
+
+/** What one claim came to: ended (superseded, opted out, suppressed, missing, final, leased elsewhere), to send, or later. */
 function sortClaim(run: DispatchRun, claim: Claim, results: D1Result[], toSend: ToSend[], later: Later[]): void {
   const { message, id, statement } = claim
-  const [superseded, suppressed, claimed, state] = [0, 1, 2, 3].map((offset) => first(results[statement + offset]))
-  if (superseded || suppressed) {
-    const ended = (superseded ?? suppressed) as { kind: string }
+  const [fallback, authoritative, optedOut, suppressed, claimed, state] = Array.from({ length: PER_MESSAGE }, (_, i) =>
+    first(results[statement + i]),
+  )
+  const ended = fallback ?? authoritative ?? optedOut ?? suppressed
+  if (ended) {
+    const how = fallback || authoritative ? 'superseded' : optedOut ? 'opted-out' : 'suppressed'
     run.settle(message, { action: 'ack' })
-    run.log.info(`dispatch.${superseded ? 'superseded' : 'suppressed'}`, { notificationId: id, kind: ended.kind })
+    run.log.info(`dispatch.${how}`, { notificationId: id, kind: ended.kind })
   } else if (claimed) {
     toSend.push({ message, row: claimed as ClaimedRow })
   } else if (!state) {

@@ -14,6 +14,7 @@ export type ClaimedRow = {
   scheduled_at: string
   lease_until: string | null
   trace_id: string | null
+  unsubscribe_url: string | null
 }
 
 // `sameDecision` (materialize/plan.ts) in SQL: same person and decision; the same request when
@@ -43,9 +44,10 @@ export function supersedeFallback(db: D1Database, id: string, now: string, windo
 
 /**
  * Ends a pending authoritative decision whose fallback is already being sent
- * or was sent, so the owner gets one email per decision. Parameters: id, now, match window in seconds.
+ * or was sent, so the owner gets one email per decision: it is superseded by
+ * that fallback. Parameters: id, now, match window in seconds.
  */
-export function suppressAuthoritative(
+export function supersedeAuthoritative(
   db: D1Database,
   id: string,
   now: string,
@@ -53,7 +55,7 @@ export function suppressAuthoritative(
 ): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE notifications SET status = 'suppressed', updated_at = ?2,
+      `UPDATE notifications SET status = 'superseded', updated_at = ?2,
          status_reason = 'the same decision was already sent from person-upserted'
        WHERE id = ?1 AND status = 'pending' AND is_fallback = 0 AND decision_person IS NOT NULL
          AND EXISTS (SELECT 1 FROM notifications f WHERE f.is_fallback = 1 AND f.status IN ('sending', 'sent')
@@ -83,7 +85,7 @@ export function claimNotification(
        WHERE id = ?1 AND scheduled_at <= ?2
          AND (status = 'pending' OR (status = 'sending' AND lease_until < ?2))
        RETURNING id, kind, channel, status, event_id, source, recipient_email, recipient_name, subject, text_body,
-                 html_body, scheduled_at, lease_until, trace_id`,
+                 html_body, scheduled_at, lease_until, trace_id, unsubscribe_url`,
     )
     .bind(id, now, leaseUntil, token)
 }
@@ -153,13 +155,14 @@ export function recordSentMessage(
 
 /**
  * Releases or ends a claimed notification after a failed send, only under the
- * claim that tried: back to `pending` for a retry, or `failed` for good.
+ * claim that tried: back to `pending` for a retry, `failed` for good, or
+ * `suppressed` when the transport refused the address as suppressed.
  * Parameters: id, status, code, reason, now, claim token.
  */
 export function markSendFailure(
   db: D1Database,
   id: string,
-  status: 'pending' | 'failed',
+  status: 'pending' | 'failed' | 'suppressed',
   code: string,
   reason: string,
   now: string,

@@ -8,6 +8,14 @@ export type Mail = {
   subject: string
   text: string
   html: string
+  /** One-click unsubscribe link of an optional kind: `List-Unsubscribe` + `List-Unsubscribe-Post` (RFC 2369, RFC 8058). */
+  unsubscribeUrl: string | null
+}
+
+/** The list headers of a mail with an unsubscribe link; none for a transactional one. */
+export function listHeadersOf(mail: Pick<Mail, 'unsubscribeUrl'>): Record<string, string> {
+  if (!mail.unsubscribeUrl) return {}
+  return { 'List-Unsubscribe': `<${mail.unsubscribeUrl}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' }
 }
 
 /** `<{notificationId}@{sender's domain}>`: the same notification always has the same Message-ID. */
@@ -27,8 +35,9 @@ function base64Lines(text: string): string {
 
 /**
  * Builds the raw MIME message with mimetext: UTF-8 subject and display names,
- * a text and an HTML part (base64, so any script survives any relay), and a
- * Message-ID derived from the notification id.
+ * a text and an HTML part (base64, so any script survives any relay), a
+ * Message-ID derived from the notification id, and the one-click unsubscribe
+ * headers when the kind is optional.
  */
 export function buildMime(mail: Mail): string {
   const message = createMimeMessage()
@@ -37,6 +46,7 @@ export function buildMime(mail: Mail): string {
   message.setSubject(mail.subject)
   message.setHeader('Message-ID', messageIdOf(mail))
   message.setHeader('X-Notify-Edge-Notification', mail.notificationId)
+  for (const [name, value] of Object.entries(listHeadersOf(mail))) message.setHeader(name, value)
   message.addMessage({ contentType: 'text/plain', data: base64Lines(mail.text), encoding: 'base64' })
   message.addMessage({ contentType: 'text/html', data: base64Lines(mail.html), encoding: 'base64' })
   return message.asRaw()

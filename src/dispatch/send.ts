@@ -2,6 +2,7 @@ import type { Config } from '../config.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import { describeError, type Settlement, settleFailure } from '../queue/policy.ts'
+import { suppressAutomatically } from '../suppression/store.ts'
 import { type ClaimedRow, markSendFailure, markSent, recordSentMessage } from './claim.ts'
 import type { DispatchLease } from './lease.ts'
 import { SendError, type Sent, type Transport } from './transports/index.ts'
@@ -42,6 +43,7 @@ export async function sendAndRecord(
       subject: row.subject ?? '',
       text: row.text_body ?? '',
       html: row.html_body ?? '',
+      unsubscribeUrl: row.unsubscribe_url,
     })
   } catch (caught) {
     error = caught
@@ -72,13 +74,19 @@ async function recordSent(
   return { action: 'ack' }
 }
 
-/** Back to `pending` for a retry, or `failed` for good (a permanent error, or the last attempt). */
+/**
+ * Back to `pending` for a retry (not sooner than the provider asked), or
+ * `failed` for good (a permanent error, or the last attempt); `suppressed`
+ * when the provider refused the address as suppressed.
+ */
 async function recordFailure(
   context: SendContext,
   message: Message<unknown>,
   row: ClaimedRow,
   error: unknown,
 ): Promise<Settlement> {
+  if (error instanceof SendError && error.outcome === 'suppressed')
+    return recordSuppressed(context, message, row, error)
   const { env, config, log, lease } = context
   const permanent = error instanceof SendError && error.permanent
   const code = permanent ? 'NTF_SEND_PERMANENT' : 'NTF_SEND_TRANSIENT'
@@ -92,7 +100,12 @@ async function recordFailure(
     ? { action: 'ack' }
     : failure.action === 'dead-letter'
       ? { ...failure, kind: row.kind }
-      : failure
+      : failure.action === 'retry'
+        ? {
+            ...failure,
+            delaySeconds: Math.min(43_200, Math.max(failure.delaySeconds, (error as SendError).delaySeconds ?? 0)),
+          }
+        : failure
   const final = settlement.action !== 'retry'
   const at = new Date().toISOString()
   const marked = await record(env.DB, [
@@ -102,6 +115,44 @@ async function recordFailure(
   const event = final ? 'notification.failed' : 'notification.retry'
   log[final ? 'error' : 'warn'](event, { ...fieldsOf(row), code, error: reason, attempts: message.attempts })
   return settlement
+}
+
+/**
+ * The provider will not mail this address: the notification ends `suppressed`
+ * (NTF_RECIPIENT_SUPPRESSED, no retry, no dead letter) and the address joins
+ * the suppression list for SUPPRESSION_PROVIDER_DAYS, so the next notification
+ * to it is not even tried.
+ */
+async function recordSuppressed(
+  context: SendContext,
+  message: Message<unknown>,
+  row: ClaimedRow,
+  error: SendError,
+): Promise<Settlement> {
+  const { env, config, log, lease, transport } = context
+  const now = new Date()
+  const at = now.toISOString()
+  const reason = describeError(error)
+  const until = new Date(now.getTime() + config.SUPPRESSION_PROVIDER_DAYS * 86_400_000).toISOString()
+  const marked = await record(env.DB, [
+    markSendFailure(env.DB, row.id, 'suppressed', 'NTF_RECIPIENT_SUPPRESSED', reason, at, lease.token),
+    suppressAutomatically(
+      env.DB,
+      {
+        address: row.recipient_email as string,
+        cause: 'provider',
+        reason: `${transport.name} refused the address as suppressed`,
+        until,
+        source: transport.name,
+        notificationId: row.id,
+        providerEvent: null,
+      },
+      at,
+    ),
+  ])
+  if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
+  log.warn('notification.suppressed', { ...fieldsOf(row), code: 'NTF_RECIPIENT_SUPPRESSED', transport: transport.name })
+  return { action: 'ack' }
 }
 
 /** Runs a result's marks; `fenced` when the claim was no longer ours (the first statement changed nothing). */

@@ -48,12 +48,27 @@ export type Intent =
 /** The three Liquid parts of an email template. */
 export type TemplateParts = { subject: string; textBody: string; htmlBody: string }
 
+/**
+ * Whether a recipient may turn a kind off. `transactional`: always sent (a
+ * decision about the recipient, a task assigned to them), no unsubscribe link.
+ * `optional`: sent unless the recipient opted out of it (preferences, or the
+ * one-click unsubscribe link every such email carries).
+ */
+export type KindCategory = 'transactional' | 'optional'
+
 /** A kind of notification, with what it needs to be sent without any configuration. */
 export type KindDefinition = {
-  /** E.g. `ResponseCreated`: names templates, channel policies, metrics. */
+  /** E.g. `ResponseCreated`: names templates, channel policies, preferences, metrics. */
   name: string
   /** One line for the documents. */
   summary: string
+  /** Whether recipients may opt out of it. */
+  category: KindCategory
+  /**
+   * What recipients call it, by locale (`ru`, `en`, …): the unsubscribe page
+   * and preference screens show it. @defaultValue the summary
+   */
+  labels?: Record<string, string>
   /**
    * Default templates by locale (`ru`, `en`, …). A template saved through the
    * API for (kind, locale, channel) replaces the default of that locale.

@@ -30,6 +30,8 @@ export const invitationCreated = defineEventType({
     {
       name: 'InvitationCreated',
       summary: 'You are invited to a project',
+      category: 'optional',
+      labels: { ru: 'приглашения в проекты', en: 'invitations to projects' },
       templates: {
         ru: {
           subject: 'Вас пригласили в проект',

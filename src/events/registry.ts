@@ -60,6 +60,13 @@ export function kindOf(name: string): KindDefinition | undefined {
   return kinds().find((entry) => entry.kind.name === name)?.kind
 }
 
+/** The names of the kinds recipients may opt out of. */
+export function optionalKindNames(): string[] {
+  return kinds()
+    .filter((entry) => entry.kind.category === 'optional')
+    .map((entry) => entry.kind.name)
+}
+
 /** The names of every kind. */
 export function kindNames(): string[] {
   return kinds().map((entry) => entry.kind.name)

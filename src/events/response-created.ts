@@ -32,6 +32,8 @@ export const responseCreated = defineEventType({
     {
       name: 'ResponseCreated',
       summary: 'A new response to your project',
+      category: 'optional',
+      labels: { ru: 'новые отклики на ваши проекты', en: 'new responses to your projects' },
       templates: {
         ru: {
           subject: 'Новый отклик на ваш проект',

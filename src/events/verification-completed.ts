@@ -27,6 +27,7 @@ export const decisionKinds: readonly KindDefinition[] = [
   {
     name: 'VerificationApproved',
     summary: 'Your verification is approved',
+    category: 'transactional',
     templates: {
       ru: {
         subject: 'Верификация пройдена',
@@ -49,6 +50,7 @@ Your personal data has been verified.`,
   {
     name: 'VerificationRejected',
     summary: 'Your verification was rejected (with the reason)',
+    category: 'transactional',
     templates: {
       ru: {
         subject: 'Верификация отклонена',

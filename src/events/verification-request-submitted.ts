@@ -25,6 +25,7 @@ export const verificationRequestSubmitted = defineEventType({
     {
       name: 'VerificationSubmitted',
       summary: 'A verification request waits for review',
+      category: 'transactional',
       templates: {
         ru: {
           subject: 'Новая заявка на верификацию',

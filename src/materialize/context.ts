@@ -1,4 +1,5 @@
 import type { ContactUpdate } from '../events/define.ts'
+import { optOutKey } from '../preferences/store.ts'
 import { defaultTemplates } from '../templates/defaults.ts'
 import type { TemplateSource } from '../templates/render.ts'
 import { type TemplateRow, templateFromRow } from '../templates/store.ts'
@@ -42,6 +43,8 @@ export type BatchContext = {
   templates: TemplateSource[]
   /** Decisions already notified from the authoritative source. */
   authoritative: DecisionRef[]
+  /** (user, kind, channel) opted out of, as `optOutKey` spells them. */
+  optedOut: Set<string>
 }
 
 /** What to read for a batch. */
@@ -56,11 +59,16 @@ export type ContextQuery = {
 const json = (values: readonly string[]) => JSON.stringify([...new Set(values)])
 
 /**
- * Reads the batch context with one `DB.batch` of seven statements, whatever
+ * Reads the batch context with one `DB.batch` of eight statements, whatever
  * the batch size: lists travel as one JSON parameter each (`json_each`).
  */
 export async function loadContext(db: D1Database, query: ContextQuery): Promise<BatchContext> {
-  const [processed, pending, contacts, pool, policies, templates, decisions] = await db.batch([
+  return contextOf(await db.batch(contextStatements(db, query)), query.kinds)
+}
+
+/** The eight reads of `loadContext`, in the order `contextOf` takes their results. */
+function contextStatements(db: D1Database, query: ContextQuery): D1PreparedStatement[] {
+  return [
     // ?1: JSON array of idempotency keys
     db
       .prepare(
@@ -100,18 +108,35 @@ export async function loadContext(db: D1Database, query: ContextQuery): Promise<
          WHERE is_fallback = 0 AND decision_person IN (SELECT value FROM json_each(?1))`,
       )
       .bind(json(query.decisionPersons)),
-  ])
+    // ?1: JSON array of user ids; ?2: 1 to add every reviewer of the pool; ?3: JSON array of kinds
+    db
+      .prepare(
+        `SELECT user_id, kind, channel FROM preferences
+         WHERE enabled = 0 AND kind IN (SELECT value FROM json_each(?3))
+           AND (user_id IN (SELECT value FROM json_each(?1))
+                OR (?2 = 1 AND user_id IN (SELECT user_id FROM reviewer_pool)))`,
+      )
+      .bind(json(query.userIds), query.needPool ? 1 : 0, json(query.kinds)),
+  ]
+}
 
+function contextOf(results: D1Result[], kinds: string[]): BatchContext {
+  const [processed, pending, contacts, pool, policies, templates, decisions, optedOut] = results
   return {
     processed: new Set(rows<{ idempotency_key: string }>(processed).map((row) => row.idempotency_key)),
     pendingByEvent: pendingOf(rows(pending)),
     contacts: new Map(rows<ContactRow>(contacts).map((row) => [row.user_id, contactFromRow(row)])),
     reviewerPool: rows<{ user_id: string }>(pool).map((row) => row.user_id),
     channels: channelsOf(rows(policies)),
-    templates: [...rows<TemplateRow>(templates).map(templateFromRow), ...defaultTemplates(query.kinds)],
+    templates: [...rows<TemplateRow>(templates).map(templateFromRow), ...defaultTemplates(kinds)],
     authoritative: rows<{ decision_person: string; decision_request: string | null; decision_at: string | null }>(
       decisions,
     ).map((row) => ({ person: row.decision_person, request: row.decision_request, at: row.decision_at })),
+    optedOut: new Set(
+      rows<{ user_id: string; kind: string; channel: string }>(optedOut).map((row) =>
+        optOutKey(row.user_id, row.kind, row.channel),
+      ),
+    ),
   }
 }
 

@@ -10,6 +10,7 @@ export type NotificationStatus =
   | 'undeliverable'
   | 'superseded'
   | 'suppressed'
+  | 'opted-out'
 
 /** A notification as materialize writes it. */
 export type NotificationRow = {
@@ -29,7 +30,7 @@ export type NotificationRow = {
   textBody: string | null
   htmlBody: string | null
   templateVersion: number | null
-  status: Extract<NotificationStatus, 'pending' | 'undeliverable'>
+  status: Extract<NotificationStatus, 'pending' | 'undeliverable' | 'opted-out'>
   statusReason: string | null
   errorCode: string | null
   isFallback: boolean
@@ -39,6 +40,8 @@ export type NotificationRow = {
   decisionAt: string | null
   scheduledAt: string
   traceId: string | null
+  /** The one-click unsubscribe link of an optional kind (List-Unsubscribe, `{{ unsubscribeUrl }}`). */
+  unsubscribeUrl: string | null
 }
 
 /**

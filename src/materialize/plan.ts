@@ -2,6 +2,8 @@ import type { Config } from '../config.ts'
 import { PipelineError } from '../errors.ts'
 import type { Intent, RecipientRef, Urgency } from '../events/define.ts'
 import { kindOf } from '../events/registry.ts'
+import { optOutKey } from '../preferences/store.ts'
+import { signUnsubscribe, type UnsubscribeScope, unsubscribeUrl } from '../preferences/token.ts'
 import { render } from '../templates/render.ts'
 import { localeChain, resolveTemplate } from '../templates/resolve.ts'
 import type { Work } from './batch.ts'
@@ -13,6 +15,7 @@ import { quietHoursEnd } from './quiet-hours.ts'
 export type Outcome =
   | 'enqueued'
   | 'undeliverable'
+  | 'opted-out'
   | 'no-recipients'
   | 'no-channels'
   | 'ignored-event'
@@ -95,7 +98,13 @@ async function planNotify(work: Work, intent: Notify, context: BatchContext, con
       notifications.push(made)
     }
   }
-  return record(notifications.some((row) => row.status === 'pending') ? 'enqueued' : 'undeliverable', notifications)
+  return record(outcomeOf(notifications), notifications)
+}
+
+/** An event's outcome from its notifications: enqueued if any is to be sent. */
+function outcomeOf(notifications: readonly NotificationRow[]): Outcome {
+  if (notifications.some((row) => row.status === 'pending')) return 'enqueued'
+  return notifications.some((row) => row.status === 'opted-out') ? 'opted-out' : 'undeliverable'
 }
 
 /** The channels of a kind at an urgency: the stored policy, else the kind's own default. */
@@ -103,7 +112,11 @@ function channelsOf(intent: Notify, context: BatchContext): readonly string[] {
   return context.channels.get(`${intent.kind}|${intent.urgency}`) ?? kindOf(intent.kind)?.channels ?? ['email']
 }
 
-/** One notification for a recipient and channel: rendered and scheduled, or undeliverable without an address. */
+/**
+ * One notification for a recipient and channel: opted out (an optional kind
+ * the recipient turned off), undeliverable (no address), or rendered and
+ * scheduled, with its unsubscribe link when the kind is optional.
+ */
 async function notificationFor(
   work: Work,
   intent: Notify,
@@ -113,14 +126,49 @@ async function notificationFor(
   config: Config,
   now: Date,
 ): Promise<NotificationRow | { error: PipelineError }> {
+  const base = await baseRow(work, intent, recipient, channel, context, config)
+  const optional = kindOf(intent.kind)?.category === 'optional'
+  if (optional && context.optedOut.has(optOutKey(recipient.userId, intent.kind, channel))) {
+    return unsent(base, 'opted-out', `the recipient opted out of ${intent.kind} by ${channel}`, null, now)
+  }
+  if (base.recipientEmail === null) {
+    const reason = `no contact for user ${recipient.userId} in the replica after ${work.attempts} attempts`
+    return unsent(base, 'undeliverable', reason, 'NTF_CONTACT_NOT_FOUND', now)
+  }
+  const unsubscribeUrl = optional
+    ? unsubscribeLink(config, { userId: recipient.userId, kind: intent.kind, channel })
+    : Promise.resolve(null)
+  const rendered = renderFor(intent, channel, base.locale, base.recipientName, await unsubscribeUrl, context, config)
+  if ('error' in rendered) return rendered
+  return {
+    ...base,
+    ...rendered,
+    unsubscribeUrl: await unsubscribeUrl,
+    status: 'pending',
+    statusReason: null,
+    errorCode: null,
+    scheduledAt: scheduleFor(intent.urgency, base.isFallback, base.timeZone, config, now).toISOString(),
+  }
+}
+
+type BaseRow = Omit<
+  NotificationRow,
+  'status' | 'statusReason' | 'errorCode' | 'scheduledAt' | 'unsubscribeUrl' | keyof RenderedParts
+> & { locale: string; timeZone: string }
+
+/** What a notification is about, whatever becomes of it: event, kind, recipient snapshot, decision. */
+async function baseRow(
+  work: Work,
+  intent: Notify,
+  recipient: Recipient,
+  channel: string,
+  context: BatchContext,
+  config: Config,
+): Promise<BaseRow> {
   const { event } = work
   const contact = context.contacts.get(recipient.userId)
-  const email = recipient.inline?.email ?? contact?.email ?? null
-  const name = recipient.inline?.displayName ?? contact?.displayName ?? null
-  const locale = contact?.locale ?? config.DEFAULT_LOCALE
-  const timeZone = contact?.timeZone ?? config.DEFAULT_TIME_ZONE
   const { decision } = intent
-  const base = {
+  return {
     id: await notificationId(event.eventId, recipient.userId, channel, intent.kind),
     idempotencyKey: event.idempotencyKey,
     eventId: event.eventId,
@@ -129,37 +177,40 @@ async function notificationFor(
     channel,
     urgency: intent.urgency,
     recipientUserId: recipient.userId,
-    recipientEmail: email,
-    recipientName: name,
-    timeZone,
+    recipientEmail: recipient.inline?.email ?? contact?.email ?? null,
+    recipientName: recipient.inline?.displayName ?? contact?.displayName ?? null,
+    locale: contact?.locale ?? config.DEFAULT_LOCALE,
+    timeZone: contact?.timeZone ?? config.DEFAULT_TIME_ZONE,
     isFallback: decision?.fallback ?? false,
     decisionPerson: decision?.person ?? null,
     decisionRequest: decision?.request ?? null,
     decisionAt: decision?.at ?? null,
     traceId: intent.traceId ?? null,
   }
-  if (email === null) {
-    const statusReason = `no contact for user ${recipient.userId} in the replica after ${work.attempts} attempts`
-    return {
-      ...base,
-      locale,
-      ...unrendered,
-      status: 'undeliverable',
-      statusReason,
-      errorCode: 'NTF_CONTACT_NOT_FOUND',
-      scheduledAt: now.toISOString(),
-    }
-  }
-  const rendered = renderFor(intent, channel, locale, name, context, config)
-  if ('error' in rendered) return rendered
+}
+
+/** A notification recorded without being sent: nothing rendered, nothing to dispatch. */
+function unsent(
+  base: BaseRow,
+  status: 'opted-out' | 'undeliverable',
+  statusReason: string,
+  errorCode: string | null,
+  now: Date,
+): NotificationRow {
   return {
     ...base,
-    ...rendered,
-    status: 'pending',
-    statusReason: null,
-    errorCode: null,
-    scheduledAt: scheduleFor(intent.urgency, base.isFallback, timeZone, config, now).toISOString(),
+    ...unrendered,
+    status,
+    statusReason,
+    errorCode,
+    unsubscribeUrl: null,
+    scheduledAt: now.toISOString(),
   }
+}
+
+/** `{PUBLIC_URL}/u/{token}` for (user, kind, channel). */
+async function unsubscribeLink(config: Config, scope: UnsubscribeScope): Promise<string> {
+  return unsubscribeUrl(config.PUBLIC_URL, await signUnsubscribe(scope, config.UNSUBSCRIBE_SIGNING_KEY))
 }
 
 const unrendered = { subject: null, textBody: null, htmlBody: null, templateVersion: null }
@@ -170,6 +221,7 @@ function renderFor(
   channel: string,
   locale: string,
   name: string | null,
+  unsubscribeUrl: string | null,
   context: BatchContext,
   config: Config,
 ): RenderedParts | { error: PipelineError } {
@@ -180,7 +232,8 @@ function renderFor(
     return { error: new PipelineError('NTF_TEMPLATE_NOT_RESOLVED', message) }
   }
   try {
-    const rendered = render(template, { ...intent.model, recipientName: name }, template.locale, config.templateLimits)
+    const model = { ...intent.model, recipientName: name, unsubscribeUrl }
+    const rendered = render(template, model, template.locale, config.templateLimits)
     return {
       locale: template.locale,
       subject: rendered.subject,

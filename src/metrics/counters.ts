@@ -1,8 +1,9 @@
-/** Names of the counters kept in D1 table `counters` (notifications and dead letters by trigger). */
+/** Names of the counters kept in D1 table `counters` (notifications, dead letters and deliveries by trigger). */
 export const COUNTERS = {
   events: 'notify_events_total',
   notifications: 'notify_notifications_total',
   deadLettersOpen: 'notify_dead_letters_open',
+  deliveries: 'notify_deliveries_total',
 } as const
 
 /** Names of the gauges kept in D1 table `gauges`. */

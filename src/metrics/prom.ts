@@ -19,6 +19,11 @@ const HELP: Record<string, { help: string; labels: string[]; type: 'counter' | '
     labels: ['queue', 'code'],
     type: 'gauge',
   },
+  [COUNTERS.deliveries]: {
+    help: 'Provider delivery events recorded (each once), by transport and status.',
+    labels: ['transport', 'status'],
+    type: 'counter',
+  },
   [GAUGES.consumerLag]: {
     help: 'Age of the events in the latest notify-events batch (event time to processing), by source.',
     labels: ['source'],

@@ -2,6 +2,7 @@
 export const QUEUES = {
   events: 'notify-events',
   dispatch: 'notify-dispatch',
+  emailEvents: 'notify-email-events',
   deadLetters: 'notify-dlq',
 } as const
 

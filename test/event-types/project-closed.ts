@@ -52,6 +52,7 @@ export const projectClosed = defineEventType({
     {
       name: 'ProjectClosed',
       summary: 'A project you were invited to is closed',
+      category: 'optional',
       templates: {
         ru: {
           subject: 'Проект «{{ projectTitle }}» закрыт',

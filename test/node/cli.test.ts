@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
+import { readFile } from 'node:fs/promises'
 import { after, before, test } from 'node:test'
 import { promisify } from 'node:util'
 import { assertNoLeaks, watchOutput } from '../../support/child-output.ts'
@@ -129,4 +130,70 @@ test('secrets stay out of git: .dev.vars and .env are ignored, their examples ar
   const ignored = await run('git', ['check-ignore', '.dev.vars', '.env'])
   assert.deepEqual(ignored.stdout.trim().split('\n'), ['.dev.vars', '.env'])
   await assert.rejects(run('git', ['check-ignore', '.dev.vars.example', '.env.example']))
+})
+
+/**
+ * The suppression commands print addresses: that is what an operator asks them
+ * for (a terminal, not a log). Their output is therefore not added to what the
+ * leak check reads; everything else of this file is.
+ */
+async function cliShowingAddresses(...args: string[]): Promise<string> {
+  const { stdout } = await run(process.execPath, ['bin/notify-edge.ts', ...args], {
+    env: { ...process.env, NOTIFY_EDGE_URL: URL_BASE, NOTIFY_EDGE_TOKEN: ADMIN },
+  })
+  return stdout
+}
+
+test('suppressions add / list / show / remove; notifications show prints the delivery timeline', async () => {
+  const address = `cli-suppressed-${crypto.randomUUID().slice(0, 8)}@example.com`
+  assert.match(
+    await cliShowingAddresses('suppressions', 'add', address, '--reason', 'asked not to be mailed'),
+    /suppressed/,
+  )
+  const listed = JSON.parse(await cliShowingAddresses('suppressions', 'list', '--cause', 'operator', '--json')) as {
+    address: string
+    active: boolean
+  }[]
+  assert.deepEqual(
+    listed.filter((entry) => entry.address === address).map((entry) => entry.active),
+    [true],
+  )
+  assert.match(await cliShowingAddresses('suppressions', 'show', address), /operator .* yes/)
+  await assert.rejects(cli('suppressions', 'add', address), /--reason/)
+  assert.match(await cliShowingAddresses('suppressions', 'remove', address), /removed/)
+  await assert.rejects(cliShowingAddresses('suppressions', 'show', address), /404 NOT_FOUND/)
+
+  // An event to that address, then its notification with its (still empty) delivery timeline.
+  const sample = JSON.parse(await readFile('examples/arthunt/invitation.created.json', 'utf8'))
+  sample.envelope.eventId = crypto.randomUUID()
+  sample.data.recipient.email = address
+  sample.data.recipient.userId = crypto.randomUUID()
+  // This Worker's default locale is kk, which has no invitation template: the contact says ru.
+  const contact = await api('PUT', `/v1/contacts/${sample.data.recipient.userId}`, ADMIN, {
+    email: address,
+    locale: 'ru',
+  })
+  assert.equal(contact.status, 200)
+  const posted = await api('POST', '/v1/ingest', INGEST, {
+    events: [
+      {
+        source: 'http',
+        origin: 'cli-test',
+        sourceMessageId: sample.envelope.eventId,
+        receivedAt: new Date().toISOString(),
+        headers: {},
+        body: JSON.stringify(sample),
+      },
+    ],
+  })
+  assert.equal(posted.status, 202)
+  const notification = await waitFor(async () => {
+    const story = await api('GET', `/v1/events/${sample.envelope.eventId}`, ADMIN)
+    const [first] = (story.body.notifications ?? []) as { id: string; status: string }[]
+    return first?.status === 'sent' ? first : undefined
+  }, 'the invitation sent')
+  const shown = await cli('notifications', 'show', notification.id)
+  assert.match(shown, /status +sent/)
+  assert.match(shown, /delivery timeline:\nno provider events yet/)
+  assert.match(await cli('events', 'show', sample.envelope.eventId), /DELIVERY/)
 })

@@ -13,6 +13,7 @@ import postgres from 'postgres'
 import { Connection } from 'rabbitmq-client'
 import { migratePostgres } from '../../bridge/src/migrate.ts'
 import { collectOutcomes, type Endpoints, sendSamples } from '../../scripts/demo-lib.ts'
+import { showRecipientLoop } from '../../scripts/demo-recipients.ts'
 import { startBridge } from '../../support/bridge-process.ts'
 import { assertNoLeaks } from '../../support/child-output.ts'
 import { type LocalWorker, startLocalWorker } from '../../support/local-worker.ts'
@@ -204,3 +205,13 @@ test('a dead letter whose cause is fixed (a missing template) is replayed and th
 
 // Nothing the child processes of this file printed may carry personal data.
 after(() => assertNoLeaks())
+
+test('the recipient loop through the real sources: a bounce suppresses the next email, an unsubscribe opts out of the next optional one', async () => {
+  // The Worker's test secret (support/local-worker.ts): the webhook is signed as Resend signs it.
+  const loop = await showRecipientLoop(endpoints, 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ=')
+  for (const step of loop.steps) assert.equal(step.got, step.expected, step.step)
+  // One email each, the first: the follow-ups were recorded, not sent.
+  const list = await mails()
+  assert.equal(list.filter((mail) => mail.to.includes(loop.bounced)).length, 1)
+  assert.equal(list.filter((mail) => mail.to.includes(loop.optedOut)).length, 1)
+})

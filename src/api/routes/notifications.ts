@@ -1,4 +1,5 @@
 import { createRoute, z } from '@hono/zod-openapi'
+import { timelineOf } from '../../delivery/store.ts'
 import { ApiError } from '../../errors.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
 
@@ -13,8 +14,13 @@ export const NotificationSummary = z
     channel: z.string(),
     urgency: z.string(),
     recipientUserId: z.string(),
-    status: z.enum(['pending', 'sending', 'sent', 'failed', 'undeliverable', 'superseded', 'suppressed']),
+    status: z.enum(['pending', 'sending', 'sent', 'failed', 'undeliverable', 'superseded', 'suppressed', 'opted-out']),
     statusReason: z.string().nullable(),
+    deliveryStatus: z
+      .enum(['delivered', 'deferred', 'bounced', 'complained', 'failed'])
+      .nullable()
+      .openapi({ description: 'what the provider last reported about the sent message (null: nothing yet)' }),
+    deliveryAt: z.string().nullable(),
     errorCode: z.string().nullable(),
     locale: z.string().nullable(),
     scheduledAt: z.string(),
@@ -38,6 +44,8 @@ export function notificationSummaryOf(row: NotificationRowView): z.infer<typeof 
     recipientUserId: String(row.recipient_user_id),
     status: row.status as z.infer<typeof NotificationSummary>['status'],
     statusReason: text('status_reason'),
+    deliveryStatus: text('delivery_status') as z.infer<typeof NotificationSummary>['deliveryStatus'],
+    deliveryAt: text('delivery_at'),
     errorCode: text('error_code'),
     locale: text('locale'),
     scheduledAt: String(row.scheduled_at),
@@ -58,6 +66,20 @@ const Notification = NotificationSummary.extend({
   html: z.string().nullable(),
   templateVersion: z.number().nullable(),
   traceId: z.string().nullable(),
+  unsubscribeUrl: z.string().nullable().openapi({ description: 'the one-click link of an optional kind' }),
+  timeline: z
+    .array(
+      z.object({
+        provider: z.string(),
+        providerEventId: z.string(),
+        type: z.string(),
+        status: z.string(),
+        occurredAt: z.string(),
+        receivedAt: z.string(),
+        detail: z.record(z.string(), z.unknown()),
+      }),
+    )
+    .openapi({ description: 'the provider events about the sent message, oldest first' }),
   sentMessage: z
     .object({ transport: z.string(), messageId: z.string(), sentAt: z.string(), raw: z.string().optional() })
     .nullable(),
@@ -108,6 +130,8 @@ export const notifications = createRouter().openapi(show, async (c) => {
       html: text('html_body'),
       templateVersion: row.template_version === null ? null : Number(row.template_version),
       traceId: text('trace_id'),
+      unsubscribeUrl: text('unsubscribe_url'),
+      timeline: await timelineOf(db, id),
       sentMessage: message
         ? {
             transport: message.transport,

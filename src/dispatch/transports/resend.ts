@@ -1,4 +1,4 @@
-import { buildMime, messageIdOf } from '../mime.ts'
+import { buildMime, listHeadersOf, messageIdOf } from '../mime.ts'
 import { SendError, type Transport } from './types.ts'
 
 /** Longest wait for the provider before the attempt counts as a transient failure. */
@@ -34,17 +34,27 @@ export function resendTransport(
             subject: mail.subject,
             text: mail.text,
             html: mail.html,
-            headers: { 'Message-ID': messageId, 'X-Notify-Edge-Notification': mail.notificationId },
+            headers: {
+              'Message-ID': messageId,
+              'X-Notify-Edge-Notification': mail.notificationId,
+              ...listHeadersOf(mail),
+            },
           }),
           signal: AbortSignal.timeout(TIMEOUT_MS),
         })
       } catch (cause) {
-        throw new SendError(`resend: ${(cause as Error).message}`, false, { cause })
+        throw new SendError(`resend: ${(cause as Error).message}`, 'transient', { cause })
       }
       const text = await response.text()
       if (!response.ok) {
         const transient = response.status === 429 || response.status === 409 || response.status >= 500
-        throw new SendError(`resend: HTTP ${response.status} ${text.slice(0, 300)}`, !transient)
+        throw new SendError(
+          `resend: HTTP ${response.status} ${text.slice(0, 300)}`,
+          transient ? 'transient' : 'permanent',
+          {
+            delaySeconds: retryAfterSeconds(response.headers.get('retry-after')),
+          },
+        )
       }
       let id: unknown
       try {
@@ -55,4 +65,11 @@ export function resendTransport(
       return { providerId: typeof id === 'string' ? id : messageId, raw: buildMime(mail), messageId }
     },
   }
+}
+
+/** `Retry-After` in seconds (a number of seconds or an HTTP date), when the provider sent one. */
+function retryAfterSeconds(header: string | null): number | undefined {
+  if (!header) return undefined
+  const seconds = /^\d+$/.test(header.trim()) ? Number(header) : (Date.parse(header) - Date.now()) / 1000
+  return Number.isFinite(seconds) && seconds > 0 ? Math.ceil(seconds) : undefined
 }

@@ -1,7 +1,7 @@
-/** The statements of one event: its processed mark first, then its notifications, contact and counter. */
+/** The statements of one item (an event, a delivery event): the one whose change says "this batch won" first. */
 export type EventWrite<T> = { item: T; statements: D1PreparedStatement[] }
 
-/** How one event's write ended: committed (and whether this batch won its processed mark), or failed. */
+/** How one item's write ended: committed (and whether its first statement changed a row), or failed. */
 export type WriteResult = { committed: true; won: boolean } | { committed: false; cause: unknown }
 
 /**

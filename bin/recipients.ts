@@ -1,0 +1,98 @@
+/**
+ * The recipient side in the command line: a notification with its delivery
+ * timeline, and the suppression list.
+ */
+import type { Client } from './client.ts'
+import { renderTable } from './table.ts'
+
+type Summary = Record<string, unknown>
+
+/** The options of the command line these commands read. */
+export type RecipientOptions = {
+  json: boolean
+  reason?: string | undefined
+  until?: string | undefined
+  cause?: string | undefined
+  source?: string | undefined
+  active?: string | undefined
+  limit?: string | undefined
+  all: boolean
+}
+
+const text = (value: unknown) => (value === null || value === undefined ? '' : String(value))
+
+/** `notifications show <id>`: status, delivery status and the provider's timeline. */
+export async function showNotification(api: Client, id: string, options: RecipientOptions): Promise<string> {
+  const notification = (await api.get(`/v1/notifications/${encodeURIComponent(id)}`)) as Summary & {
+    timeline: Summary[]
+  }
+  if (options.json) return JSON.stringify(notification, null, 2)
+  const fields = ['id', 'eventId', 'kind', 'channel', 'recipientUserId', 'status', 'statusReason', 'errorCode']
+  const more = ['deliveryStatus', 'deliveryAt', 'scheduledAt', 'sentAt', 'providerId', 'subject']
+  const table = renderTable(
+    ['FIELD', 'VALUE'],
+    [...fields, ...more].map((key) => [key, text(notification[key])]),
+  )
+  const timeline = notification.timeline.length
+    ? renderTable(
+        ['AT', 'PROVIDER', 'STATUS', 'TYPE'],
+        notification.timeline.map((entry) => [entry.occurredAt, entry.provider, entry.status, entry.type]),
+      )
+    : 'no provider events yet'
+  return `${table}\n\ndelivery timeline:\n${timeline}`
+}
+
+function suppressionTable(items: Summary[]): string {
+  return renderTable(
+    ['ADDRESS', 'CAUSE', 'ACTIVE', 'UNTIL', 'SOURCE', 'SINCE', 'REASON'],
+    items.map((item) => [
+      item.address,
+      item.cause,
+      item.active ? 'yes' : 'no',
+      text(item.until) || 'until removed',
+      item.source,
+      item.createdAt,
+      text(item.reason).slice(0, 60),
+    ]),
+  )
+}
+
+/** `suppressions list|show|add|remove`. */
+export async function suppressionsCommand(
+  api: Client,
+  command: string | undefined,
+  address: string | undefined,
+  options: RecipientOptions,
+): Promise<string | undefined> {
+  const path = (value: string) => `/v1/suppressions/${encodeURIComponent(value)}`
+  if (command === 'list') {
+    const items: Summary[] = []
+    let cursor: string | null = null
+    do {
+      const query = new URLSearchParams({ limit: options.limit ?? '50' })
+      for (const key of ['cause', 'source', 'active'] as const) if (options[key]) query.set(key, options[key] as string)
+      if (cursor) query.set('cursor', cursor)
+      const page = (await api.get(`/v1/suppressions?${query}`)) as { items: Summary[]; nextCursor: string | null }
+      items.push(...page.items)
+      cursor = options.all ? page.nextCursor : null
+    } while (cursor)
+    if (options.json) return JSON.stringify(items, null, 2)
+    return items.length ? suppressionTable(items) : 'no suppressed addresses'
+  }
+  if (!address) return undefined
+  if (command === 'show') {
+    const entry = (await api.get(path(address))) as Summary
+    return options.json ? JSON.stringify(entry, null, 2) : suppressionTable([entry])
+  }
+  if (command === 'add') {
+    if (!options.reason) throw new Error('suppressions add needs --reason "why"')
+    const body = { reason: options.reason, ...(options.until ? { until: options.until } : {}) }
+    const entry = (await api.put(path(address), body)) as Summary
+    return options.json ? JSON.stringify(entry, null, 2) : `suppressed ${entry.address}`
+  }
+  if (command === 'remove') {
+    await api.delete(path(address))
+    return options.json ? JSON.stringify({ removed: address }) : `removed ${address}`
+  }
+  return undefined
+}

@@ -1,0 +1,175 @@
+import { createRoute, z } from '@hono/zod-openapi'
+import { ApiError } from '../../errors.ts'
+import {
+  deleteSuppression,
+  normalizeAddress,
+  putSuppression,
+  type Suppression,
+  type SuppressionRow,
+  suppressionFromRow,
+  suppressionOf,
+} from '../../suppression/store.ts'
+import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json } from '../openapi.ts'
+
+const Cause = z.enum(['hard-bounce', 'soft-bounce', 'complaint', 'provider', 'operator'])
+
+const SuppressionSchema = z
+  .object({
+    address: z.string(),
+    cause: Cause,
+    reason: z.string(),
+    until: z.string().nullable().openapi({ description: 'when it ends; null: until removed' }),
+    active: z.boolean().openapi({ description: 'whether dispatch skips the address now' }),
+    source: z.string().openapi({ description: 'cloudflare, resend or operator' }),
+    notificationId: z.string().nullable(),
+    providerEvent: z.string().nullable(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  })
+  .openapi('Suppression')
+
+const AddressParam = z.object({
+  address: z
+    .email()
+    .max(320)
+    .openapi({ param: { name: 'address', in: 'path' }, example: 'user@example.com' }),
+})
+
+const show = (entry: Suppression, now: string): z.infer<typeof SuppressionSchema> => ({
+  ...entry,
+  active: entry.until === null || entry.until > now,
+})
+
+/** Opaque page cursor: the last address of the page. */
+const encodeCursor = (address: string) => btoa(String.fromCharCode(...new TextEncoder().encode(address)))
+function decodeCursor(cursor: string): string {
+  try {
+    return new TextDecoder().decode(Uint8Array.from(atob(cursor), (char) => char.charCodeAt(0)))
+  } catch {
+    throw new ApiError('INVALID_REQUEST', 'the cursor is not one this API gave', [
+      { field: 'cursor', message: 'not a cursor of this list' },
+    ])
+  }
+}
+
+const list = createRoute({
+  method: 'get',
+  path: '/',
+  summary: 'The suppression list',
+  description: 'In address order; pages never repeat or skip an address whatever is added meanwhile.',
+  security: ADMIN_SECURITY,
+  request: {
+    query: z.object({
+      cause: Cause.optional(),
+      source: z.string().min(1).max(50).optional(),
+      active: z.enum(['true', 'false']).optional().openapi({ description: 'only entries in force (or ended)' }),
+      limit: z.coerce.number().int().min(1).max(500).default(50),
+      cursor: z.string().max(2000).optional(),
+    }),
+  },
+  responses: {
+    200: json(z.object({ items: z.array(SuppressionSchema), nextCursor: z.string().nullable() }), 'A page'),
+    ...errors(400, ...ADMIN_ERRORS),
+  },
+})
+
+const get = createRoute({
+  method: 'get',
+  path: '/{address}',
+  summary: 'Whether an address is suppressed, why and until when',
+  security: ADMIN_SECURITY,
+  request: { params: AddressParam },
+  responses: { 200: json(SuppressionSchema, 'The entry'), ...errors(400, 404, ...ADMIN_ERRORS) },
+})
+
+const put = createRoute({
+  method: 'put',
+  path: '/{address}',
+  summary: 'Suppress an address (an operator’s entry replaces whatever was there)',
+  security: ADMIN_SECURITY,
+  request: {
+    params: AddressParam,
+    body: {
+      required: true,
+      content: {
+        'application/json': {
+          schema: z.object({
+            reason: z.string().min(1).max(500),
+            until: z.iso
+              .datetime({ offset: true })
+              .optional()
+              .openapi({ description: 'when it ends; without it, until removed' }),
+          }),
+        },
+      },
+    },
+  },
+  responses: { 200: json(SuppressionSchema, 'Saved'), ...errors(...BODY_ERRORS, ...ADMIN_ERRORS) },
+})
+
+const remove = createRoute({
+  method: 'delete',
+  path: '/{address}',
+  summary: 'Remove an address from the list: mail to it is sent again',
+  security: ADMIN_SECURITY,
+  request: { params: AddressParam },
+  responses: { 204: { description: 'Removed' }, ...errors(400, 404, ...ADMIN_ERRORS) },
+})
+
+/** `/v1/suppressions`: addresses dispatch does not send to. */
+export const suppressions = createRouter()
+  .openapi(list, async (c) => {
+    const query = c.req.valid('query')
+    const now = new Date().toISOString()
+    const after = query.cursor === undefined ? null : decodeCursor(query.cursor)
+    const { results } = await c.env.DB.prepare(
+      `SELECT * FROM suppressions
+       WHERE (?1 IS NULL OR address > ?1) AND (?2 IS NULL OR cause = ?2) AND (?3 IS NULL OR source = ?3)
+         AND (?4 IS NULL OR (?4 = 'true') = (until IS NULL OR until > ?5))
+       ORDER BY address LIMIT ?6`,
+    )
+      .bind(after, query.cause ?? null, query.source ?? null, query.active ?? null, now, query.limit + 1)
+      .all<SuppressionRow>()
+    const page = results.slice(0, query.limit).map((row) => show(suppressionFromRow(row), now))
+    const last = page.at(-1)
+    return c.json(
+      { items: page, nextCursor: results.length > query.limit && last ? encodeCursor(last.address) : null },
+      200,
+    )
+  })
+  .openapi(get, async (c) => {
+    const entry = await suppressionOf(c.env.DB, c.req.valid('param').address)
+    if (!entry) throw new ApiError('NOT_FOUND', 'the address is not on the suppression list')
+    return c.json(show(entry, new Date().toISOString()), 200)
+  })
+  .openapi(put, async (c) => {
+    const { address } = c.req.valid('param')
+    const body = c.req.valid('json')
+    const now = new Date().toISOString()
+    const until = body.until === undefined ? null : new Date(body.until).toISOString()
+    if (until !== null && until <= now) {
+      throw new ApiError('INVALID_REQUEST', 'until is in the past', [
+        { field: 'until', message: 'must be in the future (or left out for an entry without end)' },
+      ])
+    }
+    const row = await putSuppression(
+      c.env.DB,
+      {
+        address: normalizeAddress(address),
+        cause: 'operator',
+        reason: body.reason,
+        until,
+        source: 'operator',
+        notificationId: null,
+        providerEvent: null,
+      },
+      now,
+    ).first<SuppressionRow>()
+    return c.json(show(suppressionFromRow(row as SuppressionRow), now), 200)
+  })
+  .openapi(remove, async (c) => {
+    if (!(await deleteSuppression(c.env.DB, c.req.valid('param').address))) {
+      throw new ApiError('NOT_FOUND', 'the address is not on the suppression list')
+    }
+    return c.body(null, 204)
+  })

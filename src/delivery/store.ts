@@ -1,0 +1,103 @@
+import type { DeliveryEvent } from './model.ts'
+
+/**
+ * Records a delivery event once: a second delivery of the same event (a queue
+ * redelivery, a webhook retry) changes nothing, and the counting trigger
+ * (notify_deliveries_total) fires only for the first.
+ * Parameters: the event's fields, the notification it is about, now.
+ */
+export function insertDeliveryEvent(
+  db: D1Database,
+  event: DeliveryEvent,
+  notificationId: string | null,
+  now: string,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO delivery_events
+         (provider, provider_event_id, provider_message_id, notification_id, type, status, occurred_at, received_at,
+          detail)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+       ON CONFLICT (provider, provider_event_id) DO NOTHING`,
+    )
+    .bind(
+      event.provider,
+      event.providerEventId,
+      event.providerMessageId,
+      notificationId,
+      event.type,
+      event.status,
+      event.occurredAt,
+      now,
+      JSON.stringify(event.detail),
+    )
+}
+
+/**
+ * Sets a notification's delivery status unless a later event set it already:
+ * providers do not promise order, and a `deferred` that arrives after the
+ * `delivered` it preceded must not win. Parameters: id, status, event time, now.
+ */
+export function applyDeliveryStatus(
+  db: D1Database,
+  notificationId: string,
+  event: DeliveryEvent,
+  now: string,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET delivery_status = ?2, delivery_at = ?3, updated_at = ?4
+       WHERE id = ?1 AND (delivery_at IS NULL OR delivery_at <= ?3)`,
+    )
+    .bind(notificationId, event.status, event.occurredAt, now)
+}
+
+/**
+ * The notifications sent under the given provider message ids, by that id.
+ * Cloudflare's binding answers with a `<…>` Message-ID while its events carry
+ * the bare id, so both forms are looked up.
+ */
+export async function notificationsByProviderId(
+  db: D1Database,
+  providerIds: readonly string[],
+): Promise<Map<string, string>> {
+  const forms = [...new Set(providerIds.flatMap((id) => [id, `<${bare(id)}>`, bare(id)]))]
+  const { results } = await db
+    .prepare('SELECT id, provider_id FROM notifications WHERE provider_id IN (SELECT value FROM json_each(?1))')
+    .bind(JSON.stringify(forms))
+    .all<{ id: string; provider_id: string }>()
+  return new Map(results.map((row) => [bare(row.provider_id), row.id]))
+}
+
+/** A provider message id without the angle brackets of a Message-ID. */
+export function bare(id: string): string {
+  return id.replace(/^<(.*)>$/, '$1')
+}
+
+/** A notification's timeline, oldest first. */
+export async function timelineOf(db: D1Database, notificationId: string) {
+  const { results } = await db
+    .prepare(
+      `SELECT provider, provider_event_id, type, status, occurred_at, received_at, detail FROM delivery_events
+       WHERE notification_id = ?1 ORDER BY occurred_at, received_at`,
+    )
+    .bind(notificationId)
+    .all<{
+      provider: string
+      provider_event_id: string
+      type: string
+      status: string
+      occurred_at: string
+      received_at: string
+      detail: string | null
+    }>()
+  return results.map((row) => ({
+    provider: row.provider,
+    providerEventId: row.provider_event_id,
+    type: row.type,
+    status: row.status,
+    occurredAt: row.occurred_at,
+    receivedAt: row.received_at,
+    detail: row.detail ? (JSON.parse(row.detail) as Record<string, unknown>) : {},
+  }))
+}

@@ -1,0 +1,53 @@
+/**
+ * The recipient's side of a send, checked in the claim's D1 batch right before
+ * the claim itself: a notification due to be claimed ends here, without a
+ * send, when its recipient opted out of its (optional) kind or its address is
+ * suppressed. Each is one statement, so a concurrent delivery cannot slip
+ * between the check and the claim.
+ */
+
+// The claim's own condition: due, and pending or left `sending` by a delivery whose lease ran out.
+const CLAIMABLE = `id = ?1 AND scheduled_at <= ?2 AND (status = 'pending' OR (status = 'sending' AND lease_until < ?2))`
+
+/**
+ * Ends a claimable notification of an optional kind as `opted-out` when its
+ * recipient turned (kind, channel) off after it was written.
+ * Parameters: id, now, JSON array of the optional kinds.
+ */
+export function optOutGate(
+  db: D1Database,
+  id: string,
+  now: string,
+  optionalKinds: readonly string[],
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'opted-out', lease_until = NULL, updated_at = ?2,
+         status_reason = 'the recipient opted out of ' || kind || ' by ' || channel
+       WHERE ${CLAIMABLE} AND kind IN (SELECT value FROM json_each(?3))
+         AND EXISTS (SELECT 1 FROM preferences p WHERE p.user_id = notifications.recipient_user_id
+                     AND p.kind = notifications.kind AND p.channel = notifications.channel AND p.enabled = 0)
+       RETURNING id, kind, channel`,
+    )
+    .bind(id, now, JSON.stringify(optionalKinds))
+}
+
+/**
+ * Ends a claimable notification as `suppressed` (NTF_RECIPIENT_SUPPRESSED)
+ * when its address is on the suppression list and the entry has not ended.
+ * Parameters: id, now.
+ */
+export function suppressionGate(db: D1Database, id: string, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'suppressed', error_code = 'NTF_RECIPIENT_SUPPRESSED', lease_until = NULL,
+         updated_at = ?2,
+         status_reason = (SELECT 'the address is suppressed (' || s.cause || ', ' || s.source || ')'
+                          FROM suppressions s WHERE s.address = lower(notifications.recipient_email))
+       WHERE ${CLAIMABLE}
+         AND EXISTS (SELECT 1 FROM suppressions s WHERE s.address = lower(notifications.recipient_email)
+                     AND (s.until IS NULL OR s.until > ?2))
+       RETURNING id, kind, channel`,
+    )
+    .bind(id, now)
+}

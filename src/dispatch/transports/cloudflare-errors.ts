@@ -1,0 +1,49 @@
+import type { SendOutcome } from './types.ts'
+
+/** What one error code of the Email Service send binding means for the notification. */
+type Meaning = { outcome: SendOutcome; delaySeconds?: number }
+
+/**
+ * The error codes the `send_email` binding throws (`error.code`), as Cloudflare
+ * documents them for the Email Service Workers API. Rate and daily limits pass
+ * by themselves but not within the first retry delays, so they wait longer.
+ */
+const CODES: Record<string, Meaning> = {
+  E_RECIPIENT_SUPPRESSED: { outcome: 'suppressed' },
+  E_RATE_LIMIT_EXCEEDED: { outcome: 'transient', delaySeconds: 60 },
+  E_DAILY_LIMIT_EXCEEDED: { outcome: 'transient', delaySeconds: 3600 },
+  E_INTERNAL_SERVER_ERROR: { outcome: 'transient' },
+  E_DELIVERY_FAILED: { outcome: 'transient' },
+  E_VALIDATION_ERROR: { outcome: 'permanent' },
+  E_FIELD_MISSING: { outcome: 'permanent' },
+  E_TOO_MANY_RECIPIENTS: { outcome: 'permanent' },
+  E_TOO_MANY_ATTACHMENTS: { outcome: 'permanent' },
+  E_SENDER_NOT_VERIFIED: { outcome: 'permanent' },
+  E_RECIPIENT_NOT_ALLOWED: { outcome: 'permanent' },
+  E_SENDER_DOMAIN_NOT_AVAILABLE: { outcome: 'permanent' },
+  E_CONTENT_TOO_LARGE: { outcome: 'permanent' },
+  E_HEADER_NOT_ALLOWED: { outcome: 'permanent' },
+  E_HEADER_USE_API_FIELD: { outcome: 'permanent' },
+  E_HEADER_VALUE_INVALID: { outcome: 'permanent' },
+  E_HEADER_VALUE_TOO_LONG: { outcome: 'permanent' },
+  E_HEADER_NAME_INVALID: { outcome: 'permanent' },
+  E_HEADERS_TOO_LARGE: { outcome: 'permanent' },
+  E_HEADERS_TOO_MANY: { outcome: 'permanent' },
+}
+
+// Only for errors without a code: the local binding (wrangler dev) throws plain errors such as
+// "email to … not allowed". A code, when there is one, always decides.
+const PERMANENT_TEXT =
+  /not allowed|not verified|invalid (?:destination|recipient|sender|address)|no such user|rejected/i
+
+/**
+ * What an error of the binding means. By its `code` when it has one; an
+ * unknown code is transient (retried, then dead-lettered for an operator), so
+ * a code Cloudflare adds later never fails a notification for good unseen.
+ */
+export function meaningOf(error: unknown): Meaning & { code: string | undefined } {
+  const code = (error as { code?: unknown } | null)?.code
+  if (typeof code === 'string' && code.length > 0) return { ...(CODES[code] ?? { outcome: 'transient' }), code }
+  const message = (error as Error | null)?.message ?? String(error)
+  return { outcome: PERMANENT_TEXT.test(message) ? 'permanent' : 'transient', code: undefined }
+}

@@ -1,0 +1,131 @@
+/** Why an address is suppressed. */
+export type SuppressionCause = 'hard-bounce' | 'soft-bounce' | 'complaint' | 'provider' | 'operator'
+
+/** One entry of the suppression list. */
+export type Suppression = {
+  address: string
+  cause: SuppressionCause
+  reason: string
+  /** When it ends (ISO); `null`: until an operator removes it. */
+  until: string | null
+  /** `cloudflare`, `resend` or `operator`. */
+  source: string
+  notificationId: string | null
+  /** `{provider}:{event id}` of the delivery event that caused it. */
+  providerEvent: string | null
+  createdAt: string
+  updatedAt: string
+}
+
+/** A `suppressions` row as D1 returns it. */
+export type SuppressionRow = {
+  address: string
+  cause: SuppressionCause
+  reason: string
+  until: string | null
+  source: string
+  notification_id: string | null
+  provider_event: string | null
+  created_at: string
+  updated_at: string
+}
+
+/**
+ * The form every address is kept and compared in: ASCII letters lower-cased,
+ * nothing else touched — exactly what SQLite's `lower()` does, so the dispatch
+ * gate (SQL) and the API (JS) agree on every address.
+ */
+export function normalizeAddress(address: string): string {
+  return address.replace(/[A-Z]/g, (letter) => letter.toLowerCase())
+}
+
+/** A `suppressions` row as the API shows it. */
+export function suppressionFromRow(row: SuppressionRow): Suppression {
+  return {
+    address: row.address,
+    cause: row.cause,
+    reason: row.reason,
+    until: row.until,
+    source: row.source,
+    notificationId: row.notification_id,
+    providerEvent: row.provider_event,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  }
+}
+
+/** What a delivery event or a refused send adds to the list. */
+export type SuppressionEntry = Omit<Suppression, 'createdAt' | 'updatedAt'>
+
+/**
+ * Adds an address from a delivery event or a provider's refusal. An entry
+ * already there is replaced only by a stronger one — permanent over dated, a
+ * later end over an earlier one — so a soft bounce never shortens what a
+ * complaint or an operator decided. With `onlyIfRecorded`, nothing happens
+ * unless that delivery event was recorded at `now` (by this same batch): a
+ * redelivered event does not bring back an address an operator removed since.
+ * Parameters: the entry's fields, now, then the event's provider and id.
+ */
+export function suppressAutomatically(
+  db: D1Database,
+  entry: SuppressionEntry,
+  now: string,
+  onlyIfRecorded?: { provider: string; eventId: string },
+): D1PreparedStatement {
+  const guard = onlyIfRecorded
+    ? `EXISTS (SELECT 1 FROM delivery_events WHERE provider = ?9 AND provider_event_id = ?10 AND received_at = ?8)`
+    : 'true'
+  return db
+    .prepare(
+      `INSERT INTO suppressions
+         (address, cause, reason, until, source, notification_id, provider_event, created_at, updated_at)
+       SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8 WHERE ${guard}
+       ON CONFLICT (address) DO UPDATE SET cause = excluded.cause, reason = excluded.reason, until = excluded.until,
+         source = excluded.source, notification_id = excluded.notification_id,
+         provider_event = excluded.provider_event, updated_at = excluded.updated_at
+       WHERE suppressions.until IS NOT NULL AND (excluded.until IS NULL OR excluded.until > suppressions.until)`,
+    )
+    .bind(...bindings(entry), now, ...(onlyIfRecorded ? [onlyIfRecorded.provider, onlyIfRecorded.eventId] : []))
+}
+
+/** An operator's entry: replaces whatever was there. Parameters: the entry's fields, now. */
+export function putSuppression(db: D1Database, entry: SuppressionEntry, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO suppressions
+         (address, cause, reason, until, source, notification_id, provider_event, created_at, updated_at)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
+       ON CONFLICT (address) DO UPDATE SET cause = excluded.cause, reason = excluded.reason, until = excluded.until,
+         source = excluded.source, notification_id = excluded.notification_id,
+         provider_event = excluded.provider_event, updated_at = excluded.updated_at
+       RETURNING *`,
+    )
+    .bind(...bindings(entry), now)
+}
+
+function bindings(entry: SuppressionEntry) {
+  return [
+    normalizeAddress(entry.address),
+    entry.cause,
+    entry.reason,
+    entry.until,
+    entry.source,
+    entry.notificationId,
+    entry.providerEvent,
+  ] as const
+}
+
+/** The entry of an address, active or expired. */
+export async function suppressionOf(db: D1Database, address: string): Promise<Suppression | undefined> {
+  const row = await db
+    .prepare('SELECT * FROM suppressions WHERE address = ?1')
+    .bind(normalizeAddress(address))
+    .first<SuppressionRow>()
+  return row ? suppressionFromRow(row) : undefined
+}
+
+/** Removes an address from the list; whether there was one. */
+export async function deleteSuppression(db: D1Database, address: string): Promise<boolean> {
+  const result = await db.prepare('DELETE FROM suppressions WHERE address = ?1').bind(normalizeAddress(address)).run()
+  return result.meta.changes > 0
+}

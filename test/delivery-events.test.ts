@@ -1,0 +1,517 @@
+/**
+ * The recipient's side of sent mail: provider delivery events (Cloudflare's
+ * event subscription on the real local queue, Resend's webhook signed with
+ * Svix's own library), the delivery status and timeline they make, and the
+ * suppression list that hard bounces, complaints and provider refusals feed.
+ */
+import { env } from 'cloudflare:workers'
+import { Webhook } from 'svix'
+import { describe, expect, it } from 'vitest'
+import { ADMIN_TOKEN, eventually, freshInbound, guid, notificationsOf, postIngest } from './helpers.ts'
+import { fetchWorker } from './worker-fetch.ts'
+
+const WEBHOOK_SECRET = 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ='
+
+const admin = (path: string, init: RequestInit = {}) =>
+  fetchWorker(path, {
+    ...init,
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json', ...init.headers },
+  })
+
+/** A response.created event to an address of its own. */
+function responseTo(email: string, userId = guid()) {
+  return freshInbound('response.created', (value) => {
+    const recipient = (value.data as { recipient: Record<string, unknown> }).recipient
+    recipient.email = email
+    recipient.userId = userId
+  })
+}
+
+const eventIdOf = (event: { body: string }) => JSON.parse(event.body).envelope.eventId as string
+
+/** Posts an event and waits for its one notification to end (sent, suppressed, opted out…). */
+async function notify(event: ReturnType<typeof responseTo>, until = 'sent') {
+  expect((await postIngest({ events: [event] })).status).toBe(202)
+  return eventually(async () => {
+    const [row] = await notificationsOf(eventIdOf(event))
+    expect(row?.status).toBe(until)
+    return row as NonNullable<typeof row> & { provider_id?: string }
+  })
+}
+
+async function providerIdOf(id: string): Promise<string> {
+  const row = await env.DB.prepare('SELECT provider_id FROM notifications WHERE id = ?1').bind(id).first<{
+    provider_id: string
+  }>()
+  return row?.provider_id as string
+}
+
+/** A Cloudflare Email Sending event, in the shape its event subscription puts on the queue. */
+function cloudflareEvent(
+  kind: 'delivered' | 'deferred' | 'bounced' | 'failed' | 'rejected' | 'complained',
+  messageId: string,
+  recipient: string,
+  payload: Record<string, unknown> = {},
+  at = new Date().toISOString(),
+) {
+  return {
+    type: `cf.email.sending.message.${kind}`,
+    source: { type: 'email.sending', zoneId: '023e105f4ecef8ad9ca31a8372d0c353', domain: 'notify-edge.example' },
+    payload: {
+      eventId: guid(),
+      messageId: messageId.replace(/^<|>$/g, ''),
+      sender: 'notifications@notify-edge.example',
+      recipient,
+      subject: 'Новый отклик на ваш проект',
+      terminal: kind !== 'deferred',
+      delivery: { status: kind },
+      ...payload,
+    },
+    metadata: {
+      accountId: 'f9f79265f388666de8122cfb508d7776',
+      eventSubscriptionId: '1830c4bb612e43c3af7f4cada31fbf3f',
+      eventSchemaVersion: 1,
+      eventTimestamp: at,
+    },
+  }
+}
+
+const hardBounce = {
+  delivery: { status: 'bounced', smtpStatusCode: '550', smtpEnhancedStatusCode: '5.1.1' },
+  bounce: { type: 'hard', classification: 'permanent_failure', reason: '550 5.1.1 User unknown' },
+}
+
+type Timeline = { provider: string; type: string; status: string; occurredAt: string }[]
+
+async function notificationView(id: string) {
+  return (await (await admin(`/v1/notifications/${id}`)).json()) as {
+    status: string
+    deliveryStatus: string | null
+    timeline: Timeline
+  }
+}
+
+async function deliveriesCounted(transport: string, status: string): Promise<number> {
+  const text = await (await admin('/metrics')).text()
+  const line = text
+    .split('\n')
+    .find((candidate) => candidate.startsWith(`notify_deliveries_total{transport="${transport}",status="${status}"}`))
+  return line ? Number(line.split(' ').at(-1)) : 0
+}
+
+async function suppressionOf(address: string) {
+  return env.DB.prepare('SELECT * FROM suppressions WHERE address = ?1').bind(address).first<{
+    cause: string
+    until: string | null
+    source: string
+    notification_id: string | null
+  }>()
+}
+
+describe('Cloudflare delivery events on notify-email-events', () => {
+  it('delivered: the notification gets its delivery status and a timeline entry, counted once however often it comes', async () => {
+    const email = `delivered-${guid().slice(0, 8)}@example.com`
+    const sent = await notify(responseTo(email))
+    const before = await deliveriesCounted('cloudflare', 'delivered')
+    const event = cloudflareEvent('delivered', await providerIdOf(sent.id), email)
+    await env.EMAIL_EVENTS.send(event)
+    await env.EMAIL_EVENTS.send(event)
+    await eventually(async () => expect((await notificationView(sent.id)).deliveryStatus).toBe('delivered'))
+    const redelivered = await eventually(async () => {
+      const { results } = await env.DB.prepare('SELECT count(*) AS n FROM delivery_events WHERE notification_id = ?1')
+        .bind(sent.id)
+        .all<{ n: number }>()
+      return results[0]?.n
+    })
+    expect(redelivered).toBe(1)
+    const view = await notificationView(sent.id)
+    expect(view.timeline).toEqual([
+      expect.objectContaining({
+        provider: 'cloudflare',
+        type: 'cf.email.sending.message.delivered',
+        status: 'delivered',
+      }),
+    ])
+    expect(await deliveriesCounted('cloudflare', 'delivered')).toBe(before + 1)
+  })
+
+  it('an earlier deferral that arrives after the delivery does not overwrite it; the timeline keeps both, in time order', async () => {
+    const email = `order-${guid().slice(0, 8)}@example.com`
+    const sent = await notify(responseTo(email))
+    const messageId = await providerIdOf(sent.id)
+    const t0 = new Date(Date.now() - 60_000).toISOString()
+    const t1 = new Date().toISOString()
+    await env.EMAIL_EVENTS.send(cloudflareEvent('delivered', messageId, email, {}, t1))
+    await eventually(async () => expect((await notificationView(sent.id)).deliveryStatus).toBe('delivered'))
+    await env.EMAIL_EVENTS.send(cloudflareEvent('deferred', messageId, email, {}, t0))
+    await eventually(async () => expect((await notificationView(sent.id)).timeline).toHaveLength(2))
+    const view = await notificationView(sent.id)
+    expect(view.deliveryStatus).toBe('delivered')
+    expect(view.timeline.map((entry) => entry.status)).toEqual(['deferred', 'delivered'])
+  })
+
+  it('a hard bounce suppresses the address for good; the next event to it ends suppressed: no send, no retry, no dead letter', async () => {
+    const email = `Bounce-${guid().slice(0, 8)}@Example.com`
+    const userId = guid()
+    const first = await notify(responseTo(email, userId))
+    await env.EMAIL_EVENTS.send(cloudflareEvent('bounced', await providerIdOf(first.id), email, hardBounce))
+    const entry = await eventually(async () => {
+      const found = await suppressionOf(email.toLowerCase())
+      expect(found).toBeTruthy()
+      return found
+    })
+    expect(entry).toMatchObject({ cause: 'hard-bounce', until: null, source: 'cloudflare', notification_id: first.id })
+    expect((await notificationView(first.id)).deliveryStatus).toBe('bounced')
+
+    const next = responseTo(email, userId)
+    const row = await notify(next, 'suppressed')
+    expect(row.error_code).toBe('NTF_RECIPIENT_SUPPRESSED')
+    const { results: sentRows } = await env.DB.prepare('SELECT 1 FROM sent_messages WHERE notification_id = ?1')
+      .bind(row.id)
+      .all()
+    expect(sentRows).toHaveLength(0)
+    const { results: deadLetters } = await env.DB.prepare('SELECT 1 FROM dead_letters WHERE event_id = ?1')
+      .bind(eventIdOf(next))
+      .all()
+    expect(deadLetters).toHaveLength(0)
+  })
+
+  it('a soft bounce suppresses for SUPPRESSION_SOFT_BOUNCE_HOURS; a complaint for good; a deferral not at all', async () => {
+    const soft = `soft-${guid().slice(0, 8)}@example.com`
+    const complained = `complaint-${guid().slice(0, 8)}@example.com`
+    const deferred = `deferred-${guid().slice(0, 8)}@example.com`
+    const softBounce = {
+      bounce: { type: 'soft', classification: 'temporary_failure', reason: '452 4.2.2 Mailbox full' },
+    }
+    const deferredId = `m-${guid()}`
+    await env.EMAIL_EVENTS.send(cloudflareEvent('bounced', `m-${guid()}`, soft, softBounce))
+    await env.EMAIL_EVENTS.send(
+      cloudflareEvent('complained', `m-${guid()}`, complained, { complaint: { type: 'abuse' } }),
+    )
+    await env.EMAIL_EVENTS.send(cloudflareEvent('deferred', deferredId, deferred, softBounce))
+    const entry = await eventually(async () => {
+      const found = await suppressionOf(soft)
+      expect(found).toBeTruthy()
+      expect(await suppressionOf(complained)).toMatchObject({ cause: 'complaint', until: null })
+      return found
+    })
+    const hours = (Date.parse(entry?.until as string) - Date.now()) / 3_600_000
+    expect(entry?.cause).toBe('soft-bounce')
+    expect(hours).toBeGreaterThan(23)
+    expect(hours).toBeLessThanOrEqual(24)
+    // The deferral was recorded (no notification of ours has that id) and suppressed nothing.
+    await eventually(async () => {
+      const { results } = await env.DB.prepare(
+        'SELECT notification_id FROM delivery_events WHERE provider_message_id = ?1',
+      )
+        .bind(deferredId)
+        .all<{ notification_id: string | null }>()
+      expect(results).toEqual([{ notification_id: null }])
+    })
+    expect(await suppressionOf(deferred)).toBeNull()
+  })
+
+  it('a soft bounce never shortens a permanent entry', async () => {
+    const email = `strong-${guid().slice(0, 8)}@example.com`
+    await env.EMAIL_EVENTS.send(cloudflareEvent('complained', `m-${guid()}`, email, { complaint: { type: 'abuse' } }))
+    await eventually(async () => expect(await suppressionOf(email)).toMatchObject({ cause: 'complaint' }))
+    const softId = `m-${guid()}`
+    await env.EMAIL_EVENTS.send(cloudflareEvent('bounced', softId, email, { bounce: { type: 'soft' } }))
+    await eventually(async () => {
+      const { results } = await env.DB.prepare('SELECT 1 FROM delivery_events WHERE provider_message_id = ?1')
+        .bind(softId)
+        .all()
+      expect(results).toHaveLength(1)
+    })
+    expect(await suppressionOf(email)).toMatchObject({ cause: 'complaint', until: null })
+  })
+
+  it('an event of an unknown shape is a dead letter naming the field, never thrown', async () => {
+    const messageId = `m-${guid()}`
+    const broken = cloudflareEvent('delivered', messageId, 'x@example.com')
+    delete (broken.payload as Record<string, unknown>).eventId
+    const unknownType = {
+      ...cloudflareEvent('delivered', messageId, 'x@example.com'),
+      type: 'cf.email.sending.message.opened',
+    }
+    await env.EMAIL_EVENTS.send(broken)
+    await env.EMAIL_EVENTS.send(unknownType)
+    const rows = await eventually(async () => {
+      const { results } = await env.DB.prepare(
+        "SELECT code, error, queue FROM dead_letters WHERE queue = 'notify-email-events' AND body LIKE ?1",
+      )
+        .bind(`%${messageId}%`)
+        .all<{ code: string; error: string; queue: string }>()
+      expect(results).toHaveLength(2)
+      return results
+    })
+    expect(rows.every((row) => row.code === 'NTF_INVALID_PAYLOAD')).toBe(true)
+    expect(rows.map((row) => row.error).join('\n')).toContain('payload.eventId')
+    expect(rows.map((row) => row.error).join('\n')).toContain('type')
+  })
+})
+
+/** Posts a webhook signed as Resend (Svix) signs it. */
+async function resendWebhook(event: unknown, options: { id?: string; at?: Date; secret?: string } = {}) {
+  const id = options.id ?? `msg_${guid().replaceAll('-', '')}`
+  const at = options.at ?? new Date()
+  const payload = JSON.stringify(event)
+  const signature = new Webhook(options.secret ?? WEBHOOK_SECRET).sign(id, at, payload)
+  const response = await fetchWorker('/v1/webhooks/resend', {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'svix-id': id,
+      'svix-timestamp': String(Math.floor(at.getTime() / 1000)),
+      'svix-signature': signature,
+    },
+    body: payload,
+  })
+  return { id, response }
+}
+
+/** A notification the resend transport sent: sent, with Resend's id for it. */
+async function sentByResend(email: string): Promise<{ id: string; providerId: string }> {
+  const id = `ntf_test_${guid().replaceAll('-', '')}`
+  const providerId = `re_${guid()}`
+  const now = new Date().toISOString()
+  await env.DB.prepare(
+    `INSERT INTO notifications (id, idempotency_key, event_id, source, kind, channel, urgency, recipient_user_id,
+       recipient_email, status, scheduled_at, sent_at, provider_id, created_at, updated_at)
+     VALUES (?1, ?2, ?3, 'http', 'InvitationCreated', 'email', 'normal', ?4, ?5, 'sent', ?6, ?6, ?7, ?6, ?6)`,
+  )
+    .bind(id, `test:${id}`, guid(), guid(), email, now, providerId)
+    .run()
+  return { id, providerId }
+}
+
+const bounced = (providerId: string, email: string) => ({
+  type: 'email.bounced',
+  created_at: new Date().toISOString(),
+  data: {
+    email_id: providerId,
+    created_at: new Date().toISOString(),
+    from: 'notify-edge <notifications@notify-edge.example>',
+    to: [email],
+    subject: 'Вас пригласили в проект',
+    bounce: { type: 'Permanent', subType: 'General', message: 'The recipient does not exist' },
+  },
+})
+
+describe('POST /v1/webhooks/resend', () => {
+  it('a signed bounce: 202, the timeline, the delivery status and a permanent suppression; the same svix-id again changes nothing', async () => {
+    const email = `resend-bounce-${guid().slice(0, 8)}@example.com`
+    const { id, providerId } = await sentByResend(email)
+    const bounce = bounced(providerId, email)
+    const first = await resendWebhook(bounce)
+    expect(first.response.status).toBe(202)
+    expect(await first.response.json()).toEqual({ received: true, queued: true })
+    await eventually(async () => expect((await notificationView(id)).deliveryStatus).toBe('bounced'))
+    expect(await suppressionOf(email)).toMatchObject({ cause: 'hard-bounce', until: null, source: 'resend' })
+
+    const again = await resendWebhook(bounce, { id: first.id })
+    expect(again.response.status).toBe(202)
+    // Resend said "delivered" a minute before the bounce; it arrives after it.
+    const delivered = await resendWebhook({
+      type: 'email.delivered',
+      created_at: new Date(Date.parse(bounce.created_at) - 60_000).toISOString(),
+      data: { email_id: providerId, to: [email] },
+    })
+    expect(delivered.response.status).toBe(202)
+    await eventually(async () => expect((await notificationView(id)).timeline).toHaveLength(2))
+    const view = await notificationView(id)
+    expect(view.timeline.map((entry) => entry.type)).toEqual(['email.delivered', 'email.bounced'])
+    expect(view.deliveryStatus).toBe('bounced')
+  })
+
+  it('refuses a wrong signature, another secret, a timestamp out of tolerance and missing headers with 401, and queues nothing', async () => {
+    const email = `resend-refused-${guid().slice(0, 8)}@example.com`
+    const { providerId } = await sentByResend(email)
+    const forged = await resendWebhook(bounced(providerId, email), {
+      secret: 'whsec_c29tZWJvZHktZWxzZXMtc2VjcmV0LXZhbHVl',
+    })
+    const stale = await resendWebhook(bounced(providerId, email), { at: new Date(Date.now() - 10 * 60_000) })
+    const future = await resendWebhook(bounced(providerId, email), { at: new Date(Date.now() + 10 * 60_000) })
+    const tampered = await (async () => {
+      const id = `msg_${guid()}`
+      const at = new Date()
+      const signature = new Webhook(WEBHOOK_SECRET).sign(id, at, JSON.stringify(bounced(providerId, email)))
+      return fetchWorker('/v1/webhooks/resend', {
+        method: 'POST',
+        headers: {
+          'svix-id': id,
+          'svix-timestamp': String(Math.floor(at.getTime() / 1000)),
+          'svix-signature': signature,
+        },
+        body: JSON.stringify(bounced(providerId, `someone-else-${guid().slice(0, 6)}@example.com`)),
+      })
+    })()
+    const unsigned = await fetchWorker('/v1/webhooks/resend', { method: 'POST', body: '{}' })
+    for (const response of [forged.response, stale.response, future.response, tampered, unsigned]) {
+      expect(response.status).toBe(401)
+      expect(((await response.json()) as { error: { code: string } }).error.code).toBe('UNAUTHORIZED')
+    }
+    const { results } = await env.DB.prepare('SELECT 1 FROM delivery_events WHERE provider_message_id = ?1')
+      .bind(providerId)
+      .all()
+    expect(results).toHaveLength(0)
+    expect(await suppressionOf(email)).toBeNull()
+  })
+
+  it('a verified event that is not about delivery (email.opened) is answered 200 and not queued', async () => {
+    const { response } = await resendWebhook({ type: 'email.opened', created_at: new Date().toISOString(), data: {} })
+    expect(response.status).toBe(200)
+    expect(await response.json()).toEqual({ received: true, queued: false })
+  })
+})
+
+/** A binding that refuses every send the way Cloudflare's Email Service does: an Error with a `code`. */
+function refusingBinding(code: string, message = 'refused'): SendEmail {
+  return {
+    send: async () => {
+      throw Object.assign(new Error(message), { code })
+    },
+  } as unknown as SendEmail
+}
+
+async function pending(email: string): Promise<string> {
+  const id = `ntf_test_${guid().replaceAll('-', '')}`
+  const now = new Date().toISOString()
+  await env.DB.prepare(
+    `INSERT INTO notifications (id, idempotency_key, event_id, source, kind, channel, urgency, recipient_user_id,
+       recipient_email, recipient_name, locale, subject, text_body, html_body, status, scheduled_at, created_at, updated_at)
+     VALUES (?1, ?2, ?3, 'http', 'InvitationCreated', 'email', 'normal', ?4, ?5, NULL, 'ru', 'Тема', 'Текст', '<p>Текст</p>',
+       'pending', ?6, ?6, ?6)`,
+  )
+    .bind(id, `test:${id}`, guid(), guid(), email, now)
+    .run()
+  return id
+}
+
+async function dispatchWith(id: string, binding: SendEmail) {
+  const { createExecutionContext, createMessageBatch, getQueueResult } = await import('cloudflare:test')
+  const { default: worker } = await import('../src/index.ts')
+  const { vi } = await import('vitest')
+  const batch = createMessageBatch('notify-dispatch', [
+    { id: `d-${guid()}`, timestamp: new Date(), attempts: 1, body: { notificationId: id } },
+  ])
+  const retry = vi.spyOn(batch.messages[0] as Message, 'retry')
+  const ctx = createExecutionContext()
+  await worker.queue(batch, { ...env, EMAIL: binding } as Env)
+  const result = await getQueueResult(batch, ctx)
+  const row = await env.DB.prepare('SELECT status, error_code FROM notifications WHERE id = ?1')
+    .bind(id)
+    .first<{ status: string; error_code: string | null }>()
+  return { ...result, delays: retry.mock.calls.map(([options]) => options?.delaySeconds), row }
+}
+
+describe('the Email Service error codes, mapped by code', () => {
+  it('E_RECIPIENT_SUPPRESSED: the notification ends suppressed, the address joins the list, no retry, no dead letter', async () => {
+    const email = `cf-suppressed-${guid().slice(0, 8)}@example.com`
+    const id = await pending(email)
+    const result = await dispatchWith(id, refusingBinding('E_RECIPIENT_SUPPRESSED', 'Recipient is on suppression list'))
+    expect(result.row).toEqual({ status: 'suppressed', error_code: 'NTF_RECIPIENT_SUPPRESSED' })
+    expect(result.explicitAcks).toHaveLength(1)
+    expect(result.delays).toEqual([])
+    const entry = await suppressionOf(email)
+    expect(entry).toMatchObject({ cause: 'provider', source: 'cloudflare', notification_id: id })
+    const days = (Date.parse(entry?.until as string) - Date.now()) / 86_400_000
+    expect(days).toBeGreaterThan(6.9)
+    expect(days).toBeLessThanOrEqual(7)
+    const { results } = await env.DB.prepare('SELECT 1 FROM dead_letters WHERE body LIKE ?1').bind(`%${id}%`).all()
+    expect(results).toHaveLength(0)
+  })
+
+  it('rate and daily limits are transient and wait longer; a code decides even when the text says otherwise', async () => {
+    const rate = await dispatchWith(
+      await pending(`cf-rate-${guid().slice(0, 8)}@example.com`),
+      refusingBinding('E_RATE_LIMIT_EXCEEDED', 'email to x not allowed right now'),
+    )
+    expect(rate.row?.status).toBe('pending')
+    expect(rate.delays).toEqual([60])
+    const daily = await dispatchWith(
+      await pending(`cf-daily-${guid().slice(0, 8)}@example.com`),
+      refusingBinding('E_DAILY_LIMIT_EXCEEDED'),
+    )
+    expect(daily.delays).toEqual([3600])
+    const unknown = await dispatchWith(
+      await pending(`cf-new-${guid().slice(0, 8)}@example.com`),
+      refusingBinding('E_SOMETHING_NEW', 'rejected'),
+    )
+    expect(unknown.row?.status).toBe('pending')
+    expect(unknown.delays).toEqual([5])
+  })
+
+  it('a sender or validation error is permanent: failed at once, acked', async () => {
+    const result = await dispatchWith(
+      await pending(`cf-sender-${guid().slice(0, 8)}@example.com`),
+      refusingBinding('E_SENDER_NOT_VERIFIED', 'Sender domain not verified'),
+    )
+    expect(result.row).toEqual({ status: 'failed', error_code: 'NTF_SEND_PERMANENT' })
+    expect(result.explicitAcks).toHaveLength(1)
+  })
+})
+
+describe('/v1/suppressions', () => {
+  it('an operator entry stops sends to the address; removing it lets the next one through', async () => {
+    const email = `operator-${guid().slice(0, 8)}@example.com`
+    const put = await admin(`/v1/suppressions/${encodeURIComponent(email.toUpperCase())}`, {
+      method: 'PUT',
+      body: JSON.stringify({ reason: 'asked by phone not to be mailed' }),
+    })
+    expect(put.status).toBe(200)
+    expect(await put.json()).toMatchObject({
+      address: email,
+      cause: 'operator',
+      source: 'operator',
+      active: true,
+      until: null,
+    })
+    const userId = guid()
+    await notify(responseTo(email, userId), 'suppressed')
+    expect((await admin(`/v1/suppressions/${encodeURIComponent(email)}`, { method: 'DELETE' })).status).toBe(204)
+    expect((await admin(`/v1/suppressions/${encodeURIComponent(email)}`)).status).toBe(404)
+    await notify(responseTo(email, userId), 'sent')
+  })
+
+  it('refuses an end in the past and a malformed address, naming the field, and writes nothing', async () => {
+    const email = `past-${guid().slice(0, 8)}@example.com`
+    const past = await admin(`/v1/suppressions/${email}`, {
+      method: 'PUT',
+      body: JSON.stringify({ reason: 'x', until: '2001-01-01T00:00:00Z' }),
+    })
+    expect(past.status).toBe(400)
+    expect(((await past.json()) as { error: { issues: { field: string }[] } }).error.issues[0]?.field).toBe('until')
+    const malformed = await admin('/v1/suppressions/not-an-address', {
+      method: 'PUT',
+      body: JSON.stringify({ reason: 'x' }),
+    })
+    expect(malformed.status).toBe(400)
+    expect(await suppressionOf(email)).toBeNull()
+  })
+
+  it('lists in pages that neither repeat nor skip, with filters', async () => {
+    const prefix = `page-${guid().slice(0, 6)}`
+    const addresses = Array.from({ length: 5 }, (_, i) => `${prefix}-${i}@example.com`)
+    for (const [i, address] of addresses.entries()) {
+      const until = i % 2 === 0 ? undefined : new Date(Date.now() + 86_400_000).toISOString()
+      await admin(`/v1/suppressions/${address}`, { method: 'PUT', body: JSON.stringify({ reason: 'test', until }) })
+    }
+    const seen: string[] = []
+    let cursor: string | null = null
+    do {
+      const query: string = `cause=operator&limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`
+      const page = (await (await admin(`/v1/suppressions?${query}`)).json()) as {
+        items: { address: string }[]
+        nextCursor: string | null
+      }
+      seen.push(...page.items.map((item) => item.address))
+      cursor = page.nextCursor
+    } while (cursor)
+    const ours = seen.filter((address) => address.startsWith(prefix))
+    expect(ours).toEqual(addresses)
+    expect(new Set(seen).size).toBe(seen.length)
+    const badCursor = await admin('/v1/suppressions?cursor=%%%')
+    expect(badCursor.status).toBe(400)
+  })
+})
