@@ -16,6 +16,8 @@ export function createClient(environment: Record<string, string | undefined>): C
       method,
       headers: {
         authorization: `Bearer ${token}`,
+        // The Worker's audit trail records changes made from here as `via: cli`.
+        'user-agent': 'notify-edge-cli/0.1.0',
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
       },
       body: body === undefined ? undefined : JSON.stringify(body),

@@ -17,6 +17,7 @@
  * NOTIFY_EDGE_TOKEN (the admin token) come from the environment.
  */
 import { parseArgs } from 'node:util'
+import { auditList } from './audit.ts'
 import { createClient } from './client.ts'
 import { showNotification, suppressionsCommand } from './recipients.ts'
 import { renderTable } from './table.ts'
@@ -34,6 +35,7 @@ const USAGE = `usage:
   notify-edge suppressions show <address> [--json]
   notify-edge suppressions add <address> --reason "why" [--until ISO] [--json]
   notify-edge suppressions remove <address> [--json]
+  notify-edge audit list [--action A] [--actor X] [--target T] [--since ISO] [--until ISO] [--limit N] [--all] [--json]
 environment: NOTIFY_EDGE_URL (default http://127.0.0.1:8787), NOTIFY_EDGE_TOKEN (admin token)`
 
 const { values, positionals } = parseArgs({
@@ -55,6 +57,9 @@ const { values, positionals } = parseArgs({
     reason: { type: 'string' },
     cause: { type: 'string' },
     active: { type: 'string' },
+    action: { type: 'string' },
+    actor: { type: 'string' },
+    target: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 })
@@ -219,6 +224,10 @@ async function main(): Promise<number> {
   }
   if (area === 'notifications' && command === 'show' && id) {
     out(await showNotification(api, id, values))
+    return 0
+  }
+  if (area === 'audit' && command === 'list') {
+    out(await auditList(api, values))
     return 0
   }
   if (area === 'suppressions') {

@@ -33,6 +33,16 @@ const PublicUrl = z
   }, 'https (plain http only for 127.0.0.1 or localhost)')
   .transform((value) => value.replace(/\/+$/, ''))
 
+/** Every bearer token the Worker accepts, current and previous. */
+export const TOKEN_NAMES = [
+  'INGEST_TOKEN',
+  'INGEST_TOKEN_PREVIOUS',
+  'ADMIN_TOKEN',
+  'ADMIN_TOKEN_PREVIOUS',
+  'VIEWER_TOKEN',
+  'VIEWER_TOKEN_PREVIOUS',
+] as const
+
 /**
  * Every variable and secret of the Worker. Each field's description and
  * default are what docs/configuration.md shows (generated from this schema,
@@ -46,6 +56,20 @@ export const ConfigSchema = z
     ADMIN_TOKEN: Token.meta({ secret: true }).describe(
       'bearer token of operators (≥ 16 characters, different from INGEST_TOKEN)',
     ),
+    VIEWER_TOKEN: Token.optional()
+      .meta({ secret: true })
+      .describe('bearer token of read-only operators: every GET, no change (≥ 16 characters)'),
+    // Rotation without downtime: the old value goes here while the new one is rolled out to
+    // every client, and is removed once none uses it.
+    INGEST_TOKEN_PREVIOUS: Token.optional()
+      .meta({ secret: true })
+      .describe('the previous ingest token, still accepted during a rotation'),
+    ADMIN_TOKEN_PREVIOUS: Token.optional()
+      .meta({ secret: true })
+      .describe('the previous admin token, still accepted during a rotation'),
+    VIEWER_TOKEN_PREVIOUS: Token.optional()
+      .meta({ secret: true })
+      .describe('the previous viewer token, still accepted during a rotation'),
     RETRY_DELAYS_SECONDS: DelayList.prefault('5,30').describe(
       'delays before attempts 2, 3, … of an event; the attempt after the last one is dead-lettered',
     ),
@@ -159,9 +183,16 @@ export const ConfigSchema = z
         "how long an address the provider itself refused as suppressed stays on this Worker's list (the provider keeps its own)",
       ),
   })
-  .refine((config) => config.INGEST_TOKEN !== config.ADMIN_TOKEN, {
-    path: ['ADMIN_TOKEN'],
-    message: 'must differ from INGEST_TOKEN, or the ingest token would grant admin',
+  .superRefine((config, context) => {
+    // One value, one scope: a token shared by two scopes would grant the wider one.
+    const seen = new Map<string, string>()
+    for (const name of TOKEN_NAMES) {
+      const value = config[name]
+      if (value === undefined) continue
+      const other = seen.get(value)
+      if (other) context.addIssue({ code: 'custom', path: [name], message: `must differ from ${other}` })
+      else seen.set(value, name)
+    }
   })
   .refine((config) => config.UNSUBSCRIBE_SIGNING_KEY !== config.UNSUBSCRIBE_SIGNING_KEY_PREVIOUS, {
     path: ['UNSUBSCRIBE_SIGNING_KEY_PREVIOUS'],

@@ -136,6 +136,7 @@ describe('/openapi.json', () => {
         'POST /v1/webhooks/resend',
         'GET /u/{token}',
         'POST /u/{token}',
+        'GET /v1/audit',
         'GET /metrics',
       ].sort(),
     )

@@ -7,9 +7,10 @@ import { type ApiCode, ApiError, type FieldIssue } from '../errors.ts'
 import { asyncApiDocument } from '../events/asyncapi.ts'
 import { ingest } from '../ingest/route.ts'
 import { loggerFor } from '../log.ts'
-import { requireScope } from './auth.ts'
+import { requireOperator } from './auth.ts'
 import { redactPaths } from './loggable-path.ts'
 import { createRouter, errors, json } from './openapi.ts'
+import { audit } from './routes/audit.ts'
 import { contacts } from './routes/contacts.ts'
 import { deadLetters } from './routes/dead-letters.ts'
 import { events } from './routes/events.ts'
@@ -38,9 +39,10 @@ app.get('/healthz', (c) => c.json({ status: 'ok' }))
 // The events this Worker consumes, from the registry (docs/asyncapi.yaml is the same document).
 app.get('/asyncapi.json', (c) => c.json(asyncApiDocument()))
 
-// Scopes: the ingest token may only ingest; the admin token may do everything else. Provider
+// Scopes: the ingest token may only ingest; the viewer token may read; the admin token may do
+// everything else (current and previous values of each, for rotation). Provider
 // webhooks carry their own proof (a signature) and check it themselves.
-const admin = requireScope('admin')
+const admin = requireOperator()
 const ownAuthentication = (path: string) => path === '/v1/ingest' || path.startsWith('/v1/webhooks/')
 app.use('/v1/*', async (c, next) => (ownAuthentication(c.req.path) ? next() : admin(c, next)))
 // Operator requests are small; the ingest route has its own 256 KB limit.
@@ -64,10 +66,15 @@ app.route('/v1/suppressions', suppressions)
 app.route('/v1/preferences', preferences)
 app.route('/v1/webhooks', webhooks)
 app.route('/u', unsubscribeLinks)
+app.route('/v1/audit', audit)
 app.route('/metrics', metrics)
 
 // The ingest route validates its body itself (size before parse); it is documented here.
-app.openAPIRegistry.registerComponent('securitySchemes', 'adminToken', { type: 'http', scheme: 'bearer' })
+app.openAPIRegistry.registerComponent('securitySchemes', 'adminToken', {
+  type: 'http',
+  scheme: 'bearer',
+  description: 'ADMIN_TOKEN for everything; VIEWER_TOKEN for reads (GET, and POST /v1/templates/preview)',
+})
 app.openAPIRegistry.registerComponent('securitySchemes', 'ingestToken', { type: 'http', scheme: 'bearer' })
 app.openAPIRegistry.registerPath({
   method: 'post',

@@ -1,29 +1,85 @@
 import { createMiddleware } from 'hono/factory'
-import { configOf } from '../config.ts'
+import { type Config, configOf, TOKEN_NAMES } from '../config.ts'
 import { secretsEqual } from '../crypto.ts'
 import { ApiError } from '../errors.ts'
 
-/** The scopes of the bearer tokens: `ingest` may only post events, `admin` may do the rest. */
-export type Scope = 'ingest' | 'admin'
+/** The scopes of the bearer tokens: `ingest` may only post events, `viewer` may read, `admin` may do the rest. */
+export type Scope = 'ingest' | 'viewer' | 'admin'
+
+/** Who is making an operator request, as the audit trail records it. */
+export type Operator = {
+  /** `admin token`, `viewer token`, or the e-mail of a Cloudflare Access identity. */
+  name: string
+  role: 'admin' | 'viewer'
+  /** Where the request came from: the CLI says so in its User-Agent; the console sets its own. */
+  via: 'api' | 'cli' | 'console'
+}
+
+const SCOPE_OF: Record<(typeof TOKEN_NAMES)[number], Scope> = {
+  INGEST_TOKEN: 'ingest',
+  INGEST_TOKEN_PREVIOUS: 'ingest',
+  ADMIN_TOKEN: 'admin',
+  ADMIN_TOKEN_PREVIOUS: 'admin',
+  VIEWER_TOKEN: 'viewer',
+  VIEWER_TOKEN_PREVIOUS: 'viewer',
+}
 
 /**
- * Requires `Authorization: Bearer <token>` of `scope`. No token or an unknown
- * one → 401; a known token of the other scope → 403. Both configured tokens
- * are always compared, in constant time.
+ * The scope of a token, or undefined for one this Worker does not know. Every
+ * configured token — current and previous — is compared, each in constant
+ * time, so the answer takes as long whichever matched.
  */
-export function requireScope(scope: Scope) {
+export async function scopeOfToken(token: string, config: Config): Promise<Scope | undefined> {
+  const configured = TOKEN_NAMES.flatMap((name) => {
+    const value = config[name]
+    return value === undefined ? [] : [{ name, value }]
+  })
+  const matches = await Promise.all(configured.map(({ value }) => secretsEqual(token, value)))
+  const found = configured.find((_, index) => matches[index])
+  return found ? SCOPE_OF[found.name] : undefined
+}
+
+/** The token of `Authorization: Bearer <token>`; 401 without one. */
+export function bearerOf(header: string | undefined): string {
+  const match = /^Bearer[ ]+(\S+)\s*$/i.exec(header ?? '')
+  if (!match?.[1]) throw new ApiError('UNAUTHORIZED', 'missing bearer token: send Authorization: Bearer <token>')
+  return match[1]
+}
+
+/**
+ * Requires the ingest token (current or previous). No token or an unknown
+ * one → 401; an operator's token → 403.
+ */
+export function requireIngest() {
   return createMiddleware<{ Bindings: Env }>(async (c, next) => {
-    const header = c.req.header('authorization') ?? ''
-    const match = /^Bearer[ ]+(\S+)\s*$/i.exec(header)
-    if (!match?.[1]) throw new ApiError('UNAUTHORIZED', 'missing bearer token: send Authorization: Bearer <token>')
-    const config = configOf(c.env)
-    const [isIngest, isAdmin] = await Promise.all([
-      secretsEqual(match[1], config.INGEST_TOKEN),
-      secretsEqual(match[1], config.ADMIN_TOKEN),
-    ])
-    const granted: Scope | undefined = isAdmin ? 'admin' : isIngest ? 'ingest' : undefined
-    if (granted === undefined) throw new ApiError('UNAUTHORIZED', 'unknown bearer token')
-    if (granted !== scope) throw new ApiError('FORBIDDEN', `this route needs the ${scope} token`)
+    const scope = await scopeOfToken(bearerOf(c.req.header('authorization')), configOf(c.env))
+    if (scope === undefined) throw new ApiError('UNAUTHORIZED', 'unknown bearer token')
+    if (scope !== 'ingest') throw new ApiError('FORBIDDEN', 'this route needs the ingest token')
+    await next()
+  })
+}
+
+const READS = new Set(['GET', 'HEAD'])
+
+/** POST routes that change nothing: a viewer may call them. */
+const READ_ONLY_POSTS = new Set(['/v1/templates/preview'])
+
+const isRead = (method: string, path: string) => READS.has(method) || (method === 'POST' && READ_ONLY_POSTS.has(path))
+
+/**
+ * Requires an operator's token: the admin token for everything, the viewer
+ * token for reads only (a change → 403). Sets `operator` for the audit trail.
+ */
+export function requireOperator() {
+  return createMiddleware<{ Bindings: Env; Variables: { operator: Operator } }>(async (c, next) => {
+    const scope = await scopeOfToken(bearerOf(c.req.header('authorization')), configOf(c.env))
+    if (scope === undefined) throw new ApiError('UNAUTHORIZED', 'unknown bearer token')
+    if (scope === 'ingest') throw new ApiError('FORBIDDEN', 'this route needs the admin token')
+    if (scope === 'viewer' && !isRead(c.req.method, c.req.path)) {
+      throw new ApiError('FORBIDDEN', 'the viewer token may only read; this change needs the admin token')
+    }
+    const via = /^notify-edge-cli\//.test(c.req.header('user-agent') ?? '') ? 'cli' : 'api'
+    c.set('operator', { name: `${scope} token`, role: scope, via })
     await next()
   })
 }

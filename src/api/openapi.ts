@@ -1,9 +1,10 @@
 import { OpenAPIHono, z } from '@hono/zod-openapi'
 import { type Refusal, toFieldIssues } from '@notify-edge/contracts'
 import { ApiError } from '../errors.ts'
+import type { Operator } from './auth.ts'
 
-/** Hono environment of every route. */
-export type AppEnv = { Bindings: Env }
+/** Hono environment of every route; `operator` is set on the operator routes (auth.ts). */
+export type AppEnv = { Bindings: Env; Variables: { operator: Operator } }
 
 /**
  * A router whose request validation failures become `INVALID_REQUEST` with

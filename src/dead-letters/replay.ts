@@ -14,8 +14,15 @@ export type ReplayResult = { replayed: string[]; skipped: { id: string; reason: 
  * marks it `replayed` (counting replays). A notification that failed to send is
  * first put back to `pending`, so the replayed dispatch message can claim it.
  * An event that was processed since comes back as a duplicate: no second email.
+ * `audit`, when given, runs in the same D1 batch right after the marks (its
+ * `changes()` is their count).
  */
-export async function replayDeadLetters(env: Env, rows: readonly ReplayRow[], now: Date): Promise<ReplayResult> {
+export async function replayDeadLetters(
+  env: Env,
+  rows: readonly ReplayRow[],
+  now: Date,
+  audit?: D1PreparedStatement,
+): Promise<ReplayResult> {
   const nowIso = now.toISOString()
   const skipped: ReplayResult['skipped'] = []
   const events: unknown[] = []
@@ -56,7 +63,7 @@ export async function replayDeadLetters(env: Env, rows: readonly ReplayRow[], no
     env.DISPATCH,
     dispatches.map((body) => ({ body })),
   )
-  if (replayed.length > 0) await markReplayed(env.DB, replayed, nowIso).run()
+  if (replayed.length > 0) await env.DB.batch([markReplayed(env.DB, replayed, nowIso), ...(audit ? [audit] : [])])
   return { replayed, skipped }
 }
 

@@ -1,6 +1,6 @@
 import { Hono } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
-import { requireScope } from '../api/auth.ts'
+import { requireIngest } from '../api/auth.ts'
 import {
   INBOUND_EVENT_MAX_BYTES,
   INGEST_MAX_BYTES,
@@ -21,7 +21,7 @@ import { sendAll } from '../queue/send.ts'
  */
 export const ingest = new Hono<{ Bindings: Env }>().post(
   '/',
-  requireScope('ingest'),
+  requireIngest(),
   bodyLimit({
     maxSize: INGEST_MAX_BYTES,
     onError: () => {

@@ -124,8 +124,7 @@ export async function suppressionOf(db: D1Database, address: string): Promise<Su
   return row ? suppressionFromRow(row) : undefined
 }
 
-/** Removes an address from the list; whether there was one. */
-export async function deleteSuppression(db: D1Database, address: string): Promise<boolean> {
-  const result = await db.prepare('DELETE FROM suppressions WHERE address = ?1').bind(normalizeAddress(address)).run()
-  return result.meta.changes > 0
+/** Removes an address from the list (its `changes` say whether there was one). */
+export function deleteSuppression(db: D1Database, address: string): D1PreparedStatement {
+  return db.prepare('DELETE FROM suppressions WHERE address = ?1').bind(normalizeAddress(address))
 }

@@ -47,6 +47,7 @@ export async function saveTemplate(
   db: D1Database,
   source: Omit<TemplateSource, 'version'>,
   now: string,
+  audit?: (version: number) => D1PreparedStatement,
 ): Promise<number> {
   const current = await db
     .prepare(
@@ -65,6 +66,8 @@ export async function saveTemplate(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8)`,
       )
       .bind(source.kind, source.locale, source.channel, version, source.subject, source.textBody, source.htmlBody, now),
+    // In the same transaction, right after the insert (its changes() is 1).
+    ...(audit ? [audit(version)] : []),
   ])
   return version
 }

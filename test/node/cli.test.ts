@@ -144,7 +144,7 @@ async function cliShowingAddresses(...args: string[]): Promise<string> {
   return stdout
 }
 
-test('suppressions add / list / show / remove; notifications show prints the delivery timeline', async () => {
+test('suppressions add / list / show / remove, each in the audit trail; notifications show prints the delivery timeline', async () => {
   const address = `cli-suppressed-${crypto.randomUUID().slice(0, 8)}@example.com`
   assert.match(
     await cliShowingAddresses('suppressions', 'add', address, '--reason', 'asked not to be mailed'),
@@ -162,6 +162,20 @@ test('suppressions add / list / show / remove; notifications show prints the del
   await assert.rejects(cli('suppressions', 'add', address), /--reason/)
   assert.match(await cliShowingAddresses('suppressions', 'remove', address), /removed/)
   await assert.rejects(cliShowingAddresses('suppressions', 'show', address), /404 NOT_FOUND/)
+  // Both changes are in the audit trail, as made through the CLI.
+  const trail = JSON.parse(await cliShowingAddresses('audit', 'list', '--target', address, '--json')) as {
+    action: string
+    via: string
+    actor: string
+  }[]
+  assert.deepEqual(
+    trail.map((row) => [row.action, row.via, row.actor]),
+    [
+      ['suppression.delete', 'cli', 'admin token'],
+      ['suppression.put', 'cli', 'admin token'],
+    ],
+  )
+  assert.match(await cliShowingAddresses('audit', 'list', '--target', address), /suppression\.put/)
 
   // An event to that address, then its notification with its (still empty) delivery timeline.
   const sample = JSON.parse(await readFile('examples/arthunt/invitation.created.json', 'utf8'))

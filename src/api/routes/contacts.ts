@@ -3,6 +3,7 @@ import { Id, Locale, TimeZone } from '../../contracts/fields.ts'
 import { ApiError } from '../../errors.ts'
 import { type ContactRow, contactFromRow } from '../../materialize/context.ts'
 import { upsertContact } from '../../materialize/write.ts'
+import { runAudited } from '../audited.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json } from '../openapi.ts'
 
 const UserParam = z.object({ userId: Id.openapi({ param: { name: 'userId', in: 'path' } }) })
@@ -83,27 +84,32 @@ export const contacts = createRouter()
     const current = await find(c.env.DB, userId)
     const version = body.version ?? (current ? current.version + 1 : 1)
     const now = new Date().toISOString()
-    const result = await upsertContact(
-      c.env.DB,
-      {
-        userId,
-        email: body.email,
-        locale: body.locale ?? null,
-        timeZone: body.timeZone ?? null,
-        displayName: body.displayName ?? null,
-        version,
-      },
-      now,
-    ).run()
-    if (result.meta.changes === 0) {
+    const contact = {
+      userId,
+      email: body.email,
+      locale: body.locale ?? null,
+      timeZone: body.timeZone ?? null,
+      displayName: body.displayName ?? null,
+      version,
+    }
+    // The trail keeps what was set, not the address or the name themselves.
+    const parameters = { version, locale: contact.locale, timeZone: contact.timeZone }
+    const [result] = await runAudited(c, [upsertContact(c.env.DB, contact, now)], {
+      action: 'contact.put',
+      target: userId,
+      parameters,
+    })
+    if (result?.meta.changes === 0) {
       throw new ApiError('CONFLICT', `version ${version} is not newer than the stored version ${current?.version}`)
     }
     return c.json(toContact((await find(c.env.DB, userId)) as Row), 200)
   })
   .openapi(remove, async (c) => {
-    const result = await c.env.DB.prepare('DELETE FROM contacts WHERE user_id = ?1')
-      .bind(c.req.valid('param').userId)
-      .run()
-    if (result.meta.changes === 0) throw new ApiError('NOT_FOUND', 'no such contact')
+    const { userId } = c.req.valid('param')
+    const [result] = await runAudited(c, [c.env.DB.prepare('DELETE FROM contacts WHERE user_id = ?1').bind(userId)], {
+      action: 'contact.delete',
+      target: userId,
+    })
+    if (result?.meta.changes === 0) throw new ApiError('NOT_FOUND', 'no such contact')
     return c.body(null, 204)
   })

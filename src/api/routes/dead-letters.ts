@@ -1,4 +1,5 @@
 import { createRoute, z } from '@hono/zod-openapi'
+import { auditChange } from '../../audit/store.ts'
 import {
   type DeadLetterSummaryRow,
   decodeCursor,
@@ -223,14 +224,27 @@ export const deadLetters = createRouter()
       body: string
     }>()
     if (!row) throw new ApiError('NOT_FOUND', 'no such dead letter')
-    const result = await replayOrUnavailable(c.env, [row])
+    const now = new Date()
+    const audit = auditChange(
+      c.env.DB,
+      c.get('operator'),
+      { action: 'dead-letter.replay', target: row.id },
+      now.toISOString(),
+    )
+    const result = await replayOrUnavailable(c.env, [row], now, audit)
     if (result.replayed.length === 0) throw new ApiError('CONFLICT', `cannot replay: ${result.skipped[0]?.reason}`)
     return c.json(result, 200)
   })
   .openapi(discard, async (c) => {
     const { id } = c.req.valid('param')
-    const { changes } = (await markDiscarded(c.env.DB, id, c.req.valid('json').reason).run()).meta
-    if (changes === 0) throw new ApiError('NOT_FOUND', 'no such dead letter')
+    const { reason } = c.req.valid('json')
+    const entry = { action: 'dead-letter.discard', target: id, parameters: { reason } }
+    // The audit row only when the discard changed a row: a 404 leaves no trace in D1.
+    const [discarded] = await c.env.DB.batch([
+      markDiscarded(c.env.DB, id, reason),
+      auditChange(c.env.DB, c.get('operator'), entry, new Date().toISOString()),
+    ])
+    if (!discarded?.meta.changes) throw new ApiError('NOT_FOUND', 'no such dead letter')
     const row = await getDeadLetter(c.env.DB, id).first<DeadLetterSummaryRow>()
     return c.json(summaryOf(row as DeadLetterSummaryRow), 200)
   })
@@ -246,12 +260,20 @@ export const deadLetters = createRouter()
     // Nothing matched: nothing to read (D1 refuses an empty batch) and nothing to replay.
     const full = results.length > 0 ? await c.env.DB.batch(results.map((row) => getDeadLetter(c.env.DB, row.id))) : []
     const rows = full.flatMap((result) => (result.results ?? []) as { id: string; queue: string; body: string }[])
-    return c.json({ dryRun, matched, ...(await replayOrUnavailable(c.env, rows)) }, 200)
+    const now = new Date()
+    const entry = { action: 'dead-letters.replay', target: null, parameters: { ...filter, max } }
+    const audit = auditChange(c.env.DB, c.get('operator'), entry, now.toISOString())
+    return c.json({ dryRun, matched, ...(await replayOrUnavailable(c.env, rows, now, audit)) }, 200)
   })
 
-async function replayOrUnavailable(env: Env, rows: { id: string; queue: string; body: string }[]) {
+async function replayOrUnavailable(
+  env: Env,
+  rows: { id: string; queue: string; body: string }[],
+  now: Date,
+  audit: D1PreparedStatement,
+) {
   try {
-    return await replayDeadLetters(env, rows, new Date())
+    return await replayDeadLetters(env, rows, now, audit)
   } catch (error) {
     loggerFor(env).error('replay.failed', { count: rows.length, error })
     throw new ApiError('QUEUE_UNAVAILABLE', 'the replay could not be sent; nothing was marked, try again')

@@ -3,6 +3,7 @@ import { Id } from '../../contracts/fields.ts'
 import { ApiError, type FieldIssue } from '../../errors.ts'
 import { kindOf, kinds } from '../../events/registry.ts'
 import { preferencesOf, upsertPreference } from '../../preferences/store.ts'
+import { runAudited } from '../audited.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json } from '../openapi.ts'
 
 const Channel = z.enum(['email'])
@@ -100,6 +101,15 @@ export const preferences = createRouter()
     })
     if (issues.length > 0) throw new ApiError('INVALID_REQUEST', 'these kinds cannot be turned off', issues)
     const now = new Date().toISOString()
-    await c.env.DB.batch(body.preferences.map((choice) => upsertPreference(c.env.DB, userId, choice, 'api', now)))
+    await runAudited(
+      c,
+      body.preferences.map((choice) => upsertPreference(c.env.DB, userId, choice, 'api', now)),
+      {
+        action: 'preferences.put',
+        target: userId,
+        parameters: { preferences: body.preferences },
+        affected: body.preferences.length,
+      },
+    )
     return c.json(await preferencesView(c.env.DB, userId), 200)
   })

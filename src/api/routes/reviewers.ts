@@ -1,6 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi'
 import { Id } from '../../contracts/fields.ts'
 import { ApiError } from '../../errors.ts'
+import { runAudited } from '../audited.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
 
 const Reviewer = z.object({ userId: z.string(), addedAt: z.string() }).openapi('Reviewer')
@@ -45,20 +46,28 @@ export const reviewers = createRouter()
   })
   .openapi(put, async (c) => {
     const { userId } = c.req.valid('param')
-    await c.env.DB.prepare(
-      'INSERT INTO reviewer_pool (user_id, added_at) VALUES (?1, ?2) ON CONFLICT (user_id) DO NOTHING',
+    // Already in the pool: nothing changes, and nothing is audited.
+    await runAudited(
+      c,
+      [
+        c.env.DB.prepare(
+          'INSERT INTO reviewer_pool (user_id, added_at) VALUES (?1, ?2) ON CONFLICT (user_id) DO NOTHING',
+        ).bind(userId, new Date().toISOString()),
+      ],
+      { action: 'reviewer.add', target: userId },
     )
-      .bind(userId, new Date().toISOString())
-      .run()
     const row = await c.env.DB.prepare('SELECT added_at FROM reviewer_pool WHERE user_id = ?1')
       .bind(userId)
       .first<{ added_at: string }>()
     return c.json({ userId, addedAt: row?.added_at ?? '' }, 200)
   })
   .openapi(remove, async (c) => {
-    const result = await c.env.DB.prepare('DELETE FROM reviewer_pool WHERE user_id = ?1')
-      .bind(c.req.valid('param').userId)
-      .run()
-    if (result.meta.changes === 0) throw new ApiError('NOT_FOUND', 'not in the reviewer pool')
+    const { userId } = c.req.valid('param')
+    const [result] = await runAudited(
+      c,
+      [c.env.DB.prepare('DELETE FROM reviewer_pool WHERE user_id = ?1').bind(userId)],
+      { action: 'reviewer.remove', target: userId },
+    )
+    if (result?.meta.changes === 0) throw new ApiError('NOT_FOUND', 'not in the reviewer pool')
     return c.body(null, 204)
   })

@@ -9,6 +9,7 @@ import {
   suppressionFromRow,
   suppressionOf,
 } from '../../suppression/store.ts'
+import { runAudited } from '../audited.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json } from '../openapi.ts'
 
 const Cause = z.enum(['hard-bounce', 'soft-bounce', 'complaint', 'provider', 'operator'])
@@ -152,23 +153,30 @@ export const suppressions = createRouter()
         { field: 'until', message: 'must be in the future (or left out for an entry without end)' },
       ])
     }
-    const row = await putSuppression(
-      c.env.DB,
-      {
-        address: normalizeAddress(address),
-        cause: 'operator',
-        reason: body.reason,
-        until,
-        source: 'operator',
-        notificationId: null,
-        providerEvent: null,
-      },
-      now,
-    ).first<SuppressionRow>()
-    return c.json(show(suppressionFromRow(row as SuppressionRow), now), 200)
+    const entry = {
+      address: normalizeAddress(address),
+      cause: 'operator' as const,
+      reason: body.reason,
+      until,
+      source: 'operator',
+      notificationId: null,
+      providerEvent: null,
+    }
+    const [result] = await runAudited(c, [putSuppression(c.env.DB, entry, now)], {
+      action: 'suppression.put',
+      target: entry.address,
+      parameters: { reason: body.reason, until },
+    })
+    const row = result?.results?.[0] as SuppressionRow
+    return c.json(show(suppressionFromRow(row), now), 200)
   })
   .openapi(remove, async (c) => {
-    if (!(await deleteSuppression(c.env.DB, c.req.valid('param').address))) {
+    const { address } = c.req.valid('param')
+    const [result] = await runAudited(c, [deleteSuppression(c.env.DB, address)], {
+      action: 'suppression.delete',
+      target: normalizeAddress(address),
+    })
+    if (!result?.meta.changes) {
       throw new ApiError('NOT_FOUND', 'the address is not on the suppression list')
     }
     return c.body(null, 204)

@@ -1,4 +1,5 @@
 import { createRoute, z } from '@hono/zod-openapi'
+import { auditChange } from '../../audit/store.ts'
 import { configOf } from '../../config.ts'
 import { Locale } from '../../contracts/fields.ts'
 import { ApiError, type FieldIssue } from '../../errors.ts'
@@ -129,7 +130,15 @@ export const templates = createRouter()
     const now = new Date().toISOString()
     let version: number
     try {
-      version = await saveTemplate(c.env.DB, { kind, locale, channel, ...parts }, now)
+      const target = `${kind}/${locale}/${channel}`
+      const audit = (saved: number) =>
+        auditChange(
+          c.env.DB,
+          c.get('operator'),
+          { action: 'template.save', target, parameters: { version: saved } },
+          now,
+        )
+      version = await saveTemplate(c.env.DB, { kind, locale, channel, ...parts }, now, audit)
     } catch (error) {
       if (/UNIQUE|constraint/i.test((error as Error).message)) {
         throw new ApiError('CONFLICT', 'another version was saved at the same moment; send it again')
