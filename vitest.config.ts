@@ -17,6 +17,7 @@ export default defineConfig({
           ADMIN_TOKEN: 'test-admin-token-0123456789',
           UNSUBSCRIBE_SIGNING_KEY: 'test-unsubscribe-signing-key-0123456789',
           RESEND_WEBHOOK_SECRET: 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ=',
+          CONSOLE_SESSION_KEY: 'test-console-session-key-0123456789abcdef',
           // The deployed form of the links, whatever a local .dev.vars (npm start) says.
           PUBLIC_URL: 'https://notify-edge.example.workers.dev',
           TEST_MIGRATIONS: await readD1Migrations('./migrations/d1'),

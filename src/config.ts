@@ -168,6 +168,25 @@ export const ConfigSchema = z
     UNSUBSCRIBE_SIGNING_KEY_PREVIOUS: SigningKey.optional()
       .meta({ secret: true })
       .describe('the key before the last rotation: links it signed are still honoured'),
+    CONSOLE_SESSION_KEY: SigningKey.optional()
+      .meta({ secret: true })
+      .describe('HMAC key of the console’s session cookies (≥ 32 characters); without it the console is closed'),
+    CONSOLE_SESSION_KEY_PREVIOUS: SigningKey.optional()
+      .meta({ secret: true })
+      .describe('the previous session key, still accepted during a rotation'),
+    CONSOLE_SESSION_HOURS: Seconds.min(1)
+      .max(24 * 30)
+      .default(8)
+      .describe('how long a console session lasts before signing in again'),
+    ACCESS_TEAM_DOMAIN: z
+      .string()
+      .regex(/^[a-z0-9-]+\.cloudflareaccess\.com$/, 'your team domain, e.g. acme.cloudflareaccess.com')
+      .optional()
+      .describe('Cloudflare Access team domain: with ACCESS_AUD, console users are who Access says they are'),
+    ACCESS_AUD: z.string().min(16).optional().describe('the Application Audience (AUD) tag of the console in Access'),
+    ACCESS_ADMINS: commaList(z.email())
+      .optional()
+      .describe('e-mails of Access users who may change things in the console; every other Access user only views'),
     RESEND_WEBHOOK_SECRET: z
       .string()
       .regex(/^whsec_[A-Za-z0-9+/=]+$/, 'the `whsec_…` signing secret Resend shows for the webhook')

@@ -1,4 +1,6 @@
 import { app } from './api/app.ts'
+import { connectApi } from './console/api.ts'
+import { consoleApp } from './console/app.tsx'
 import { consumeDeadLetters } from './dead-letters/consumer.ts'
 import { consumeEmailEvents } from './delivery/consumer.ts'
 import { consumeDispatch } from './dispatch/consumer.ts'
@@ -6,6 +8,11 @@ import { loggerFor } from './log.ts'
 import { runMaintenance } from './maintenance/cron.ts'
 import { consumeEvents } from './materialize/consumer.ts'
 import { QUEUES } from './queue/names.ts'
+
+// The console's pages sit beside the API and call it in-process (no import cycle: the API does
+// not know the console).
+app.route('/console', consoleApp)
+connectApi(async (request, env, ctx) => app.fetch(request, env, ctx))
 
 /** Delay for messages of a batch that failed as a whole before any was settled. */
 const BATCH_FAILURE_DELAY_SECONDS = 30

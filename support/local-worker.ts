@@ -59,6 +59,7 @@ export async function startLocalWorker(
     UNSUBSCRIBE_SIGNING_KEY: 'test-unsubscribe-signing-key-0123456789',
     RESEND_WEBHOOK_SECRET: 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ=',
     PUBLIC_URL: `http://127.0.0.1:${port}`,
+    CONSOLE_SESSION_KEY: 'test-console-session-key-0123456789abcdef',
     ...vars,
   }
   for (const [name, value] of Object.entries(all)) args.push('--var', `${name}:${value}`)

@@ -116,6 +116,7 @@ describe('/openapi.json', () => {
         'POST /v1/dead-letters/{id}/replay',
         'POST /v1/dead-letters/{id}/discard',
         'POST /v1/dead-letters/replay',
+        'POST /v1/dead-letters/discard',
         'GET /v1/events/{eventId}',
         'GET /v1/notifications/{id}',
         'GET /v1/templates/{kind}/{locale}/{channel}',

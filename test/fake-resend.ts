@@ -7,6 +7,8 @@
  * Idempotency-Key, so a test can see how many sends reached the provider
  * (`GET /control/sends?key=`, `POST /control/release?key=`).
  */
+import { readFile } from 'node:fs/promises'
+
 export const FAKE_RESEND_URL = 'http://fake-resend.test'
 
 const requests = new Map<string, number>()
@@ -22,8 +24,15 @@ function releaseOf(key: string): Promise<void> {
   return promise
 }
 
+/** The Cloudflare Access team of the tests, whose key set this fake serves too. */
+export const FAKE_ACCESS_TEAM = 'test-team.cloudflareaccess.com'
+
 export async function fakeResend(request: Request): Promise<Response> {
   const url = new URL(request.url)
+  if (url.origin === `https://${FAKE_ACCESS_TEAM}` && url.pathname === '/cdn-cgi/access/certs') {
+    const keys = JSON.parse(await readFile(new URL('./fixtures/access-keys.json', import.meta.url), 'utf8'))
+    return Response.json({ keys: [keys.public] })
+  }
   if (url.origin !== FAKE_RESEND_URL)
     return new Response(`unexpected outbound request to ${url.origin}`, { status: 599 })
   if (url.pathname.startsWith('/control/')) {

@@ -7,6 +7,8 @@ export type DeadLetterFilter = {
   kind?: string
   since?: string
   until?: string
+  /** Free text: an exact event id or source message id, or a piece of the error (any case). */
+  q?: string
 }
 
 /** A position in the (first_seen, id) order. */
@@ -31,6 +33,30 @@ export type DeadLetterSummaryRow = {
   last_seen: string
 }
 
+/**
+ * The filters of a dead-letter query, by parameter: ?1 status, ?2 code, ?3
+ * queue, ?4 source, ?5 kind, ?6 since, ?7 until, and `?{q}` the free text (an
+ * event id or source message id exactly, or a piece of the error in any case).
+ */
+const filterWhere = (
+  q: number,
+) => `(?1 IS NULL OR status = ?1) AND (?2 IS NULL OR code = ?2) AND (?3 IS NULL OR queue = ?3)
+  AND (?4 IS NULL OR source = ?4) AND (?5 IS NULL OR kind = ?5)
+  AND (?6 IS NULL OR first_seen >= ?6) AND (?7 IS NULL OR first_seen < ?7)
+  AND (?${q} IS NULL OR event_id = ?${q} OR source_message_id = ?${q} OR instr(lower(error), lower(?${q})) > 0)`
+
+/** The bindings ?1 to ?7 of `filterWhere`. */
+const filterBindings = (filter: DeadLetterFilter) =>
+  [
+    filter.status ?? null,
+    filter.code ?? null,
+    filter.queue ?? null,
+    filter.source ?? null,
+    filter.kind ?? null,
+    filter.since ?? null,
+    filter.until ?? null,
+  ] as const
+
 const SUMMARY = `id, queue, code, error, attempts, source, origin, event_id, event_type, kind, status, failures, replays,
   first_seen, last_seen`
 
@@ -38,7 +64,7 @@ const SUMMARY = `id, queue, code, error, attempts, source, origin, event_id, eve
  * Lists dead letters in a stable keyset order, (first_seen, id): a page starts
  * strictly after the cursor, so rows inserted meanwhile never shift a page.
  * Parameters: status, code, queue, source, kind, since, until, cursor first_seen,
- * cursor id, limit (NULL filters match everything).
+ * cursor id, limit, free text (NULL filters match everything).
  */
 export function listDeadLetters(
   db: D1Database,
@@ -49,25 +75,26 @@ export function listDeadLetters(
   return db
     .prepare(
       `SELECT ${SUMMARY} FROM dead_letters
-       WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR code = ?2) AND (?3 IS NULL OR queue = ?3)
-         AND (?4 IS NULL OR source = ?4) AND (?5 IS NULL OR kind = ?5)
-         AND (?6 IS NULL OR first_seen >= ?6) AND (?7 IS NULL OR first_seen < ?7)
-         AND (?8 IS NULL OR (first_seen, id) ${after} (?8, ?9))
+       WHERE ${filterWhere(11)} AND (?8 IS NULL OR (first_seen, id) ${after} (?8, ?9))
        ORDER BY first_seen ${options.order}, id ${options.order}
        LIMIT ?10`,
     )
     .bind(
-      filter.status ?? null,
-      filter.code ?? null,
-      filter.queue ?? null,
-      filter.source ?? null,
-      filter.kind ?? null,
-      filter.since ?? null,
-      filter.until ?? null,
+      ...filterBindings(filter),
       options.cursor?.firstSeen ?? null,
       options.cursor?.id ?? null,
       options.limit,
+      filter.q ?? null,
     )
+}
+
+/** How many dead letters match the filters (the console's bulk preview). */
+export async function countDeadLetters(db: D1Database, filter: DeadLetterFilter): Promise<number> {
+  const row = await db
+    .prepare(`SELECT count(*) AS n FROM dead_letters WHERE ${filterWhere(8)}`)
+    .bind(...filterBindings(filter), filter.q ?? null)
+    .first<{ n: number }>()
+  return row?.n ?? 0
 }
 
 /** One dead letter, whole. Parameters: id. */

@@ -11,6 +11,7 @@ import {
 import { replayDeadLetters } from '../../dead-letters/replay.ts'
 import { ApiError } from '../../errors.ts'
 import { loggerFor } from '../../log.ts'
+import { runAudited } from '../audited.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json } from '../openapi.ts'
 
 const Status = z.enum(['open', 'replayed', 'discarded'])
@@ -25,6 +26,12 @@ const Filters = z.object({
   kind: z.string().min(1).optional(),
   since: Iso.optional().openapi({ description: 'first seen at or after (ISO-8601)' }),
   until: Iso.optional().openapi({ description: 'first seen before (ISO-8601)' }),
+  q: z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .openapi({ description: 'free text: an event id or source message id, or a piece of the error' }),
 })
 
 export const DeadLetterSummary = z
@@ -178,6 +185,35 @@ const bulk = createRoute({
   },
 })
 
+const bulkDiscard = createRoute({
+  method: 'post',
+  path: '/discard',
+  summary: 'Discard every open dead letter matching the filters, with a reason',
+  description: 'Only open ones: a replayed or discarded dead letter keeps its state. `dryRun` shows what would be.',
+  security: ADMIN_SECURITY,
+  request: {
+    body: {
+      required: true,
+      content: {
+        'application/json': {
+          schema: Filters.omit({ status: true }).extend({
+            reason: z.string().trim().min(1).max(1000),
+            dryRun: z.boolean().default(false),
+            max: z.number().int().min(1).max(1000).default(100),
+          }),
+        },
+      },
+    },
+  },
+  responses: {
+    200: json(
+      z.object({ dryRun: z.boolean(), matched: z.array(DeadLetterSummary), discarded: z.array(z.string()) }),
+      'What was (or, with dryRun, would be) discarded',
+    ),
+    ...errors(...BODY_ERRORS, ...ADMIN_ERRORS),
+  },
+})
+
 /** `/v1/dead-letters`: inspect, replay and discard what failed. */
 export const deadLetters = createRouter()
   .openapi(list, async (c) => {
@@ -265,6 +301,43 @@ export const deadLetters = createRouter()
     const audit = auditChange(c.env.DB, c.get('operator'), entry, now.toISOString())
     return c.json({ dryRun, matched, ...(await replayOrUnavailable(c.env, rows, now, audit)) }, 200)
   })
+  .openapi(bulkDiscard, async (c) => {
+    const { dryRun, max, reason, ...filter } = c.req.valid('json')
+    const { results } = await listDeadLetters(
+      c.env.DB,
+      { ...filter, status: 'open' },
+      { limit: max, order: 'asc' },
+    ).all<DeadLetterSummaryRow>()
+    const matched = results.map(summaryOf)
+    const ids = results.map((row) => row.id)
+    if (dryRun || ids.length === 0) return c.json({ dryRun, matched, discarded: [] }, 200)
+    const entry = { action: 'dead-letters.discard', target: null, parameters: { ...filter, reason, max } }
+    const [changed] = await runAudited(c, [discardOpen(c.env.DB, ids, reason)], entry)
+    // Anything replayed or discarded meanwhile kept its state; the answer names what this call changed.
+    const discarded = changed?.meta.changes === ids.length ? ids : await stillDiscarded(c.env.DB, ids, reason)
+    return c.json({ dryRun, matched, discarded }, 200)
+  })
+
+/** Discards the open ones of `ids` with one reason. Parameters: JSON array of ids, reason. */
+function discardOpen(db: D1Database, ids: string[], reason: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE dead_letters SET status = 'discarded', discard_reason = ?2
+       WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'open'`,
+    )
+    .bind(JSON.stringify(ids), reason)
+}
+
+async function stillDiscarded(db: D1Database, ids: string[], reason: string): Promise<string[]> {
+  const { results } = await db
+    .prepare(
+      `SELECT id FROM dead_letters WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'discarded'
+         AND discard_reason = ?2`,
+    )
+    .bind(JSON.stringify(ids), reason)
+    .all<{ id: string }>()
+  return results.map((row) => row.id)
+}
 
 async function replayOrUnavailable(
   env: Env,

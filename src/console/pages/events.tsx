@@ -1,0 +1,254 @@
+/**
+ * An event's story (found by event id or source message id) and one
+ * notification: its recipient masked until an operator reveals it (audited),
+ * its email in a sandboxed frame that can run nothing and load nothing, and
+ * the raw MIME to download (audited too: it holds the address).
+ */
+import { Hono } from 'hono'
+import { auditChange } from '../../audit/store.ts'
+import type { ConsoleContext, ConsoleEnv } from '../context.ts'
+import { Csrf, ErrorNote, Layout, maskAddress, Table } from '../layout.tsx'
+
+type NotificationSummary = {
+  id: string
+  kind: string
+  channel: string
+  recipientUserId: string
+  status: string
+  statusReason: string | null
+  deliveryStatus: string | null
+  deliveryAt: string | null
+  scheduledAt: string
+  sentAt: string | null
+  createdAt: string
+}
+type Story = {
+  eventId: string
+  processed: {
+    eventType: string
+    kind: string | null
+    source: string
+    origin: string
+    sourceMessageId: string
+    outcome: string
+    receivedAt: string
+    processedAt: string
+  }[]
+  notifications: NotificationSummary[]
+  deadLetters: { id: string; code: string; status: string; queue: string; firstSeen: string; error: string }[]
+}
+type Notification = NotificationSummary & {
+  eventId: string
+  recipientEmail: string | null
+  recipientName: string | null
+  subject: string | null
+  text: string | null
+  html: string | null
+  errorCode: string | null
+  timeline: { provider: string; type: string; status: string; occurredAt: string }[]
+  sentMessage: { transport: string; messageId: string; sentAt: string; raw?: string } | null
+}
+
+/** The event id of a source message id, from what was processed or dead-lettered. */
+async function eventOfMessage(db: D1Database, messageId: string): Promise<string | undefined> {
+  const row = await db
+    .prepare(
+      `SELECT event_id FROM processed_events WHERE source_message_id = ?1
+       UNION ALL SELECT event_id FROM dead_letters WHERE source_message_id = ?1 AND event_id IS NOT NULL LIMIT 1`,
+    )
+    .bind(messageId)
+    .first<{ event_id: string }>()
+  return row?.event_id
+}
+
+/** A notification's status over time: created, scheduled, sent, then what the provider reported. */
+function timelineOf(notification: NotificationSummary): string {
+  return [
+    `created ${notification.createdAt}`,
+    `due ${notification.scheduledAt}`,
+    notification.sentAt ? `sent ${notification.sentAt}` : `now ${notification.status}`,
+    notification.deliveryStatus ? `${notification.deliveryStatus} ${notification.deliveryAt ?? ''}` : '',
+  ]
+    .filter(Boolean)
+    .join(' → ')
+}
+
+export const eventPages = new Hono<ConsoleEnv>()
+
+eventPages.get('/events', async (c) => {
+  const q = c.req.query('q')?.trim()
+  if (q) {
+    const found = await c.get('api')('GET', `/v1/events/${encodeURIComponent(q)}`)
+    const eventId = found.status === 200 ? q : await eventOfMessage(c.env.DB, q)
+    if (eventId) return c.redirect(`/console/events/${encodeURIComponent(eventId)}`, 303)
+  }
+  return c.html(
+    <Layout page={c.get('page')} title="Event stories">
+      <form class="filters" method="get" action="/console/events">
+        <label>
+          Event id or source message id
+          <input type="search" name="q" value={q ?? ''} required />
+        </label>
+        <button type="submit">Find</button>
+      </form>
+      {q ? (
+        <p class="note" role="status">
+          No event with the id or source message id {q}.
+        </p>
+      ) : null}
+    </Layout>,
+    q ? 404 : 200,
+  )
+})
+
+eventPages.get('/events/:eventId', async (c) => {
+  const eventId = c.req.param('eventId')
+  const answer = await c.get('api')<Story>('GET', `/v1/events/${encodeURIComponent(eventId)}`)
+  if (answer.status !== 200) {
+    return c.html(
+      <Layout page={c.get('page')} title="No such event">
+        <ErrorNote error={answer.body.error} />
+      </Layout>,
+      404,
+    )
+  }
+  const story = answer.body
+  return c.html(
+    <Layout page={c.get('page')} title={`Event ${eventId}`}>
+      <h2>Where it came from</h2>
+      <Table
+        label="Processing"
+        head={['Outcome', 'Type', 'Kind', 'Source', 'Origin', 'Message id', 'Received', 'Processed']}
+        rows={story.processed.map((p) => [
+          <strong>{p.outcome}</strong>,
+          p.eventType,
+          p.kind ?? '',
+          p.source,
+          <code>{p.origin}</code>,
+          <code>{p.sourceMessageId}</code>,
+          p.receivedAt,
+          p.processedAt,
+        ])}
+      />
+      <h2>Notifications</h2>
+      <Table
+        label="Notifications"
+        head={['Kind', 'Channel', 'Recipient (user)', 'Status', 'Timeline', 'Reason']}
+        rows={story.notifications.map((n) => [
+          <a href={`/console/notifications/${encodeURIComponent(n.id)}`}>{n.kind}</a>,
+          n.channel,
+          <code>{n.recipientUserId}</code>,
+          <strong>{n.status}</strong>,
+          timelineOf(n),
+          n.statusReason ?? '',
+        ])}
+      />
+      <h2>Dead letters</h2>
+      <Table
+        label="Dead letters of the event"
+        head={['First seen', 'Code', 'Status', 'Queue', 'Error']}
+        rows={story.deadLetters.map((d) => [
+          <a href={`/console/dead-letters/${encodeURIComponent(d.id)}`}>{d.firstSeen}</a>,
+          <code>{d.code}</code>,
+          d.status,
+          d.queue,
+          d.error.slice(0, 140),
+        ])}
+      />
+    </Layout>,
+  )
+})
+
+async function notificationOf(c: ConsoleContext, raw = false) {
+  const id = c.req.param('id') as string
+  return c.get('api')<Notification>('GET', `/v1/notifications/${encodeURIComponent(id)}${raw ? '?raw=true' : ''}`)
+}
+
+function NotificationPage(props: { c: ConsoleContext; n: Notification; revealed: boolean }) {
+  const { n, c } = props
+  const id = encodeURIComponent(n.id)
+  return (
+    <Layout page={c.get('page')} title={`Notification ${n.kind}`}>
+      <dl>
+        <dt>Event</dt>
+        <dd>
+          <a href={`/console/events/${encodeURIComponent(n.eventId)}`}>{n.eventId}</a>
+        </dd>
+        <dt>Status</dt>
+        <dd>
+          {n.status} {n.statusReason ? `— ${n.statusReason}` : ''} {n.errorCode ? <code>{n.errorCode}</code> : null}
+        </dd>
+        <dt>Delivery</dt>
+        <dd>{n.deliveryStatus ?? 'no report yet'}</dd>
+        <dt>Recipient</dt>
+        <dd>
+          {props.revealed ? `${n.recipientName ?? ''} <${n.recipientEmail ?? ''}>` : maskAddress(n.recipientEmail)}
+          {props.revealed ? null : (
+            <form method="post" action={`/console/notifications/${id}/reveal`}>
+              <Csrf page={c.get('page')} />
+              <button type="submit" class="secondary">
+                Reveal the address (recorded in the audit trail)
+              </button>
+            </form>
+          )}
+        </dd>
+        <dt>Subject</dt>
+        <dd>{n.subject ?? ''}</dd>
+        <dt>Timeline</dt>
+        <dd>{timelineOf(n)}</dd>
+      </dl>
+      <h2>Provider events</h2>
+      <Table
+        label="Provider events"
+        head={['At', 'Provider', 'Type', 'Status']}
+        rows={n.timeline.map((event) => [event.occurredAt, event.provider, event.type, event.status])}
+      />
+      <h2>The email</h2>
+      {n.html ? (
+        <iframe title="The rendered email" sandbox="" src={`/console/notifications/${id}/frame`} />
+      ) : (
+        <p>Nothing rendered.</p>
+      )}
+      <h2>Text part</h2>
+      <pre>{n.text ?? ''}</pre>
+      {n.sentMessage ? (
+        <form method="post" action={`/console/notifications/${id}/reveal`}>
+          <Csrf page={c.get('page')} />
+          <input type="hidden" name="raw" value="1" />
+          <button type="submit" class="secondary">
+            Download the raw MIME (recorded in the audit trail)
+          </button>
+        </form>
+      ) : null}
+    </Layout>
+  )
+}
+
+eventPages.get('/notifications/:id', async (c) => {
+  const answer = await notificationOf(c)
+  if (answer.status !== 200) return c.notFound()
+  return c.html(<NotificationPage c={c} n={answer.body} revealed={false} />)
+})
+
+eventPages.post('/notifications/:id/reveal', async (c) => {
+  const form = (await c.req.parseBody()) as Record<string, string>
+  const raw = form.raw === '1'
+  const answer = await notificationOf(c, raw)
+  if (answer.status !== 200) return c.notFound()
+  const entry = { action: raw ? 'notification.raw' : 'notification.reveal', target: answer.body.id, affected: 1 }
+  await auditChange(c.env.DB, c.get('operator'), entry, new Date().toISOString()).run()
+  if (raw) {
+    c.header('content-disposition', `attachment; filename="${answer.body.id.replace(/[^\w.-]/g, '_')}.eml"`)
+    return c.body(answer.body.sentMessage?.raw ?? '', 200, { 'content-type': 'message/rfc822' })
+  }
+  return c.html(<NotificationPage c={c} n={answer.body} revealed={true} />)
+})
+
+// The email's HTML alone, for the frame: a policy that lets it load nothing and run nothing
+// (and the frame's own sandbox besides).
+eventPages.get('/notifications/:id/frame', async (c) => {
+  const answer = await notificationOf(c)
+  if (answer.status !== 200) return c.notFound()
+  c.header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox")
+  return c.html(answer.body.html ?? '')
+})

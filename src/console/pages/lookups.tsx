@@ -1,0 +1,138 @@
+/**
+ * Lookups: recent notifications by status, a contact and the reviewer pool,
+ * and the audit trail with its filters and pages.
+ */
+import { Hono } from 'hono'
+import type { ConsoleEnv } from '../context.ts'
+import { ErrorNote, Layout, maskAddress, queryOf, Table } from '../layout.tsx'
+
+export const lookupPages = new Hono<ConsoleEnv>()
+
+const STATUSES = ['pending', 'sending', 'sent', 'failed', 'undeliverable', 'superseded', 'suppressed', 'opted-out']
+
+lookupPages.get('/notifications', async (c) => {
+  const status = STATUSES.includes(c.req.query('status') ?? '') ? c.req.query('status') : undefined
+  const { results } = await c.env.DB.prepare(
+    `SELECT id, event_id, kind, status, created_at FROM notifications
+     WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at DESC, id LIMIT 100`,
+  )
+    .bind(status ?? null)
+    .all<{ id: string; event_id: string; kind: string; status: string; created_at: string }>()
+  return c.html(
+    <Layout page={c.get('page')} title={`Notifications${status ? `: ${status}` : ''}`}>
+      <p>The latest 100.</p>
+      <Table
+        label="Notifications"
+        head={['Created', 'Kind', 'Status', 'Event']}
+        rows={results.map((row) => [
+          <a href={`/console/notifications/${encodeURIComponent(row.id)}`}>{row.created_at}</a>,
+          row.kind,
+          row.status,
+          <a href={`/console/events/${encodeURIComponent(row.event_id)}`}>{row.event_id}</a>,
+        ])}
+      />
+    </Layout>,
+  )
+})
+
+lookupPages.get('/contacts', async (c) => {
+  const userId = c.req.query('userId')?.trim()
+  const [contact, reviewers] = await Promise.all([
+    userId
+      ? c.get('api')<Record<string, string | number | null>>('GET', `/v1/contacts/${encodeURIComponent(userId)}`)
+      : undefined,
+    c.get('api')<{ items: { userId: string; addedAt: string }[] }>('GET', '/v1/reviewers'),
+  ])
+  return c.html(
+    <Layout page={c.get('page')} title="Contacts and reviewers">
+      <form class="filters" method="get" action="/console/contacts">
+        <label>
+          User id
+          <input type="search" name="userId" value={userId ?? ''} required />
+        </label>
+        <button type="submit">Look up</button>
+      </form>
+      {contact && contact.status !== 200 ? <ErrorNote error={contact.body.error} /> : null}
+      {contact?.status === 200 ? (
+        <dl>
+          <dt>Address</dt>
+          <dd>{maskAddress(String(contact.body.email ?? ''))}</dd>
+          <dt>Locale</dt>
+          <dd>{contact.body.locale ?? '—'}</dd>
+          <dt>Time zone</dt>
+          <dd>{contact.body.timeZone ?? '—'}</dd>
+          <dt>Version</dt>
+          <dd>{contact.body.version}</dd>
+        </dl>
+      ) : null}
+      <h2>Reviewer pool</h2>
+      <Table
+        label="Reviewer pool"
+        head={['User', 'Added']}
+        rows={(reviewers.body.items ?? []).map((item) => [
+          <a href={`/console/contacts${queryOf({ userId: item.userId })}`}>{item.userId}</a>,
+          item.addedAt,
+        ])}
+      />
+    </Layout>,
+  )
+})
+
+type AuditRecord = {
+  id: number
+  at: string
+  actor: string
+  via: string
+  action: string
+  target: string | null
+  parameters: Record<string, unknown>
+  affected: number
+}
+
+lookupPages.get('/audit', async (c) => {
+  const filter = { action: c.req.query('action'), actor: c.req.query('actor'), target: c.req.query('target') }
+  const answer = await c.get('api')<{ items: AuditRecord[]; nextCursor: string | null }>(
+    'GET',
+    `/v1/audit${queryOf({ ...filter, cursor: c.req.query('cursor'), limit: '50' })}`,
+  )
+  return c.html(
+    <Layout page={c.get('page')} title="Audit trail">
+      <form class="filters" method="get" action="/console/audit">
+        <label>
+          Action
+          <input name="action" value={filter.action ?? ''} />
+        </label>
+        <label>
+          Actor
+          <input name="actor" value={filter.actor ?? ''} />
+        </label>
+        <label>
+          Target
+          <input name="target" value={filter.target ?? ''} />
+        </label>
+        <button type="submit">Filter</button>
+      </form>
+      <ErrorNote error={answer.body.error} />
+      <Table
+        label="Audit trail"
+        head={['At', 'Actor', 'Via', 'Action', 'Target', 'Affected', 'Parameters']}
+        numeric={[5]}
+        rows={(answer.body.items ?? []).map((row) => [
+          row.at,
+          row.actor,
+          row.via,
+          <code>{row.action}</code>,
+          row.target ?? '',
+          row.affected,
+          <code>{JSON.stringify(row.parameters)}</code>,
+        ])}
+      />
+      {answer.body.nextCursor ? (
+        <p>
+          <a href={`/console/audit${queryOf({ ...filter, cursor: answer.body.nextCursor })}`}>Older</a>
+        </p>
+      ) : null}
+    </Layout>,
+    answer.status === 200 ? 200 : 400,
+  )
+})

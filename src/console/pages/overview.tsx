@@ -1,0 +1,107 @@
+/**
+ * The overview: what waits for an operator (open dead letters by code and
+ * queue), what the last 24 hours did (notifications by status), how far behind
+ * each source is, and the latest failures — each number a link to its list.
+ */
+import type { ConsoleContext } from '../context.ts'
+import { Layout, queryOf, Table } from '../layout.tsx'
+
+type Row = Record<string, string | number | null>
+
+/** The overview's four reads, in one D1 batch. */
+async function overviewData(db: D1Database): Promise<Row[][]> {
+  const since = new Date(Date.now() - 24 * 3600_000).toISOString()
+  const results = await db.batch([
+    db.prepare(
+      `SELECT code, queue, count(*) AS n FROM dead_letters WHERE status = 'open'
+       GROUP BY code, queue ORDER BY n DESC, code`,
+    ),
+    db
+      .prepare('SELECT status, count(*) AS n FROM notifications WHERE created_at >= ?1 GROUP BY status ORDER BY n DESC')
+      .bind(since),
+    db.prepare(
+      `SELECT json_extract(labels, '$.source') AS source, value, updated_at FROM gauges
+       WHERE name = 'notify_consumer_lag_seconds' ORDER BY source`,
+    ),
+    db.prepare(
+      `SELECT id, code, queue, event_id, last_seen, error FROM dead_letters ORDER BY last_seen DESC, id LIMIT 10`,
+    ),
+  ])
+  return results.map((result) => (result.results ?? []) as Row[])
+}
+
+/** The three cards: open dead letters, the last day's notifications, consumer lag. */
+function Cards(props: { open: Row[]; statuses: Row[]; lag: Row[] }) {
+  const { open, statuses, lag } = props
+  return (
+    <div class="cards">
+      <section class="card" aria-labelledby="open-dead-letters">
+        <h2 id="open-dead-letters">Open dead letters</h2>
+        <Table
+          label="Open dead letters by code and queue"
+          head={['Code', 'Queue', 'Open']}
+          numeric={[2]}
+          rows={open.map((row) => [
+            <code>{row.code}</code>,
+            row.queue,
+            <a
+              href={`/console/dead-letters${queryOf({ status: 'open', code: String(row.code), queue: String(row.queue) })}`}
+            >
+              {row.n}
+            </a>,
+          ])}
+        />
+      </section>
+      <section class="card" aria-labelledby="last-day">
+        <h2 id="last-day">Notifications, last 24 h</h2>
+        <Table
+          label="Notifications by status"
+          head={['Status', 'Count']}
+          numeric={[1]}
+          rows={statuses.map((row) => [
+            row.status,
+            <a href={`/console/notifications${queryOf({ status: String(row.status) })}`}>{row.n}</a>,
+          ])}
+        />
+      </section>
+      <section class="card" aria-labelledby="lag">
+        <h2 id="lag">Consumer lag</h2>
+        <Table
+          label="Consumer lag by source"
+          head={['Source', 'Seconds', 'Measured']}
+          numeric={[1]}
+          rows={lag.map((row) => [
+            <a href={`/console/dead-letters${queryOf({ source: String(row.source) })}`}>{row.source}</a>,
+            Number(row.value).toFixed(1),
+            row.updated_at,
+          ])}
+        />
+      </section>
+    </div>
+  )
+}
+
+export async function overviewPage(c: ConsoleContext) {
+  const [open = [], statuses = [], lag = [], latest = []] = await overviewData(c.env.DB)
+  return c.html(
+    <Layout page={c.get('page')} title="Overview">
+      <Cards open={open} statuses={statuses} lag={lag} />
+      <h2>Latest failures</h2>
+      <Table
+        label="Latest failures"
+        head={['Last seen', 'Code', 'Queue', 'Event', 'Error']}
+        rows={latest.map((row) => [
+          <a href={`/console/dead-letters/${encodeURIComponent(String(row.id))}`}>{row.last_seen}</a>,
+          <code>{row.code}</code>,
+          row.queue,
+          row.event_id ? (
+            <a href={`/console/events/${encodeURIComponent(String(row.event_id))}`}>{row.event_id}</a>
+          ) : (
+            ''
+          ),
+          String(row.error).slice(0, 120),
+        ])}
+      />
+    </Layout>,
+  )
+}

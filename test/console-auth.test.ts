@@ -1,0 +1,148 @@
+/**
+ * Signing in to the console: the token form's session cookie (its flags, its
+ * signature, its end when the token or the key goes), and Cloudflare Access
+ * (a JWT verified against the team's keys: the right audience, issuer, expiry
+ * and signature, or no way in).
+ */
+import { createExecutionContext } from 'cloudflare:test'
+import { env } from 'cloudflare:workers'
+import { importJWK, SignJWT } from 'jose'
+import { describe, expect, it } from 'vitest'
+import worker from '../src/index.ts'
+import { FAKE_ACCESS_TEAM } from './fake-resend.ts'
+import keys from './fixtures/access-keys.json'
+import { ADMIN_TOKEN } from './helpers.ts'
+
+const KEY = 'test-console-session-key-0123456789abcdef'
+const AUD = 'test-access-audience-0123456789abcdef'
+
+async function request(path: string, init: RequestInit = {}, vars: Record<string, string> = {}) {
+  const response = await worker.fetch(
+    new Request(`http://worker${path}`, { redirect: 'manual', ...init }),
+    { ...env, ...vars } as Env,
+    createExecutionContext(),
+  )
+  return { status: response.status, headers: response.headers, text: await response.text() }
+}
+
+async function signIn(token: string, vars: Record<string, string> = {}) {
+  const answer = await request(
+    '/console/sign-in',
+    {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'http://worker' },
+      body: new URLSearchParams({ token }).toString(),
+    },
+    vars,
+  )
+  const cookie = answer.headers.get('set-cookie') ?? ''
+  return { answer, cookie, value: cookie.split(';')[0] ?? '' }
+}
+
+const withCookie = (value: string) => ({ headers: { cookie: value } })
+
+describe('the token form', () => {
+  it('opens a session with an HttpOnly, Secure, SameSite=Strict cookie; a wrong or ingest token opens none', async () => {
+    const { answer, cookie, value } = await signIn(ADMIN_TOKEN)
+    expect(answer.status).toBe(303)
+    expect(answer.headers.get('location')).toBe('/console')
+    expect(cookie).toMatch(/^__Host-notify-edge-console=/)
+    expect(cookie).toMatch(/HttpOnly/)
+    expect(cookie).toMatch(/Secure/)
+    expect(cookie).toMatch(/SameSite=Strict/)
+    expect(cookie).toMatch(/Max-Age=28800/)
+    expect((await request('/console', withCookie(value))).status).toBe(200)
+    for (const token of ['not-a-token-at-all-0123', 'test-ingest-token-0123456789']) {
+      const refused = await signIn(token)
+      expect(refused.answer.headers.get('location')).toBe('/console/sign-in?failed=1')
+      expect(refused.cookie).toBe('')
+    }
+  })
+
+  it('a tampered or foreign cookie is no session', async () => {
+    const { value } = await signIn(ADMIN_TOKEN)
+    const [name, payload] = value.split('=')
+    const [body, mac] = (payload ?? '').split('.')
+    const forged = JSON.parse(atob((body ?? '').replaceAll('-', '+').replaceAll('_', '/')))
+    forged.role = 'admin'
+    forged.name = 'someone else'
+    const reencoded = btoa(JSON.stringify(forged)).replaceAll('+', '-').replaceAll('/', '_').replace(/=+$/, '')
+    for (const cookie of [`${name}=${reencoded}.${mac}`, `${name}=${body}.AAAA`, `${name}=garbage`]) {
+      const answer = await request('/console', withCookie(cookie))
+      expect(answer.status, cookie).toBe(303)
+      expect(answer.headers.get('location')).toBe('/console/sign-in')
+    }
+  })
+
+  it('rotating the session key keeps sessions while the previous key is set; removing the token ends them', async () => {
+    const { value } = await signIn(ADMIN_TOKEN)
+    const rotated = {
+      CONSOLE_SESSION_KEY: 'next-console-session-key-0123456789abcdef',
+      CONSOLE_SESSION_KEY_PREVIOUS: KEY,
+    }
+    expect((await request('/console', withCookie(value), rotated)).status).toBe(200)
+    const keyGone = { CONSOLE_SESSION_KEY: 'next-console-session-key-0123456789abcdef' }
+    expect((await request('/console', withCookie(value), keyGone)).status).toBe(303)
+    // The admin token rotated and its previous value removed: the session opened with it is over.
+    const tokenRotated = { ADMIN_TOKEN: 'next-admin-token-0123456789', ADMIN_TOKEN_PREVIOUS: ADMIN_TOKEN }
+    expect((await request('/console', withCookie(value), tokenRotated)).status).toBe(200)
+    expect((await request('/console', withCookie(value), { ADMIN_TOKEN: 'next-admin-token-0123456789' })).status).toBe(
+      303,
+    )
+  })
+})
+
+describe('Cloudflare Access', () => {
+  const access = {
+    ACCESS_TEAM_DOMAIN: FAKE_ACCESS_TEAM,
+    ACCESS_AUD: AUD,
+    ACCESS_ADMINS: 'lead@example.com',
+  }
+  async function jwt(claims: Record<string, unknown>, options: { expiresIn?: string; key?: CryptoKey } = {}) {
+    const key = options.key ?? ((await importJWK(keys.private, 'RS256')) as CryptoKey)
+    return new SignJWT(claims)
+      .setProtectedHeader({ alg: 'RS256', kid: 'test-access-key' })
+      .setIssuer(`https://${FAKE_ACCESS_TEAM}`)
+      .setAudience((claims.aud as string | undefined) ?? AUD)
+      .setIssuedAt()
+      .setExpirationTime(options.expiresIn ?? '5m')
+      .sign(key)
+  }
+  const asAccess = (assertion: string) => ({ headers: { 'cf-access-jwt-assertion': assertion } })
+
+  it('a valid JWT signs its e-mail in, as admin when listed in ACCESS_ADMINS and as viewer otherwise', async () => {
+    const lead = await request('/console', asAccess(await jwt({ email: 'lead@example.com' })), access)
+    expect(lead.status).toBe(200)
+    expect(lead.text).toContain('lead@example.com (admin)')
+    expect(lead.headers.get('set-cookie')).toMatch(/^__Host-notify-edge-console=.*HttpOnly/)
+    const other = await request('/console', asAccess(await jwt({ email: 'other@example.com' })), access)
+    expect(other.text).toContain('other@example.com (viewer)')
+  })
+
+  it('a JWT for another audience, expired, or signed by another key lets no one in', async () => {
+    const { privateKey } = (await crypto.subtle.generateKey(
+      { name: 'RSASSA-PKCS1-v1_5', modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: 'SHA-256' },
+      true,
+      ['sign', 'verify'],
+    )) as CryptoKeyPair
+    const refused = [
+      await jwt({ email: 'lead@example.com', aud: 'another-application-audience' }),
+      await jwt({ email: 'lead@example.com' }, { expiresIn: '-1m' }),
+      await jwt({ email: 'lead@example.com' }, { key: privateKey }),
+      'not.a.jwt',
+    ]
+    for (const assertion of refused) {
+      const answer = await request('/console', asAccess(assertion), access)
+      expect(answer.status).toBe(303)
+      expect(answer.headers.get('location')).toBe('/console/sign-in')
+    }
+  })
+
+  it('a session opened by Access ends when Access no longer vouches for that person', async () => {
+    const first = await request('/console', asAccess(await jwt({ email: 'lead@example.com' })), access)
+    const cookie = (first.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
+    expect((await request('/console', withCookie(cookie), access)).status).toBe(303)
+    const both = { headers: { cookie, 'cf-access-jwt-assertion': await jwt({ email: 'lead@example.com' }) } }
+    expect((await request('/console', both, access)).status).toBe(200)
+  })
+})

@@ -1,0 +1,253 @@
+/**
+ * The console in a real browser (Debian's chromium, driven by playwright-core)
+ * against `wrangler dev`: an operator signs in, finds a dead letter of a
+ * missing template, reads its event's story, fixes the template in the
+ * editor, replays the whole filtered set after its preview, and the email is
+ * in wrangler's local mail list and the changes in the audit trail. The flow
+ * runs with JavaScript off; every page also passes axe (no serious or
+ * critical violation) and is walked by keyboard alone. Screenshots at 1280
+ * and 390 px go to test-output/console/.
+ */
+import assert from 'node:assert/strict'
+import { mkdirSync } from 'node:fs'
+import { after, before, test } from 'node:test'
+import AxeBuilder from '@axe-core/playwright'
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
+import { assertNoLeaks } from '../../support/child-output.ts'
+import { type LocalWorker, startLocalWorker } from '../../support/local-worker.ts'
+import { waitFor } from '../../support/wait.ts'
+
+const ADMIN = 'console-test-admin-token-0123456789'
+const VIEWER = 'console-test-viewer-token-0123456789'
+const INGEST = 'console-test-ingest-token-0123456789'
+const OUTPUT = 'test-output/console'
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+
+let worker: LocalWorker
+let browser: Browser
+/** Every page visited, for the axe, keyboard and screenshot passes. */
+const visited = new Map<string, string>()
+
+async function api(method: string, path: string, token: string, body?: unknown) {
+  const response = await worker.request(path, {
+    method,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> }
+}
+
+async function signIn(context: BrowserContext, token: string): Promise<Page> {
+  const page = await context.newPage()
+  await page.goto(`${worker.url}/console`)
+  assert.match(page.url(), /\/console\/sign-in$/)
+  // By keyboard: the token field, then Enter.
+  await page.getByLabel('Token (admin or viewer)').focus()
+  await page.keyboard.type(token)
+  await page.keyboard.press('Enter')
+  await page.waitForURL(`${worker.url}/console`)
+  return page
+}
+
+/** Notes a page for the later passes, by name. */
+function visit(name: string, page: Page): void {
+  visited.set(name, page.url())
+}
+
+before(async () => {
+  mkdirSync(OUTPUT, { recursive: true })
+  worker = await startLocalWorker({
+    ADMIN_TOKEN: ADMIN,
+    INGEST_TOKEN: INGEST,
+    VIEWER_TOKEN: VIEWER,
+    DEFAULT_LOCALE: 'kk',
+  })
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] })
+})
+
+after(async () => {
+  await browser?.close()
+  await worker?.stop()
+  assertNoLeaks()
+})
+
+test('an operator fixes a missing template and replays the filtered set, with JavaScript off', async () => {
+  // A dead letter: a decision for a kk-speaking owner, and no kk template.
+  const owner = crypto.randomUUID()
+  const address = `console-owner-${owner.slice(0, 8)}@example.com`
+  assert.equal((await api('PUT', `/v1/contacts/${owner}`, ADMIN, { email: address, locale: 'kk' })).status, 200)
+  const eventId = crypto.randomUUID()
+  const posted = await api('POST', '/v1/ingest', INGEST, {
+    events: [
+      {
+        source: 'kafka',
+        origin: 'kafka:pin.profile.verification-requests.v1/0@7',
+        sourceMessageId: eventId,
+        receivedAt: new Date().toISOString(),
+        headers: { 'message-id': eventId, 'event-type': 'verification-completed', 'contract-version': '1' },
+        body: JSON.stringify({
+          RequestId: crypto.randomUUID(),
+          PersonId: crypto.randomUUID(),
+          UserId: owner,
+          Decision: 'approved',
+        }),
+      },
+    ],
+  })
+  assert.equal(posted.status, 202)
+  await waitFor(
+    async () => {
+      const story = await api('GET', `/v1/events/${eventId}`, ADMIN)
+      return story.status === 200 && (story.body.deadLetters as unknown[]).length > 0 ? true : undefined
+    },
+    'the dead letter',
+    60_000,
+  )
+
+  const context = await browser.newContext({ javaScriptEnabled: false })
+  const page = await signIn(context, ADMIN)
+  visit('overview', page)
+  assert.ok(await page.getByRole('heading', { name: 'Open dead letters' }).isVisible())
+
+  // Search the dead letters by the event id; open the one found.
+  await page.getByRole('navigation').getByRole('link', { name: 'Dead letters' }).click()
+  await page.getByLabel('Search (event id, message id or error)').fill(eventId)
+  await page.getByRole('button', { name: 'Filter' }).click()
+  visit('dead-letters', page)
+  const rows = page.locator('tbody tr')
+  assert.equal(await rows.count(), 1)
+  assert.match((await rows.first().textContent()) ?? '', /NTF_TEMPLATE_NOT_RESOLVED/)
+  await rows.first().getByRole('link').first().click()
+  visit('dead-letter', page)
+  assert.match(await page.locator('main').innerText(), /no active template for \(VerificationApproved, kk/)
+  assert.match(await page.locator('pre').last().innerText(), /"Decision": "approved"/)
+
+  // Its event's story.
+  await page.getByRole('link', { name: eventId }).first().click()
+  visit('event-story', page)
+  assert.match(await page.locator('main').innerText(), /NTF_TEMPLATE_NOT_RESOLVED/)
+
+  // Fix the template: preview first, then save.
+  await page.goto(`${worker.url}/console/templates/VerificationApproved/kk/email`)
+  await page.getByLabel('Subject').fill('Верификация өтті')
+  await page.getByLabel('Text part (Liquid)').fill('Сәлем!')
+  await page.getByLabel('HTML part (Liquid)').fill('<p>Сәлем!</p>')
+  await page.getByRole('button', { name: 'Preview with the example' }).click()
+  assert.ok(await page.getByRole('heading', { name: 'Preview' }).isVisible())
+  await page.getByRole('button', { name: 'Save as the new version' }).click()
+  assert.match(await page.getByRole('status').innerText(), /Saved as version 1/)
+  await page.goto(`${worker.url}/console/templates/VerificationApproved/kk/email`)
+  visit('template', page)
+
+  // Bulk replay of the filtered set: a preview with the count, then the confirmation.
+  await page.goto(`${worker.url}/console/dead-letters?code=NTF_TEMPLATE_NOT_RESOLVED&status=open`)
+  await page.getByRole('link', { name: 'Replay all matching…' }).click()
+  visit('bulk-preview', page)
+  const count = Number(/replays (\d+) open/.exec(await page.locator('.note').innerText())?.[1])
+  assert.ok(count >= 1)
+  await page.getByRole('button', { name: `Replay ${count}` }).click()
+  assert.match(await page.getByRole('status').innerText(), new RegExp(`Replayed ${count} dead letter`))
+
+  // The email is in wrangler's local mail list.
+  await waitFor(
+    async () => {
+      const response = await fetch(`${worker.url}/cdn-cgi/local/explorer/api/local/email/sending?per_page=100`)
+      const body = (await response.json()) as { result: { to: string[]; subject: string }[] }
+      return body.result.some((mail) => mail.to.includes(address) && mail.subject === 'Верификация өтті')
+        ? true
+        : undefined
+    },
+    'the email',
+    60_000,
+  )
+
+  // The audit trail names both changes, made through the console.
+  await page.getByRole('navigation').getByRole('link', { name: 'Audit trail' }).click()
+  visit('audit', page)
+  const trail = await page.locator('tbody').innerText()
+  assert.match(trail, /admin token\s+console\s+template\.save\s+VerificationApproved\/kk\/email/)
+  assert.match(trail, /admin token\s+console\s+dead-letters\.replay/)
+
+  // One notification: masked, then revealed (audited).
+  const story = await api('GET', `/v1/events/${eventId}`, ADMIN)
+  const [notification] = story.body.notifications as { id: string }[]
+  assert.ok(notification)
+  await page.goto(`${worker.url}/console/notifications/${notification.id}`)
+  visit('notification', page)
+  assert.ok(!(await page.locator('main').innerText()).includes(address))
+  assert.ok((await page.locator('iframe[sandbox=""]').count()) === 1)
+  await page.getByRole('button', { name: /Reveal the address/ }).click()
+  assert.ok((await page.locator('main').innerText()).includes(address))
+  const reveals = await api('GET', `/v1/audit?action=notification.reveal&target=${notification.id}`, ADMIN)
+  assert.equal((reveals.body.items as unknown[]).length, 1)
+  await context.close()
+})
+
+test('a viewer sees the pages and none of the changes; a change posted anyway, or from another site, is refused', async () => {
+  const context = await browser.newContext({ javaScriptEnabled: false })
+  const page = await signIn(context, VIEWER)
+  await page.goto(`${worker.url}/console/dead-letters`)
+  assert.equal(await page.getByRole('link', { name: 'Replay all matching…' }).count(), 0)
+  const csrf = await page.locator('input[name="_csrf"]').first().inputValue()
+  const listed = await api('GET', '/v1/dead-letters?limit=1', ADMIN)
+  const [letter] = listed.body.items as { id: string }[]
+  const target = `${worker.url}/console/dead-letters/${letter?.id ?? 'none'}/replay`
+  const asViewer = await context.request.post(target, { form: { _csrf: csrf }, headers: { origin: worker.url } })
+  assert.equal(asViewer.status(), 403)
+  // The admin's session, from a page of another site: refused by its Origin.
+  const admin = await browser.newContext()
+  const adminPage = await signIn(admin, ADMIN)
+  const adminCsrf = await adminPage.locator('input[name="_csrf"]').first().inputValue()
+  const crossSite = await admin.request.post(target, {
+    form: { _csrf: adminCsrf },
+    headers: { origin: 'https://evil.example' },
+  })
+  assert.equal(crossSite.status(), 403)
+  // Without the form's token, even from the console's own origin: refused.
+  const noToken = await admin.request.post(target, { form: {}, headers: { origin: worker.url } })
+  assert.equal(noToken.status(), 403)
+  await admin.close()
+  await context.close()
+})
+
+test('every page: no serious or critical axe violation, usable by keyboard alone, screenshots at 1280 and 390 px', async () => {
+  const context = await browser.newContext()
+  const page = await signIn(context, ADMIN)
+  for (const [name, url] of visited) {
+    await page.goto(url)
+    // The email's frame is the sender's content, sandboxed with scripts off: axe cannot run in it.
+    const { violations } = await new AxeBuilder({ page }).exclude('iframe').analyze()
+    const bad = violations.filter((violation) => ['serious', 'critical'].includes(violation.impact ?? ''))
+    assert.deepEqual(
+      bad.map((violation) => `${violation.id}: ${violation.nodes.map((node) => node.target.join(' ')).join(', ')}`),
+      [],
+      name,
+    )
+    // Tab from the top: every link, button and field is reached, in order, with no trap.
+    const focusable = await page
+      .locator('a[href], button:not([disabled]), input:not([type="hidden"]), select, textarea, [tabindex="0"]')
+      .count()
+    await page.locator('body').focus()
+    const reached = new Set<string>()
+    for (let step = 0; step < focusable + 1; step += 1) {
+      await page.keyboard.press('Tab')
+      reached.add(
+        await page.evaluate(() => {
+          const element = document.activeElement
+          if (!element || element === document.body) return 'body'
+          const all = Array.from(document.querySelectorAll('*'))
+          return `${element.tagName}#${all.indexOf(element)}`
+        }),
+      )
+    }
+    reached.delete('body')
+    assert.equal(reached.size, focusable, `${name}: ${reached.size} of ${focusable} reached by Tab`)
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 900 })
+      await page.screenshot({ path: `${OUTPUT}/${name}-${width}.png`, fullPage: true })
+    }
+    await page.setViewportSize({ width: 1280, height: 900 })
+  }
+  assert.ok(visited.size >= 8)
+  await context.close()
+})
