@@ -96,6 +96,8 @@ consoleApp.use(
       defaultSrc: ["'none'"],
       styleSrc: [NONCE],
       scriptSrc: [NONCE],
+      // The template editor's live preview posts its form to the console.
+      connectSrc: ["'self'"],
       imgSrc: ["'self'"],
       formAction: ["'self'"],
       frameSrc: ["'self'"],

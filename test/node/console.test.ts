@@ -1,3 +1,4 @@
+// biome-ignore-all lint/performance/useDomNodeTextContent: these are Playwright's Locator#innerText (the text as rendered), not the DOM property
 /**
  * The console in a real browser (Debian's chromium, driven by playwright-core)
  * against `wrangler dev`: an operator signs in, finds a dead letter of a
@@ -207,6 +208,21 @@ test('a viewer sees the pages and none of the changes; a change posted anyway, o
   const noToken = await admin.request.post(target, { form: {}, headers: { origin: worker.url } })
   assert.equal(noToken.status(), 403)
   await admin.close()
+  await context.close()
+})
+
+test('with JavaScript on, the template editor previews as the operator types', async () => {
+  const before = await api('GET', '/v1/templates/ResponseCreated/ru/email', ADMIN)
+  const context = await browser.newContext()
+  const page = await signIn(context, ADMIN)
+  await page.goto(`${worker.url}/console/templates/ResponseCreated/ru/email`)
+  assert.equal(await page.locator('#preview h2').count(), 0)
+  await page.getByLabel('Subject').fill('Живой предпросмотр: {{ projectTitle }}')
+  // No button pressed: the preview arrives by itself, rendered with the kind's example.
+  await page.locator('#preview p', { hasText: 'Живой предпросмотр: Редизайн' }).waitFor({ timeout: 30_000 })
+  // Nothing was saved by previewing.
+  const after = await api('GET', '/v1/templates/ResponseCreated/ru/email', ADMIN)
+  assert.deepEqual(after.body, before.body)
   await context.close()
 })
 

@@ -5,6 +5,7 @@
  * saves it again as the newest, so the history only grows.
  */
 import { Hono } from 'hono'
+import { raw } from 'hono/html'
 import { kinds } from '../../events/registry.ts'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
 import { Csrf, ErrorNote, Layout, type PageContext, Table } from '../layout.tsx'
@@ -80,6 +81,29 @@ async function history(db: D1Database, kind: string, locale: string, channel: st
     .all<Version>()
   return results
 }
+
+/**
+ * The one bit of script in the console, and optional: while an operator
+ * types, the form is posted to its own preview action and the preview section
+ * of the answer replaces this page's. Without it the Preview button does the
+ * same with a page load.
+ */
+const LIVE_PREVIEW = `(() => {
+  const form = document.querySelector('form[action$="/preview"]');
+  const target = document.getElementById('preview');
+  if (!form || !target) return;
+  let timer;
+  form.addEventListener('input', () => {
+    clearTimeout(timer);
+    timer = setTimeout(async () => {
+      const answer = await fetch(form.action, { method: 'POST', body: new URLSearchParams(new FormData(form)) });
+      const page = new DOMParser().parseFromString(await answer.text(), 'text/html');
+      const fresh = page.getElementById('preview');
+      if (fresh) target.replaceChildren(...fresh.childNodes);
+      else target.textContent = '';
+    }, 400);
+  });
+})();`
 
 /** Every saved version, newest first, each but the one in effect with its roll back. */
 function History(props: { path: string; admin: boolean; versions: Version[]; page: PageContext }) {
@@ -180,16 +204,19 @@ function Editor(props: {
         .
       </p>
       <PartsForm path={path} admin={admin} parts={parts} page={c.get('page')} />
-      {props.rendered ? (
-        <>
-          <h2>Preview</h2>
-          <p>
-            <strong>Subject:</strong> {props.rendered.subject}
-          </p>
-          <pre>{props.rendered.text}</pre>
-          <pre>{props.rendered.html}</pre>
-        </>
-      ) : null}
+      <section id="preview" aria-live="polite" aria-label="Preview">
+        {props.rendered ? (
+          <>
+            <h2>Preview</h2>
+            <p>
+              <strong>Subject:</strong> {props.rendered.subject}
+            </p>
+            <pre>{props.rendered.text}</pre>
+            <pre>{props.rendered.html}</pre>
+          </>
+        ) : null}
+      </section>
+      <script nonce={c.get('page').nonce}>{raw(LIVE_PREVIEW)}</script>
       <History path={path} admin={admin} versions={props.versions} page={c.get('page')} />
     </Layout>
   )
