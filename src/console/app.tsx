@@ -195,9 +195,9 @@ consoleApp.post('/sign-out', (c) => {
 
 // A viewer sees every page and none of the buttons; a change posted anyway is refused here too.
 consoleApp.use('*', async (c, next) => {
-  // Revealing a recipient is a read (audited): a viewer may.
-  const reveal = /^\/console\/notifications\/[^/]+\/reveal$/.test(c.req.path)
-  if (c.req.method === 'POST' && !reveal && c.get('operator').role !== 'admin') {
+  // Posts that only read: revealing a recipient (audited) and previewing a template. A viewer may.
+  const read = /^\/console\/(notifications\/[^/]+\/reveal|templates\/[^/]+\/[^/]+\/[^/]+\/preview)$/.test(c.req.path)
+  if (c.req.method === 'POST' && !read && c.get('operator').role !== 'admin') {
     return c.html(problemPage(c.get('page'), 'Not allowed', 'A viewer may look at everything and change nothing.'), 403)
   }
   await next()

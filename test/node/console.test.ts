@@ -189,7 +189,17 @@ test('a viewer sees the pages and none of the changes; a change posted anyway, o
   const page = await signIn(context, VIEWER)
   await page.goto(`${worker.url}/console/dead-letters`)
   assert.equal(await page.getByRole('link', { name: 'Replay all matching…' }).count(), 0)
+  // A viewer previews a template (a read) but has no Save button, and a save posted anyway is refused.
+  await page.goto(`${worker.url}/console/templates/ResponseCreated/ru/email`)
+  assert.equal(await page.getByRole('button', { name: 'Save as the new version' }).count(), 0)
+  await page.getByRole('button', { name: 'Preview with the example' }).click()
+  assert.ok(await page.getByRole('heading', { name: 'Preview' }).isVisible())
   const csrf = await page.locator('input[name="_csrf"]').first().inputValue()
+  const save = await context.request.post(`${worker.url}/console/templates/ResponseCreated/ru/email/save`, {
+    form: { _csrf: csrf, subject: 's', textBody: 't', htmlBody: 'h' },
+    headers: { origin: worker.url },
+  })
+  assert.equal(save.status(), 403)
   const listed = await api('GET', '/v1/dead-letters?limit=1', ADMIN)
   const [letter] = listed.body.items as { id: string }[]
   const target = `${worker.url}/console/dead-letters/${letter?.id ?? 'none'}/replay`
