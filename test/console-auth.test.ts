@@ -92,6 +92,16 @@ describe('the token form', () => {
   })
 })
 
+describe('without CONSOLE_SESSION_KEY', () => {
+  it('the console is closed: the sign-in page says so, and nothing opens a session', async () => {
+    const closed = { CONSOLE_SESSION_KEY: undefined } as unknown as Record<string, string>
+    const page = await request('/console/sign-in', {}, closed)
+    expect(page.status).toBe(503)
+    expect(page.text).toContain('The console is closed')
+    expect((await request('/console', {}, closed)).headers.get('location')).toBe('/console/sign-in')
+  })
+})
+
 describe('Cloudflare Access', () => {
   const access = {
     ACCESS_TEAM_DOMAIN: FAKE_ACCESS_TEAM,

@@ -171,7 +171,8 @@ consoleApp.post('/sign-in', async (c) => {
 // Everything below needs a session; a change also needs its form's CSRF token.
 consoleApp.use('*', async (c, next) => {
   const config = configOf(c.env)
-  const session = await sessionOf(c, config)
+  // Without a session key there are no sessions, from the form or from Access: the sign-in page says so.
+  const session = sessionKeys(config).length > 0 ? await sessionOf(c, config) : undefined
   if (!session) return c.redirect('/console/sign-in', 303)
   if (c.req.method === 'POST') {
     const form = await c.req.parseBody()
