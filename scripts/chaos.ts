@@ -440,6 +440,18 @@ const stalled = SOURCES.filter((source) =>
 const duplicates =
   [...mailed().values()].reduce((sum, count) => sum + Math.max(0, count - 1), 0) +
   [...accepted.values()].reduce((sum, entry) => sum + entry.count - 1, 0)
+// Which kind each duplicate was, by notification id (the Idempotency-Key) — never the address.
+const duplicateDetails = [
+  ...[...accepted]
+    .filter(([, entry]) => entry.count > 1)
+    .map(([key, entry]) => `${key}: accepted ${entry.count} times`),
+  ...[...mailed()]
+    .filter(([, count]) => count > 1)
+    .map(([to, count]) => {
+      const keys = [...accepted].filter(([, entry]) => entry.to === to).map(([key]) => key)
+      return `${count} notifications to one address: ${keys.join(', ')}`
+    }),
+]
 
 const deadLetters: { eventId: string | null; code: string }[] = []
 let cursor: string | null = null
@@ -491,6 +503,7 @@ const result = {
   emails_sent: expectedEmails.size - lost.length,
   lost: lost.length,
   duplicates,
+  duplicate_details: duplicateDetails,
   valid_dead_lettered: validDeadLettered.length,
   stalled_sources: stalled.length,
   bytes_altered: bytesAltered,
