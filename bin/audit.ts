@@ -1,4 +1,5 @@
 /** `notify-edge audit list`: the operators' changes, newest first. */
+import type { AuditRecord } from '../src/audit/record.ts'
 import type { Client } from './client.ts'
 import { renderTable } from './table.ts'
 
@@ -14,18 +15,6 @@ export type AuditOptions = {
   json?: boolean
 }
 
-type Record_ = {
-  id: number
-  at: string
-  actor: string
-  role: string
-  via: string
-  action: string
-  target: string | null
-  parameters: Record<string, unknown>
-  affected: number
-}
-
 /** Every page with `--all`, else one; a table, or JSON with `--json`. */
 export async function auditList(api: Client, options: AuditOptions): Promise<string> {
   const query = new URLSearchParams({ limit: options.limit ?? '50' })
@@ -33,12 +22,12 @@ export async function auditList(api: Client, options: AuditOptions): Promise<str
     const value = options[key]
     if (value) query.set(key, value)
   }
-  const items: Record_[] = []
+  const items: AuditRecord[] = []
   let cursor: string | null = null
   let more = false
   do {
     if (cursor) query.set('cursor', cursor)
-    const page = (await api.get(`/v1/audit?${query}`)) as { items: Record_[]; nextCursor: string | null }
+    const page = (await api.get(`/v1/audit?${query}`)) as { items: AuditRecord[]; nextCursor: string | null }
     items.push(...page.items)
     more = page.nextCursor !== null
     cursor = options.all ? page.nextCursor : null

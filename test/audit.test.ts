@@ -1,31 +1,15 @@
-/**
- * Roles, token rotation and the audit trail: the viewer token reads and
- * changes nothing; a previous token works until it is removed; every change
- * an operator makes is one audit row written with it, and none can be changed.
- */
-import { createExecutionContext, createMessageBatch } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
-import worker from '../src/index.ts'
-import { ADMIN_TOKEN, freshInbound, guid, INGEST_TOKEN } from './helpers.ts'
+import type { AuditRecord } from '../src/audit/record.ts'
+import { ADMIN_TOKEN, freshInbound, guid, INGEST_TOKEN, storeDeadLetters } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 const VIEWER_TOKEN = 'test-viewer-token-0123456789'
 
-type AuditItem = {
-  id: number
-  actor: string
-  role: string
-  via: string
-  action: string
-  target: string | null
-  parameters: Record<string, unknown>
-  affected: number
-}
 /** The fields of the answers these tests read (each answer has some of them). */
 type Body = {
   error: { code: string; message: string; issues: { field: string }[] }
-  items: (AuditItem & { id: number | string })[]
+  items: (AuditRecord & { id: number | string })[]
   nextCursor: string | null
   status: string
   replayed: string[]
@@ -58,33 +42,15 @@ async function call(
   return { status: response.status, body: (json ? JSON.parse(text) : null) as Body }
 }
 
-/** One open dead letter, through the dead-letter consumer. */
+/** One open dead letter, through the dead-letter consumer; its id. */
 async function deadLetter(code = `NTF_TEST_${guid().slice(0, 6).toUpperCase()}`): Promise<string> {
-  const batch = createMessageBatch('notify-dlq', [
-    {
-      id: `a-${guid()}`,
-      timestamp: new Date(),
-      attempts: 1,
-      body: {
-        notifyEdgeDeadLetter: 1,
-        queue: 'notify-events',
-        code,
-        error: 'test',
-        attempts: 3,
-        failureId: guid(),
-        failedAt: new Date().toISOString(),
-        message: freshInbound('response.created'),
-      },
-    },
-  ])
-  createExecutionContext()
-  await worker.queue(batch, env)
+  await storeDeadLetters(1, code)
   const { body } = await call('GET', `/v1/dead-letters?code=${code}&order=desc&limit=1`, ADMIN_TOKEN)
   return String(body.items[0]?.id)
 }
 
 const auditRows = async (query: string) =>
-  (await call('GET', `/v1/audit?${query}`, ADMIN_TOKEN)).body.items as AuditItem[]
+  (await call('GET', `/v1/audit?${query}`, ADMIN_TOKEN)).body.items as AuditRecord[]
 
 describe('the viewer token', () => {
   it('reads every list and record, previews templates, and is refused every change with 403', async () => {

@@ -233,3 +233,30 @@ export async function deliverBatch(
 export function deliver(body: unknown, attempts: number, id = `msg-${guid()}`, queue = 'notify-events') {
   return deliverBatch([{ id, attempts, body }], queue)
 }
+
+/**
+ * Stores `count` dead letters of `code` through the dead-letter consumer, as
+ * if notify-events had given up on fresh response.created events.
+ */
+export async function storeDeadLetters(count: number, code: string): Promise<void> {
+  const bodies = Array.from({ length: count }, () => ({
+    notifyEdgeDeadLetter: 1,
+    queue: 'notify-events',
+    code,
+    error: 'test',
+    attempts: 3,
+    failureId: guid(),
+    failedAt: new Date().toISOString(),
+    message: freshInbound('response.created'),
+  }))
+  for (let start = 0; start < bodies.length; start += 100) {
+    const batch = createMessageBatch(
+      'notify-dlq',
+      bodies
+        .slice(start, start + 100)
+        .map((body, index) => ({ id: `p${start + index}`, timestamp: new Date(), attempts: 1, body })),
+    )
+    createExecutionContext()
+    await worker.queue(batch, env)
+  }
+}

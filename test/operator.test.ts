@@ -2,7 +2,16 @@ import { createExecutionContext, createMessageBatch } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import worker from '../src/index.ts'
-import { ADMIN_TOKEN, deliver, eventually, freshInbound, guid, notificationsOf, sentMessagesOf } from './helpers.ts'
+import {
+  ADMIN_TOKEN,
+  deliver,
+  eventually,
+  freshInbound,
+  guid,
+  notificationsOf,
+  sentMessagesOf,
+  storeDeadLetters,
+} from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 async function admin<T = Record<string, unknown>>(
@@ -28,33 +37,11 @@ async function admin<T = Record<string, unknown>>(
 type Page = { items: { id: string; eventId: string | null; status: string; code: string }[]; nextCursor: string | null }
 
 /** Dead letters straight through the notify-dlq consumer, as Cloudflare would deliver them. */
-async function deadLetters(count: number, code: string) {
-  const bodies = Array.from({ length: count }, () => ({
-    notifyEdgeDeadLetter: 1,
-    queue: 'notify-events',
-    code,
-    error: 'test',
-    attempts: 3,
-    failureId: guid(),
-    failedAt: new Date().toISOString(),
-    message: freshInbound('response.created'),
-  }))
-  for (let start = 0; start < bodies.length; start += 100) {
-    const batch = createMessageBatch(
-      'notify-dlq',
-      bodies
-        .slice(start, start + 100)
-        .map((body, index) => ({ id: `p${start + index}`, timestamp: new Date(), attempts: 1, body })),
-    )
-    createExecutionContext()
-    await worker.queue(batch, env)
-  }
-}
 
 describe('dead letters: list and pages', () => {
   it('250 dead letters paged 7 at a time: no duplicate, no gap, stable while new ones arrive', async () => {
     const code = `NTF_TEST_${guid().slice(0, 6).toUpperCase()}`
-    await deadLetters(250, code)
+    await storeDeadLetters(250, code)
     const seen: string[] = []
     let cursor: string | null = null
     let pages = 0
@@ -66,7 +53,7 @@ describe('dead letters: list and pages', () => {
       cursor = body.nextCursor
       pages += 1
       // New dead letters arrive while the operator pages.
-      if (pages === 5 || pages === 20) await deadLetters(3, code)
+      if (pages === 5 || pages === 20) await storeDeadLetters(3, code)
     } while (cursor)
     expect(new Set(seen).size).toBe(seen.length)
     const { results } = await env.DB.prepare('SELECT id FROM dead_letters WHERE code = ?1 ORDER BY first_seen, id')
@@ -83,7 +70,7 @@ describe('dead letters: list and pages', () => {
   it('filters by status, code, queue, source, kind and time, and shows one whole', async () => {
     const code = `NTF_TEST_${guid().slice(0, 6).toUpperCase()}`
     const before = new Date().toISOString()
-    await deadLetters(3, code)
+    await storeDeadLetters(3, code)
     const { body } = await admin<Page>(
       'GET',
       `/v1/dead-letters?code=${code}&status=open&queue=notify-events&source=http&kind=ResponseCreated&since=${before}`,
@@ -104,7 +91,7 @@ describe('dead letters: list and pages', () => {
 
   it('discard needs a reason, and records it', async () => {
     const code = `NTF_TEST_${guid().slice(0, 6).toUpperCase()}`
-    await deadLetters(1, code)
+    await storeDeadLetters(1, code)
     const { body } = await admin<Page>('GET', `/v1/dead-letters?code=${code}`)
     const id = body.items[0]?.id as string
     expect((await admin('POST', `/v1/dead-letters/${id}/discard`, {})).status).toBe(400)
@@ -183,7 +170,7 @@ describe('replay', () => {
 
   it('bulk replay: dryRun changes nothing and reports what it would replay; then it replays', async () => {
     const code = `NTF_TEST_${guid().slice(0, 6).toUpperCase()}`
-    await deadLetters(4, code)
+    await storeDeadLetters(4, code)
     const dry = await admin<{ dryRun: boolean; matched: { id: string }[]; replayed: string[] }>(
       'POST',
       '/v1/dead-letters/replay',

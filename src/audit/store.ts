@@ -1,4 +1,7 @@
 import type { Operator } from '../api/auth.ts'
+import type { AuditRecord } from './record.ts'
+
+export type { AuditRecord }
 
 /** One change an operator made. */
 export type AuditEntry = {
@@ -7,19 +10,6 @@ export type AuditEntry = {
   parameters?: Record<string, unknown>
   /** Rows affected, when the change took several statements; otherwise `changes()` of the one before. */
   affected?: number
-}
-
-/** An audit row as the API shows it. */
-export type AuditRecord = {
-  id: number
-  at: string
-  actor: string
-  role: string
-  via: string
-  action: string
-  target: string | null
-  parameters: Record<string, unknown>
-  affected: number
 }
 
 /** An `audit_log` row as D1 returns it. */

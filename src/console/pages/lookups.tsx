@@ -3,6 +3,7 @@
  * and the audit trail with its filters and pages.
  */
 import { Hono } from 'hono'
+import type { AuditRecord } from '../../audit/record.ts'
 import type { ConsoleEnv } from '../context.ts'
 import { ErrorNote, Layout, maskAddress, queryOf, Table } from '../layout.tsx'
 
@@ -77,17 +78,6 @@ lookupPages.get('/contacts', async (c) => {
     </Layout>,
   )
 })
-
-type AuditRecord = {
-  id: number
-  at: string
-  actor: string
-  via: string
-  action: string
-  target: string | null
-  parameters: Record<string, unknown>
-  affected: number
-}
 
 lookupPages.get('/audit', async (c) => {
   const filter = { action: c.req.query('action'), actor: c.req.query('actor'), target: c.req.query('target') }
