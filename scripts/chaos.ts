@@ -11,7 +11,9 @@
  * the outbox database, fails 30 % of email sends transiently, and for a phase
  * makes every send slower than the dispatch lease while the cron runs. Then
  * it reconciles, prints a table, writes chaos-results.json, and exits non-zero
- * when an event was lost, an email sent twice, a valid event dead-lettered, a
+ * when an event was lost, an address got two emails, one notification was
+ * being sent by two senders at once or retried with another payload (the
+ * fake provider keeps Resend's idempotency rules), a valid event dead-lettered, a
  * source stalled behind a bad record, a dead letter's bytes differ from what
  * was published, or a bad record ended anywhere but where it should.
  */
@@ -38,6 +40,7 @@ import {
   validRecord,
 } from '../support/hostile-records.ts'
 import { startLocalWorker } from '../support/local-worker.ts'
+import { startProviderFake } from '../support/provider-fake.ts'
 import { waitFor } from '../support/wait.ts'
 
 const EVENTS = Number(process.env.CHAOS_EVENTS ?? '3000')
@@ -46,6 +49,8 @@ const POISON_EVERY = 10
 /** The dispatch lease of the Worker under test, and how long a send takes in the slow phase (longer). */
 const LEASE_SECONDS = 3
 const SLOW_SEND_MS = 12_000
+/** Every third slow send outlives the resend transport's 15 s timeout: accepted after the Worker gave up. */
+const SLOWER_THAN_TIMEOUT_MS = 17_000
 const SLOW_SENDS = Number(process.env.CHAOS_SLOW_SENDS ?? '30')
 const SOURCES = ['postgres', 'rabbitmq', 'kafka'] as const
 const id = crypto.randomUUID().slice(0, 8)
@@ -65,32 +70,8 @@ async function readBody(request: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks)
 }
 
-// ── the fake email provider (Resend's API shape), 30 % transient failures, a slow phase ──
-// Every accepted send is counted by notification (the Idempotency-Key): a second one is a second
-// email for a transport without an idempotency key, so it counts as a duplicate.
-const accepted = new Map<string, { to: string; count: number }>()
-let providerAttempts = 0
-let providerFailures = 0
-let slow = false
-let slowSends = 0
-const provider = await listen(async (request, response) => {
-  const body = JSON.parse((await readBody(request)).toString()) as { to: string[] }
-  const key = request.headers['idempotency-key'] as string
-  providerAttempts += 1
-  if (Math.random() < 0.3) {
-    providerFailures += 1
-    response.writeHead(503).end('{"message":"try again"}')
-    return
-  }
-  if (slow) {
-    slowSends += 1
-    await sleep(SLOW_SEND_MS)
-  }
-  const seen = accepted.get(key)
-  if (seen) seen.count += 1
-  else accepted.set(key, { to: body.to[0] as string, count: 1 })
-  response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: `fake_${key}` }))
-})
+// ── the fake email provider (Resend's API and its idempotency rules), 30 % transient failures, a slow phase ──
+const provider = await startProviderFake({ failureRate: 0.3 })
 
 // ── the Worker under wrangler dev, with the resend transport pointed at the fake ──
 const ADMIN = 'chaos-admin-token-0123456789'
@@ -102,7 +83,7 @@ const worker = await startLocalWorker(
     INGEST_TOKEN: INGEST,
     EMAIL_TRANSPORT: 'resend',
     RESEND_API_KEY: 'chaos',
-    RESEND_API_URL: `http://127.0.0.1:${provider.port}`,
+    RESEND_API_URL: provider.url,
     // Nine quick retries: the 30 % failure rate is the point, not the waiting.
     DISPATCH_RETRY_DELAYS_SECONDS: '1,1,1,2,2,2,3,3,3',
     DISPATCH_LEASE_SECONDS: String(LEASE_SECONDS),
@@ -308,12 +289,17 @@ function takeTheWorkerAway(): void {
     progress('  the Worker is back')
   })()
 }
-/** Every send slower than the lease until SLOW_SENDS of them went out (at most two minutes), the cron running. */
+/**
+ * Every send slower than the lease, and every third slower than the transport's timeout, until
+ * SLOW_SENDS of them went out (at most two minutes), the cron running.
+ */
 function slowDownTheProvider(): void {
-  slow = true
+  provider.setSlow([SLOW_SEND_MS, SLOW_SEND_MS, SLOWER_THAN_TIMEOUT_MS])
   slowOver = (async () => {
-    await waitFor(() => (slowSends >= SLOW_SENDS ? true : undefined), 'slow sends', 120_000).catch(() => {})
-    slow = false
+    await waitFor(() => (provider.stats.slowSends >= SLOW_SENDS ? true : undefined), 'slow sends', 120_000).catch(
+      () => {},
+    )
+    provider.setSlow([])
     progress('  the provider is fast again')
   })()
 }
@@ -328,7 +314,7 @@ const schedule: [number, string, () => Promise<void> | void][] = [
   ],
   [
     0.3,
-    `slow provider: every send takes ${SLOW_SEND_MS / 1000} s, longer than the ${LEASE_SECONDS} s dispatch lease, for ${SLOW_SENDS} sends`,
+    `slow provider for ${SLOW_SENDS} sends: each takes ${SLOW_SEND_MS / 1000} s, longer than the ${LEASE_SECONDS} s dispatch lease, and every third ${SLOWER_THAN_TIMEOUT_MS / 1000} s, longer than the transport's timeout`,
     slowDownTheProvider,
   ],
   [
@@ -408,7 +394,7 @@ const expectedEmails = new Map<string, { source: Source; index: number }>([
 ])
 const mailed = () => {
   const count = new Map<string, number>()
-  for (const { to } of accepted.values()) count.set(to, (count.get(to) ?? 0) + 1)
+  for (const { to } of provider.emails.values()) count.set(to, (count.get(to) ?? 0) + 1)
   return count
 }
 progress('waiting for every expected email…')
@@ -435,23 +421,19 @@ const lost = missing()
 const stalled = SOURCES.filter((source) =>
   lost.some(([, where]) => where.source === source && where.index >= (firstHostile.get(source) ?? Infinity)),
 )
-// Duplicates: a second email to the same address (another notification), or the same notification
-// accepted twice by the provider (a second send through a transport without an idempotency key).
-const duplicates =
-  [...mailed().values()].reduce((sum, count) => sum + Math.max(0, count - 1), 0) +
-  [...accepted.values()].reduce((sum, entry) => sum + entry.count - 1, 0)
-// Which kind each duplicate was, by notification id (the Idempotency-Key) — never the address.
-const duplicateDetails = [
-  ...[...accepted]
-    .filter(([, entry]) => entry.count > 1)
-    .map(([key, entry]) => `${key}: accepted ${entry.count} times`),
-  ...[...mailed()]
-    .filter(([, count]) => count > 1)
-    .map(([to, count]) => {
-      const keys = [...accepted].filter(([, entry]) => entry.to === to).map(([key]) => key)
-      return `${count} notifications to one address: ${keys.join(', ')}`
-    }),
-]
+// Duplicates: a second email to the same address, from another notification. A notification sent
+// again under its Idempotency-Key is one email (the provider answers with the first answer); it
+// would be two through a transport without one, so two senders of one notification at once (the
+// lease failed) and a repeat with another payload (a retry that is not the same request) fail
+// the run too.
+const duplicates = [...mailed().values()].reduce((sum, count) => sum + Math.max(0, count - 1), 0)
+const duplicateDetails = [...mailed()]
+  .filter(([, count]) => count > 1)
+  .map(([to, count]) => {
+    const keys = [...provider.emails].filter(([, email]) => email.to === to).map(([key]) => key)
+    return `${count} notifications to one address: ${keys.join(', ')}`
+  })
+const { stats } = provider
 
 const deadLetters: { eventId: string | null; code: string }[] = []
 let cursor: string | null = null
@@ -513,14 +495,22 @@ const result = {
   ingest_503_bursts_answered: refused,
   worker_outage_seconds: OUTAGE_SECONDS,
   pg_bridge_sessions_idle_in_transaction_seen: idleInTransactionSeen,
-  provider_attempts: providerAttempts,
-  provider_transient_failures: providerFailures,
-  provider_slow_sends: slowSends,
+  provider_requests: stats.requests,
+  provider_transient_failures: stats.transientFailures,
+  provider_slow_sends: stats.slowSends,
+  // Accepted after our client gave up (the transport's timeout), then answered again to the retry.
+  provider_answers_lost: stats.answersLost,
+  provider_lost_answers_asked_again_and_replayed: stats.lostAnswersReplayed,
+  provider_replays_of_the_same_request: stats.replays,
+  provider_409_running_after_timeout: stats.concurrentAfterTimeout,
+  provider_two_senders_at_once: stats.concurrentSenders,
+  provider_key_reused_with_other_payload: stats.otherPayload,
   cron_runs: cronRuns,
   // What the bridge and wrangler printed, scanned like the Worker's test logs.
   log_lines_leaking_personal_data: leakedLines().length,
 }
 writeFileSync('chaos-results.json', `${JSON.stringify(result, null, 2)}\n`)
+writeFileSync('chaos-worker.log', worker.output())
 console.log(
   `\n${renderTable(
     ['', 'VALUE'],
@@ -528,7 +518,7 @@ console.log(
       key,
       typeof value === 'object' ? JSON.stringify(value) : String(value),
     ]),
-  )}\n\nwritten to chaos-results.json`,
+  )}\n\nwritten to chaos-results.json; the Worker's log of the run to chaos-worker.log`,
 )
 
 // ── clean up ─────────────────────────────────────────────────────────────────
@@ -546,10 +536,15 @@ await sql.end({ timeout: 1 })
 await pgAdmin.unsafe(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
 await pgAdmin.end({ timeout: 1 })
 proxy.server.close()
-provider.server.close()
+provider.close()
 const ok =
   lost.length === 0 &&
   duplicates === 0 &&
+  stats.concurrentSenders === 0 &&
+  stats.otherPayload === 0 &&
+  // The lost answers happened (the fault was exercised), and each was resolved by its retry.
+  stats.answersLost > 0 &&
+  stats.lostAnswersReplayed === stats.answersLost &&
   validDeadLettered.length === 0 &&
   stalled.length === 0 &&
   bytesAltered === 0 &&

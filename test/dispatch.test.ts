@@ -20,6 +20,12 @@ async function providerRequests(id: string): Promise<number> {
   return ((await response.json()) as { count: number }).count
 }
 
+/** How many emails the fake provider accepted for this notification (its Idempotency-Key). */
+async function providerEmails(id: string): Promise<number> {
+  const response = await fetch(`${FAKE_RESEND_URL}/control/emails?key=${id}`)
+  return ((await response.json()) as { count: number }).count
+}
+
 /** A pending notification due now, as materialize would have written it. */
 async function pendingNotification(email: string, overrides: { scheduledAt?: string } = {}): Promise<string> {
   const id = `ntf_test_${guid().replaceAll('-', '')}`
@@ -134,6 +140,33 @@ describe('notify-dispatch consumer', () => {
       .bind(`%${id}%`)
       .first()
     expect(dead).toEqual({ n: 0 })
+  })
+
+  it('resend: an answer lost after the provider accepted is retried as the same request, and answered without a second email', async () => {
+    // The chaos run's slow provider outlived the transport's timeout this way: the provider
+    // accepted, the Worker saw a failure. The retry must be the very same request, so that the
+    // provider's idempotency answers it instead of sending again.
+    const id = await pendingNotification(`lostanswer-${guid().slice(0, 8)}@example.com`)
+    expect((await dispatch(id, 1, resendEnv())).delays).toEqual([5])
+    expect(await rowOf(id)).toMatchObject({ status: 'pending', error_code: 'NTF_SEND_TRANSIENT' })
+    const retry = await dispatch(id, 2, resendEnv())
+    expect(retry.explicitAcks).toHaveLength(1)
+    expect(await rowOf(id)).toMatchObject({ status: 'sent', provider_id: `re_${id}`, send_attempts: 2 })
+    expect(await providerRequests(id)).toBe(2)
+    expect(await providerEmails(id)).toBe(1)
+  })
+
+  it('resend: a retry the provider refuses as another payload under the same key ends failed, not retried', async () => {
+    const id = await pendingNotification(`lostanswer-${guid().slice(0, 8)}@example.com`)
+    expect((await dispatch(id, 1, resendEnv())).delays).toEqual([5])
+    // The sender's name changed between the attempts: the payload differs, the key does not.
+    const retry = await dispatch(id, 2, resendEnv({ EMAIL_FROM_NAME: 'Другое имя' }))
+    expect(retry.delays).toEqual([])
+    expect(retry.explicitAcks).toHaveLength(1)
+    const row = await rowOf(id)
+    expect(row).toMatchObject({ status: 'failed', error_code: 'NTF_SEND_PERMANENT' })
+    expect(row.status_reason).toContain('invalid_idempotent_request')
+    expect(await providerEmails(id)).toBe(1)
   })
 
   it('the cron re-enqueues a pending notification whose dispatch message was lost, and it is sent', async () => {

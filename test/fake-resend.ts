@@ -2,16 +2,21 @@
  * A stand-in for Resend's HTTP API, for tests only (an email provider cannot
  * run here). Runs in Node as miniflare's outbound service. The recipient's
  * local part picks the answer: `transient…` → 503, `ratelimited…` → 429,
- * `permanent…` → 422, `slow…` → held until the test releases it; anything else
- * → 200 with id `re_{Idempotency-Key}`. Every request is counted by its
- * Idempotency-Key, so a test can see how many sends reached the provider
- * (`GET /control/sends?key=`, `POST /control/release?key=`).
+ * `permanent…` → 422, `slow…` → held until the test releases it,
+ * `lostanswer…` → accepted, but the first answer is a 504 (lost on the way
+ * back); anything else → 200 with id `re_{Idempotency-Key}`. Accepted emails
+ * follow Resend's idempotency rules: the same key with the same payload gets
+ * the first answer and no new email, with another payload a 409
+ * `invalid_idempotent_request`. Requests and accepted emails are counted by
+ * key (`GET /control/sends?key=`, `GET /control/emails?key=`,
+ * `POST /control/release?key=`).
  */
 import { readFile } from 'node:fs/promises'
 
 export const FAKE_RESEND_URL = 'http://fake-resend.test'
 
 const requests = new Map<string, number>()
+const accepted = new Map<string, { payload: string; id: string }>()
 const released = new Map<string, () => void>()
 const releases = new Map<string, Promise<void>>()
 
@@ -38,6 +43,7 @@ export async function fakeResend(request: Request): Promise<Response> {
   if (url.pathname.startsWith('/control/')) {
     const key = url.searchParams.get('key') ?? ''
     if (url.pathname === '/control/sends') return Response.json({ count: requests.get(key) ?? 0 })
+    if (url.pathname === '/control/emails') return Response.json({ count: accepted.has(key) ? 1 : 0 })
     if (url.pathname === '/control/release') {
       void releaseOf(key)
       released.get(key)?.()
@@ -48,7 +54,8 @@ export async function fakeResend(request: Request): Promise<Response> {
   if (request.method !== 'POST' || url.pathname !== '/emails') return new Response('not found', { status: 404 })
   if (request.headers.get('authorization') !== 'Bearer test-resend-key')
     return new Response('unauthorized', { status: 401 })
-  const body = (await request.json()) as { to?: string[]; subject?: string }
+  const payload = await request.text()
+  const body = JSON.parse(payload) as { to?: string[]; subject?: string }
   const to = body.to?.[0] ?? ''
   const key = request.headers.get('idempotency-key')
   if (key) requests.set(key, (requests.get(key) ?? 0) + 1)
@@ -57,5 +64,14 @@ export async function fakeResend(request: Request): Promise<Response> {
   if (to.startsWith('ratelimited')) return new Response('{"message":"slow down"}', { status: 429 })
   if (to.startsWith('permanent')) return new Response('{"message":"invalid to address"}', { status: 422 })
   if (!key || !body.subject) return new Response('{"message":"missing idempotency key or subject"}', { status: 400 })
+  const done = accepted.get(key)
+  if (done && done.payload !== payload)
+    return Response.json(
+      { name: 'invalid_idempotent_request', message: 'key used with another payload' },
+      { status: 409 },
+    )
+  if (done) return Response.json({ id: done.id })
+  accepted.set(key, { payload, id: `re_${key}` })
+  if (to.startsWith('lostanswer')) return new Response('upstream timed out', { status: 504 })
   return Response.json({ id: `re_${key}` })
 }

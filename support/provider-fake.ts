@@ -1,0 +1,139 @@
+import { createHash } from 'node:crypto'
+import { once } from 'node:events'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+
+/** What the fake provider saw; the chaos run reports it and fails on the counts that mean a broken guarantee. */
+export type ProviderStats = {
+  /** Every POST /emails. */
+  requests: number
+  /** Answered 503 before anything was accepted (the key stays free, as Resend keeps no failed request). */
+  transientFailures: number
+  /** Sends held for the slow phase. */
+  slowSends: number
+  /** Repeats of an accepted key with the same payload: answered with the first answer, no new email. */
+  replays: number
+  /** Emails accepted after their client had already given up (a timeout): the answer never arrived. */
+  answersLost: number
+  /** Of those, how many were asked again and got their first answer (the retry that resolves a lost answer). */
+  lostAnswersReplayed: number
+  /** A second request for a key whose first one was still running and its client still waiting: two senders at once. */
+  concurrentSenders: number
+  /** A second request for a key whose first one was still running after its client gave up: answered 409, safe. */
+  concurrentAfterTimeout: number
+  /** A key repeated with a different payload: answered 409 invalid_idempotent_request. */
+  otherPayload: number
+}
+
+/** One email the provider accepted, by its Idempotency-Key. */
+export type AcceptedEmail = { to: string; payloadSha256: string; id: string }
+
+/**
+ * A stand-in for Resend's `POST /emails`, for the chaos run: an email
+ * provider's API cannot run here. It keeps Resend's documented idempotency
+ * rules, because they are what makes a retry after a lost answer safe: the
+ * same Idempotency-Key with the same payload returns the first answer and
+ * sends nothing; with another payload it is refused (409
+ * `invalid_idempotent_request`); while the first request with that key is
+ * still running it is refused (409 `concurrent_idempotent_requests`). A share
+ * of requests fail with 503 before anything is accepted, and a slow phase
+ * holds each send for a while (a pattern of durations, in turn).
+ */
+export async function startProviderFake(options: { failureRate: number }) {
+  const emails = new Map<string, AcceptedEmail>()
+  const running = new Map<string, { clientGone: boolean }>()
+  const stats: ProviderStats = {
+    requests: 0,
+    transientFailures: 0,
+    slowSends: 0,
+    replays: 0,
+    answersLost: 0,
+    lostAnswersReplayed: 0,
+    concurrentSenders: 0,
+    concurrentAfterTimeout: 0,
+    otherPayload: 0,
+  }
+  const lostAnswers = new Set<string>()
+  let slowPattern: readonly number[] = []
+
+  async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const raw = await readBody(request)
+    stats.requests += 1
+    const key = request.headers['idempotency-key']
+    if (request.method !== 'POST' || request.url !== '/emails' || typeof key !== 'string' || key === '') {
+      answer(response, 400, { name: 'validation_error', message: 'POST /emails with an Idempotency-Key' })
+      return
+    }
+    const payloadSha256 = createHash('sha256').update(raw).digest('hex')
+    const done = emails.get(key)
+    if (done) {
+      if (done.payloadSha256 !== payloadSha256) {
+        stats.otherPayload += 1
+        answer(response, 409, { name: 'invalid_idempotent_request', message: 'key used with another payload' })
+      } else {
+        stats.replays += 1
+        if (lostAnswers.delete(key)) stats.lostAnswersReplayed += 1
+        answer(response, 200, { id: done.id })
+      }
+      return
+    }
+    const first = running.get(key)
+    if (first) {
+      if (first.clientGone) stats.concurrentAfterTimeout += 1
+      else stats.concurrentSenders += 1
+      answer(response, 409, { name: 'concurrent_idempotent_requests', message: 'a request with this key is running' })
+      return
+    }
+    if (Math.random() < options.failureRate) {
+      stats.transientFailures += 1
+      answer(response, 503, { message: 'try again' })
+      return
+    }
+    const flight = { clientGone: false }
+    running.set(key, flight)
+    response.once('close', () => {
+      if (!response.writableFinished) flight.clientGone = true
+    })
+    if (slowPattern.length > 0) {
+      const ms = slowPattern[stats.slowSends % slowPattern.length] as number
+      stats.slowSends += 1
+      await new Promise((resolve) => setTimeout(resolve, ms))
+    }
+    running.delete(key)
+    const to = (JSON.parse(raw.toString()) as { to: string[] }).to[0] as string
+    emails.set(key, { to, payloadSha256, id: `fake_${key}` })
+    if (flight.clientGone) {
+      stats.answersLost += 1
+      lostAnswers.add(key)
+    }
+    answer(response, 200, { id: `fake_${key}` })
+  }
+
+  const server = createServer((request, response) => {
+    handle(request, response).catch((error: Error) => answer(response, 500, { message: error.message }))
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    /** Emails accepted, by Idempotency-Key: one per key, however often it was sent. */
+    emails: emails as ReadonlyMap<string, AcceptedEmail>,
+    stats: stats as Readonly<ProviderStats>,
+    /** Holds the sends from now on for these durations in turn, in ms (none: fast again). */
+    setSlow(pattern: readonly number[]) {
+      slowPattern = pattern
+    },
+    close: () => server.close(),
+  }
+}
+
+async function readBody(request: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = []
+  for await (const chunk of request) chunks.push(chunk as Buffer)
+  return Buffer.concat(chunks)
+}
+
+function answer(response: ServerResponse, status: number, body: unknown): void {
+  if (response.destroyed) return
+  response.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+}
