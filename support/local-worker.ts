@@ -16,6 +16,8 @@ export type LocalWorker = {
   url: string
   port: number
   output: () => string
+  /** The process group of wrangler and its workerd (to read their CPU time from /proc). */
+  processGroup: number
   /** Runs the cron trigger once (needs `cron: true`). */
   runCron: () => Promise<void>
   stop: () => Promise<void>
@@ -30,21 +32,24 @@ export type LocalWorker = {
  * with `vars` (each `--var NAME:value`), and resolves once `/healthz` answers.
  * With `cron`, the Worker's scheduled handler can be run on demand (`runCron()`),
  * as Cloudflare's cron trigger would; `wrangler dev` never runs it by itself.
+ * `config` names another wrangler.toml (the bench's bare Worker).
  */
 export async function startLocalWorker(
   vars: Record<string, string>,
-  options: { cron?: boolean } = {},
+  options: { cron?: boolean; config?: string } = {},
 ): Promise<LocalWorker> {
   const port = await freePort()
   const state = mkdtempSync(join(tmpdir(), 'notify-edge-worker-'))
   const env = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', CI: 'true' }
-  execFileSync('npx', ['wrangler', 'd1', 'migrations', 'apply', 'DB', '--local', '--persist-to', state], {
+  const config = options.config ? ['--config', options.config] : []
+  execFileSync('npx', ['wrangler', 'd1', 'migrations', 'apply', 'DB', '--local', '--persist-to', state, ...config], {
     env,
     stdio: 'ignore',
   })
   const args = [
     'wrangler',
     'dev',
+    ...config,
     '--ip',
     '127.0.0.1',
     '--port',
@@ -81,6 +86,7 @@ export async function startLocalWorker(
     url,
     port,
     output: () => output,
+    processGroup: child.pid as number,
     async request(path, init = {}) {
       const response = await fetch(`${url}${path}`, init)
       checker ??= openApiChecker((await (await fetch(`${url}/openapi.json`)).json()) as OpenApiDocument)

@@ -1,0 +1,244 @@
+/** `npm run bench`: the Worker under `wrangler dev`, beside a bare Worker doing the same work with nothing of ours. */
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { gzipSync } from 'node:zlib'
+import { startBridge } from '../support/bridge-process.ts'
+import { startLocalWorker } from '../support/local-worker.ts'
+import { freshDatabase } from '../support/postgres.ts'
+import { waitFor } from '../support/wait.ts'
+import { budget, cpuMsOfGroup, goals, N, percentile, progress, rate, ratio, results } from './lib.ts'
+
+/** Budget of workerd CPU per 1,000 events through the whole pipeline, locally (D1 and Queues run in it too). */
+const CPU_BUDGET_MS_PER_1000 = 6_000
+/** Budget of the Worker bundle, gzip: a tenth of the paid plan's 10 MB limit, a third of the free plan's 3 MB. */
+const BUNDLE_BUDGET_BYTES = 1_000_000
+
+/**
+ * The bare Worker (bench/bare-worker): queue → one D1 batch → ack, and queue →
+ * `send_email` for each message at once → one D1 batch → ack, with the consumer
+ * settings of notify-events and notify-dispatch. Its send rate is the ceiling
+ * of any local ingest → email pipeline.
+ */
+async function bareCeilings(): Promise<{ queue: number; send: number; sendCpuPer1000: number }> {
+  const local = await startLocalWorker({}, { config: 'bench/bare-worker/wrangler.toml' })
+  try {
+    const run = async (queue: string, n: number) => {
+      const cpuBefore = cpuMsOfGroup(local.processGroup, 'workerd')
+      const start = performance.now()
+      const response = await fetch(`${local.url}/enqueue?queue=${queue}&n=${n}`, { method: 'POST' })
+      if (!response.ok) throw new Error(`bare worker: ${response.status} ${await response.text()}`)
+      await waitFor(
+        async () => {
+          const { done } = (await (await fetch(`${local.url}/done?queue=${queue}`)).json()) as { done: number }
+          return done >= n ? true : undefined
+        },
+        `bare ${queue}`,
+        600_000,
+      )
+      return {
+        rate: rate(n, performance.now() - start),
+        cpuPer1000: Math.round(((cpuMsOfGroup(local.processGroup, 'workerd') - cpuBefore) / n) * 1000),
+      }
+    }
+    progress(
+      `worker_pipeline: bare Worker ceilings — queue → D1 batch (${N.bareQueue}), queue → send_email → D1 batch (${N.bareSend})`,
+    )
+    const queue = await run('bare-d1', N.bareQueue)
+    const send = await run('bare-send', N.bareSend)
+    return { queue: queue.rate, send: send.rate, sendCpuPer1000: send.cpuPer1000 }
+  } finally {
+    await local.stop()
+  }
+}
+
+/** The gzip size of what `wrangler deploy` would upload (`--dry-run --outdir`). */
+export function bundleGzipBytes(): number {
+  const outdir = mkdtempSync(join(tmpdir(), 'notify-edge-bundle-'))
+  try {
+    execFileSync('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', outdir], {
+      stdio: 'ignore',
+      env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' },
+    })
+    const files = readdirSync(outdir).filter((name) => name.endsWith('.js') || name.endsWith('.wasm'))
+    const bytes = files.reduce((sum, name) => sum + gzipSync(readFileSync(join(outdir, name))).length, 0)
+    budget('Worker bundle (gzip)', bytes, BUNDLE_BUDGET_BYTES, 'bytes')
+    return bytes
+  } finally {
+    rmSync(outdir, { recursive: true, force: true })
+  }
+}
+
+/**
+ * The Worker pipeline under `wrangler dev` beside the bare Worker's ceilings,
+ * its CPU per 1,000 events, its D1 round trips per batch, ingest → email and
+ * PostgreSQL commit → email latency.
+ */
+export async function benchWorker() {
+  const bare = await bareCeilings()
+  const ingest = 'bench-ingest-token-0123456789'
+  const adminToken = 'bench-admin-token-0123456789'
+  const local = await startLocalWorker({ INGEST_TOKEN: ingest, ADMIN_TOKEN: adminToken, LOG_LEVEL: 'info' })
+  const worker = local.url
+  const db = await freshDatabase()
+  try {
+    const sentCount = async () => {
+      const text = await (
+        await fetch(`${worker}/metrics`, { headers: { authorization: `Bearer ${adminToken}` } })
+      ).text()
+      return [...text.matchAll(/^notify_notifications_total\{[^}]*status="sent"\} (\d+)$/gm)].reduce(
+        (sum, match) => sum + Number(match[1]),
+        0,
+      )
+    }
+    const event = () => {
+      const eventId = crypto.randomUUID()
+      const sample = {
+        envelope: {
+          eventId,
+          eventType: 'response.created',
+          schemaVersion: 1,
+          occurredAt: new Date().toISOString(),
+          producer: 'bench',
+        },
+        data: {
+          responseId: crypto.randomUUID(),
+          projectId: crypto.randomUUID(),
+          projectTitle: 'Бенчмарк',
+          recipient: { userId: crypto.randomUUID(), email: 'bench@example.com', displayName: 'Bench' },
+          actor: { userId: crypto.randomUUID(), displayName: 'Actor' },
+          proposedPrice: 45000,
+          deepLink: 'https://arthunt.ru/x',
+        },
+      }
+      return {
+        eventId,
+        inbound: {
+          source: 'http',
+          origin: 'bench',
+          sourceMessageId: eventId,
+          receivedAt: new Date().toISOString(),
+          headers: {},
+          body: JSON.stringify(sample),
+        },
+      }
+    }
+    const post = (events: unknown[]) =>
+      fetch(`${worker}/v1/ingest`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ingest}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ events }),
+      }).then((r) => r.text())
+
+    progress('worker_pipeline: D1 round trips per consumer batch at batch sizes 1, 10 and 100')
+    const roundTrips: Record<string, number[]> = {}
+    for (const size of [1, 10, 100]) {
+      const before = local.output().length
+      const baseline = await sentCount()
+      await post(Array.from({ length: size }, () => event().inbound))
+      await waitFor(
+        async () => ((await sentCount()) >= baseline + size ? true : undefined),
+        `batch of ${size}`,
+        120_000,
+      )
+      const lines = [
+        ...local
+          .output()
+          .slice(before)
+          .matchAll(/"event":"materialize\.batch"[^\n]*"messages":(\d+),"d1RoundTrips":(\d+)/g),
+      ]
+      const batches = lines.map((match) => ({ messages: Number(match[1]), trips: Number(match[2]) }))
+      if (batches.length === 0) throw new Error(`no materialize.batch line in the Worker's log for a batch of ${size}`)
+      roundTrips[String(size)] = batches.map((batch) => batch.trips)
+      progress(
+        `  ${size}: consumer batches ${batches.map((b) => `${b.messages} msgs → ${b.trips} round trips`).join(', ')}`,
+      )
+    }
+
+    progress(`worker_pipeline: ${N.worker} events, ingest → email`)
+    const baseline = await sentCount()
+    const sentAt = new Map<string, number>()
+    const cpuBefore = cpuMsOfGroup(local.processGroup, 'workerd')
+    const start = performance.now()
+    for (let sent = 0; sent < N.worker; sent += 100) {
+      const events = Array.from({ length: Math.min(100, N.worker - sent) }, () => event())
+      const at = Date.now()
+      for (const item of events) sentAt.set(item.eventId, at)
+      await post(events.map((item) => item.inbound))
+    }
+    await waitFor(async () => ((await sentCount()) >= baseline + N.worker ? true : undefined), 'all emails', 600_000)
+    const pipelineRate = rate(N.worker, performance.now() - start)
+    const cpuPer1000 = Math.round(((cpuMsOfGroup(local.processGroup, 'workerd') - cpuBefore) / N.worker) * 1000)
+    const latencies: number[] = []
+    for (const [eventId, at] of [...sentAt].slice(0, 200)) {
+      const story = (await (
+        await fetch(`${worker}/v1/events/${eventId}`, { headers: { authorization: `Bearer ${adminToken}` } })
+      ).json()) as { notifications: { sentAt: string }[] }
+      const sent = story.notifications[0]?.sentAt
+      if (sent) latencies.push(Date.parse(sent) - at)
+    }
+    const tripsBySize = Object.fromEntries(
+      Object.entries(roundTrips).map(([size, trips]) => [size, Math.max(...trips)]),
+    )
+    const flat = new Set(Object.values(tripsBySize)).size === 1
+    goals.push({
+      name: 'D1 round trips per batch at 1 / 10 / 100',
+      value: Object.values(tripsBySize).join(' / '),
+      goal: 'flat',
+      met: flat,
+    })
+    results.worker_pipeline = {
+      msgs_per_s: pipelineRate,
+      bare_send_ceiling_msgs_per_s: bare.send,
+      bare_queue_ceiling_msgs_per_s: bare.queue,
+      of_bare_send_ceiling: ratio('worker_pipeline / bare send ceiling', pipelineRate, bare.send, 75),
+      cpu_ms_per_1000_events: cpuPer1000,
+      bare_send_cpu_ms_per_1000_messages: bare.sendCpuPer1000,
+      d1_round_trips_per_batch: tripsBySize,
+      p50_ms: percentile(latencies, 50),
+      p99_ms: percentile(latencies, 99),
+      events: N.worker,
+    }
+    budget('Worker CPU per 1,000 events (workerd, local)', cpuPer1000, CPU_BUDGET_MS_PER_1000, 'ms')
+
+    progress(`end_to_end: ${N.e2e} outbox rows, PostgreSQL commit → email`)
+    const relay = await startBridge({
+      PG_URL: db.url,
+      SINK_URL: `${worker}/v1/ingest`,
+      SINK_TOKEN: ingest,
+      LOG_LEVEL: 'warn',
+    })
+    const committed = new Map<string, number>()
+    for (let index = 0; index < N.e2e; index += 1) {
+      const { eventId, inbound } = event()
+      await db.sql.begin(async (tx) => {
+        await tx`INSERT INTO data_exchange.message_queue_log (message_id) VALUES (${eventId})`
+        await tx`INSERT INTO data_exchange.message_queue_log_data (message_id, message_body) VALUES (${eventId}, ${Buffer.from(inbound.body)})`
+      })
+      committed.set(eventId, Date.now())
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    const endToEnd: number[] = []
+    for (const [eventId, at] of committed) {
+      const sent = await waitFor(
+        async () => {
+          const story = (await (
+            await fetch(`${worker}/v1/events/${eventId}`, { headers: { authorization: `Bearer ${adminToken}` } })
+          ).json()) as { notifications?: { sentAt: string | null }[] }
+          return story.notifications?.[0]?.sentAt ?? undefined
+        },
+        'the email',
+        120_000,
+      )
+      endToEnd.push(Date.parse(sent) - at)
+    }
+    await relay.stop()
+    results.end_to_end = { p50_ms: percentile(endToEnd, 50), p99_ms: percentile(endToEnd, 99), events: N.e2e }
+    budget('PostgreSQL commit → email p50', percentile(endToEnd, 50), 500, 'ms')
+    budget('PostgreSQL commit → email p99', percentile(endToEnd, 99), 1500, 'ms')
+  } finally {
+    await local.stop()
+    await db.drop()
+  }
+}
