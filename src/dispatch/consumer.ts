@@ -3,6 +3,7 @@ import type { Logger } from '../log.ts'
 import { sendAll } from '../queue/send.ts'
 import { settleBatch } from '../queue/settle.ts'
 import { claimStage, type Later, type ToSend } from './claim-stage.ts'
+import { MarkWriter } from './marks.ts'
 import { DispatchRun } from './run.ts'
 import { sendAndRecord } from './send.ts'
 import { transportFor } from './transports/index.ts'
@@ -15,7 +16,8 @@ const SEND_CONCURRENCY = 6
  * (`pending → sending` under the batch's claim token and lease; one winner;
  * verification decisions that arrived from both sources settled on the way),
  * send the claimed ones a few at a time through the configured transport and
- * record each result as its send finishes, then put back what is not due yet.
+ * record each result as its send finishes (grouped with those that finished
+ * while the previous write was in flight), then put back what is not due yet.
  * The lease is renewed while sends run, and every mark applies only under the
  * token that claimed, so a send slower than the lease is never sent a second
  * time by a delivery that took over, and never has its outcome overwritten.
@@ -30,10 +32,14 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
   await settleBatch(batch, run.settlements(), { dlq: env.DLQ, log, fallbackDelaySeconds: 30 })
 }
 
-/** Sends, a few at a time, each result recorded as its send finishes, under a renewed lease. */
+/**
+ * Sends, a few at a time, under a renewed lease; each result is written as its
+ * send finishes, together with the results that finished while the previous
+ * write was in flight (MarkWriter).
+ */
 async function sendStage(run: DispatchRun, toSend: readonly ToSend[]): Promise<void> {
   const { env, config, log, lease } = run
-  const context = { env, config, log, lease, transport: transportFor(env, config) }
+  const context = { env, config, log, lease, transport: transportFor(env, config), marks: new MarkWriter(env.DB) }
   const queue = [...toSend]
   run.lease.start()
   try {

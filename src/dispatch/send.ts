@@ -5,10 +5,18 @@ import { describeError, type Settlement, settleFailure } from '../queue/policy.t
 import { suppressAutomatically } from '../suppression/store.ts'
 import { type ClaimedRow, markSendFailure, markSent, recordSentMessage } from './claim.ts'
 import type { DispatchLease } from './lease.ts'
+import type { MarkWriter } from './marks.ts'
 import { SendError, type Sent, type Transport } from './transports/index.ts'
 
 /** What sending one claimed notification needs. */
-export type SendContext = { env: Env; config: Config; log: Logger; lease: DispatchLease; transport: Transport }
+export type SendContext = {
+  env: Env
+  config: Config
+  log: Logger
+  lease: DispatchLease
+  transport: Transport
+  marks: MarkWriter
+}
 
 /**
  * Sends one notification this batch claimed and records the result at once,
@@ -64,7 +72,7 @@ async function recordSent(
 ): Promise<Settlement> {
   const { env, log, lease, transport } = context
   const at = new Date().toISOString()
-  const marked = await record(env.DB, [
+  const marked = await record(context.marks, [
     markSent(env.DB, row.id, sent.providerId, at, lease.token),
     recordSentMessage(env.DB, row.id, transport.name, sent.messageId, sent.raw, at, lease.token),
   ])
@@ -108,7 +116,7 @@ async function recordFailure(
         : failure
   const final = settlement.action !== 'retry'
   const at = new Date().toISOString()
-  const marked = await record(env.DB, [
+  const marked = await record(context.marks, [
     markSendFailure(env.DB, row.id, final ? 'failed' : 'pending', code, reason, at, lease.token),
   ])
   if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
@@ -134,7 +142,7 @@ async function recordSuppressed(
   const at = now.toISOString()
   const reason = describeError(error)
   const until = new Date(now.getTime() + config.SUPPRESSION_PROVIDER_DAYS * 86_400_000).toISOString()
-  const marked = await record(env.DB, [
+  const marked = await record(context.marks, [
     markSendFailure(env.DB, row.id, 'suppressed', 'NTF_RECIPIENT_SUPPRESSED', reason, at, lease.token),
     suppressAutomatically(
       env.DB,
@@ -155,10 +163,10 @@ async function recordSuppressed(
   return { action: 'ack' }
 }
 
-/** Runs a result's marks; `fenced` when the claim was no longer ours (the first statement changed nothing). */
-async function record(db: D1Database, marks: D1PreparedStatement[]): Promise<'ok' | 'fenced' | { cause: unknown }> {
+/** Writes a result's marks; `fenced` when the claim was no longer ours (the first statement changed nothing). */
+async function record(writer: MarkWriter, marks: D1PreparedStatement[]): Promise<'ok' | 'fenced' | { cause: unknown }> {
   try {
-    const [mark] = await db.batch(marks)
+    const [mark] = await writer.write(marks)
     return (mark?.meta.changes ?? 0) > 0 ? 'ok' : 'fenced'
   } catch (cause) {
     return { cause }

@@ -1,0 +1,67 @@
+/** One caller's statements waiting for the next group. */
+type Pending = {
+  statements: D1PreparedStatement[]
+  resolve: (results: D1Result[]) => void
+  reject: (error: unknown) => void
+}
+
+/**
+ * Writes the result marks of one dispatch batch with group commit: marks of
+ * sends that finish while a write is in flight go to D1 together in the next
+ * batch, so a batch of sends costs a few round trips instead of one per email,
+ * and each result is still written as soon as the database is free (never
+ * held until the whole batch is sent). Each caller gets the results of its
+ * own statements, so a token-guarded mark still tells whether it applied. A
+ * group that fails is written again caller by caller: one mark that cannot be
+ * written never fails the marks of other notifications.
+ */
+export class MarkWriter {
+  readonly #db: D1Database
+  #waiting: Pending[] = []
+  #writing = false
+
+  constructor(db: D1Database) {
+    this.#db = db
+  }
+
+  /** Writes these statements (in order, in one transaction with whatever shares their group). */
+  write(statements: D1PreparedStatement[]): Promise<D1Result[]> {
+    const { promise, resolve, reject } = Promise.withResolvers<D1Result[]>()
+    this.#waiting.push({ statements, resolve, reject })
+    void this.#drain()
+    return promise
+  }
+
+  async #drain(): Promise<void> {
+    if (this.#writing) return
+    this.#writing = true
+    try {
+      while (this.#waiting.length > 0) await this.#writeGroup(this.#waiting.splice(0))
+    } finally {
+      this.#writing = false
+    }
+  }
+
+  async #writeGroup(group: Pending[]): Promise<void> {
+    if (group.length > 1) {
+      try {
+        const results = await this.#db.batch(group.flatMap((pending) => pending.statements))
+        let at = 0
+        for (const pending of group) {
+          pending.resolve(results.slice(at, at + pending.statements.length))
+          at += pending.statements.length
+        }
+        return
+      } catch {
+        // One of them may be what fails: each is tried alone below, and only its own caller sees the error.
+      }
+    }
+    for (const pending of group) {
+      try {
+        pending.resolve(await this.#db.batch(pending.statements))
+      } catch (error) {
+        pending.reject(error)
+      }
+    }
+  }
+}

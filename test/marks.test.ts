@@ -1,0 +1,60 @@
+import { env } from 'cloudflare:workers'
+import { beforeAll, describe, expect, it } from 'vitest'
+import { MarkWriter } from '../src/dispatch/marks.ts'
+import { countRoundTrips } from '../src/metrics/round-trips.ts'
+
+const insert = (db: D1Database, id: string) => db.prepare('INSERT INTO mark_writer_test (id) VALUES (?1)').bind(id)
+const touch = (db: D1Database, id: string) =>
+  db.prepare('UPDATE mark_writer_test SET touched = touched + 1 WHERE id = ?1').bind(id)
+
+async function rows(): Promise<{ id: string; touched: number }[]> {
+  const { results } = await env.DB.prepare('SELECT id, touched FROM mark_writer_test ORDER BY id').all<{
+    id: string
+    touched: number
+  }>()
+  return results
+}
+
+describe('MarkWriter (the dispatch marks, group commit)', () => {
+  beforeAll(async () => {
+    await env.DB.exec(
+      'CREATE TABLE IF NOT EXISTS mark_writer_test (id TEXT PRIMARY KEY, touched INTEGER NOT NULL DEFAULT 0)',
+    )
+  })
+
+  it('marks that arrive while a write is in flight go together in the next batch; each caller gets its own results', async () => {
+    await env.DB.exec("DELETE FROM mark_writer_test; INSERT INTO mark_writer_test (id) VALUES ('a'), ('b')")
+    const { db, roundTrips } = countRoundTrips(env.DB)
+    const writer = new MarkWriter(db)
+    const [first, second, third] = await Promise.all([
+      writer.write([touch(db, 'a')]),
+      writer.write([touch(db, 'b'), touch(db, 'b')]),
+      writer.write([touch(db, 'missing')]),
+    ])
+    // The first goes at once; the two that came while it was in flight share one batch.
+    expect(roundTrips()).toBe(2)
+    expect(first?.map((result) => result.meta.changes)).toEqual([1])
+    expect(second?.map((result) => result.meta.changes)).toEqual([1, 1])
+    expect(third?.map((result) => result.meta.changes)).toEqual([0])
+    expect(await rows()).toEqual([
+      { id: 'a', touched: 1 },
+      { id: 'b', touched: 2 },
+    ])
+  })
+
+  it('a group with a mark that cannot be written: the others are written, only its own caller sees the error', async () => {
+    await env.DB.exec("DELETE FROM mark_writer_test; INSERT INTO mark_writer_test (id) VALUES ('taken')")
+    const { db, roundTrips } = countRoundTrips(env.DB)
+    const writer = new MarkWriter(db)
+    const results = await Promise.allSettled([
+      writer.write([insert(db, 'one')]),
+      writer.write([insert(db, 'two')]),
+      writer.write([insert(db, 'taken')]), // the primary key exists: this one always fails
+      writer.write([insert(db, 'three')]),
+    ])
+    expect(results.map((result) => result.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled'])
+    expect((await rows()).map((row) => row.id)).toEqual(['one', 'taken', 'three', 'two'].sort())
+    // 'one' alone; the group of three fails as a whole and is written again one by one.
+    expect(roundTrips()).toBe(1 + 1 + 3)
+  })
+})
