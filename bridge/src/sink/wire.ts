@@ -96,5 +96,11 @@ export function wireSafe(event: InboundEvent): InboundEvent {
 
 /** Serialized size of an event on the wire. */
 export function wireSize(event: InboundEvent): number {
-  return utf8Length(JSON.stringify(event))
+  return wireForm(event).size
+}
+
+/** An event as it goes on the wire, serialized once: its JSON and that JSON's size in bytes. */
+export function wireForm(event: InboundEvent): { json: string; size: number } {
+  const json = JSON.stringify(event)
+  return { json, size: utf8Length(json) }
 }
