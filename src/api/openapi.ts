@@ -74,3 +74,8 @@ export const ADMIN_SECURITY = [{ adminToken: [] }]
 export function json<T extends z.ZodType>(schema: T, description: string) {
   return { description, content: { 'application/json': { schema } } }
 }
+
+/** A required JSON request body of `schema`. */
+export function jsonBody<T extends z.ZodType>(schema: T) {
+  return { required: true, content: { 'application/json': { schema } } }
+}

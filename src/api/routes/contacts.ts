@@ -4,7 +4,7 @@ import { ApiError } from '../../errors.ts'
 import { type ContactRow, contactFromRow } from '../../materialize/context.ts'
 import { upsertContact } from '../../materialize/write.ts'
 import { runAudited } from '../audited.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json } from '../openapi.ts'
+import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
 
 const UserParam = z.object({ userId: Id.openapi({ param: { name: 'userId', in: 'path' } }) })
 const Contact = z
@@ -44,20 +44,15 @@ const put = createRoute({
   security: ADMIN_SECURITY,
   request: {
     params: UserParam,
-    body: {
-      required: true,
-      content: {
-        'application/json': {
-          schema: z.object({
-            email: z.email(),
-            locale: Locale.nullish(),
-            timeZone: TimeZone.nullish(),
-            displayName: z.string().max(500).nullish(),
-            version: z.number().int().nonnegative().optional(),
-          }),
-        },
-      },
-    },
+    body: jsonBody(
+      z.object({
+        email: z.email(),
+        locale: Locale.nullish(),
+        timeZone: TimeZone.nullish(),
+        displayName: z.string().max(500).nullish(),
+        version: z.number().int().nonnegative().optional(),
+      }),
+    ),
   },
   responses: { 200: json(Contact, 'Saved'), ...errors(...BODY_ERRORS, 409, ...ADMIN_ERRORS) },
 })

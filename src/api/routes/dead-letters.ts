@@ -12,7 +12,7 @@ import { replayDeadLetters } from '../../dead-letters/replay.ts'
 import { ApiError } from '../../errors.ts'
 import { loggerFor } from '../../log.ts'
 import { runAudited } from '../audited.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json } from '../openapi.ts'
+import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
 
 const Status = z.enum(['open', 'replayed', 'discarded'])
 const Iso = z.iso.datetime({ offset: true })
@@ -150,10 +150,7 @@ const discard = createRoute({
   security: ADMIN_SECURITY,
   request: {
     params: IdParam,
-    body: {
-      required: true,
-      content: { 'application/json': { schema: z.object({ reason: z.string().trim().min(1).max(1000) }) } },
-    },
+    body: jsonBody(z.object({ reason: z.string().trim().min(1).max(1000) })),
   },
   responses: { 200: json(DeadLetterSummary, 'Discarded'), ...errors(...BODY_ERRORS, 404, ...ADMIN_ERRORS) },
 })
@@ -164,17 +161,12 @@ const bulk = createRoute({
   summary: 'Replay every dead letter matching the filters (open ones by default)',
   security: ADMIN_SECURITY,
   request: {
-    body: {
-      required: true,
-      content: {
-        'application/json': {
-          schema: Filters.extend({
-            dryRun: z.boolean().default(false),
-            max: z.number().int().min(1).max(1000).default(100),
-          }),
-        },
-      },
-    },
+    body: jsonBody(
+      Filters.extend({
+        dryRun: z.boolean().default(false),
+        max: z.number().int().min(1).max(1000).default(100),
+      }),
+    ),
   },
   responses: {
     200: json(
@@ -192,18 +184,13 @@ const bulkDiscard = createRoute({
   description: 'Only open ones: a replayed or discarded dead letter keeps its state. `dryRun` shows what would be.',
   security: ADMIN_SECURITY,
   request: {
-    body: {
-      required: true,
-      content: {
-        'application/json': {
-          schema: Filters.omit({ status: true }).extend({
-            reason: z.string().trim().min(1).max(1000),
-            dryRun: z.boolean().default(false),
-            max: z.number().int().min(1).max(1000).default(100),
-          }),
-        },
-      },
-    },
+    body: jsonBody(
+      Filters.omit({ status: true }).extend({
+        reason: z.string().trim().min(1).max(1000),
+        dryRun: z.boolean().default(false),
+        max: z.number().int().min(1).max(1000).default(100),
+      }),
+    ),
   },
   responses: {
     200: json(

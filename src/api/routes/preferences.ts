@@ -4,7 +4,7 @@ import { ApiError, type FieldIssue } from '../../errors.ts'
 import { kindOf, kinds } from '../../events/registry.ts'
 import { preferencesOf, upsertPreference } from '../../preferences/store.ts'
 import { runAudited } from '../audited.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json } from '../openapi.ts'
+import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
 
 const Channel = z.enum(['email'])
 
@@ -43,19 +43,14 @@ const put = createRoute({
   security: ADMIN_SECURITY,
   request: {
     params: UserParam,
-    body: {
-      required: true,
-      content: {
-        'application/json': {
-          schema: z.object({
-            preferences: z
-              .array(z.object({ kind: z.string().min(1).max(100), channel: Channel, enabled: z.boolean() }))
-              .min(1)
-              .max(50),
-          }),
-        },
-      },
-    },
+    body: jsonBody(
+      z.object({
+        preferences: z
+          .array(z.object({ kind: z.string().min(1).max(100), channel: Channel, enabled: z.boolean() }))
+          .min(1)
+          .max(50),
+      }),
+    ),
   },
   responses: { 200: json(PreferencesSchema, 'Saved'), ...errors(...BODY_ERRORS, ...ADMIN_ERRORS) },
 })

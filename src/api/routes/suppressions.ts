@@ -10,7 +10,7 @@ import {
   suppressionOf,
 } from '../../suppression/store.ts'
 import { runAudited } from '../audited.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json } from '../openapi.ts'
+import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
 
 const Cause = z.enum(['hard-bounce', 'soft-bounce', 'complaint', 'provider', 'operator'])
 
@@ -90,20 +90,15 @@ const put = createRoute({
   security: ADMIN_SECURITY,
   request: {
     params: AddressParam,
-    body: {
-      required: true,
-      content: {
-        'application/json': {
-          schema: z.object({
-            reason: z.string().min(1).max(500),
-            until: z.iso
-              .datetime({ offset: true })
-              .optional()
-              .openapi({ description: 'when it ends; without it, until removed' }),
-          }),
-        },
-      },
-    },
+    body: jsonBody(
+      z.object({
+        reason: z.string().min(1).max(500),
+        until: z.iso
+          .datetime({ offset: true })
+          .optional()
+          .openapi({ description: 'when it ends; without it, until removed' }),
+      }),
+    ),
   },
   responses: { 200: json(SuppressionSchema, 'Saved'), ...errors(...BODY_ERRORS, ...ADMIN_ERRORS) },
 })

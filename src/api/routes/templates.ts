@@ -13,7 +13,7 @@ import {
   type TemplateSource,
 } from '../../templates/render.ts'
 import { saveTemplate, templateInEffect } from '../../templates/store.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json } from '../openapi.ts'
+import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
 
 // The kinds the registry declares when the Worker starts.
 const KindSchema = z.enum(kindNames() as [string, ...string[]])
@@ -51,7 +51,7 @@ const put = createRoute({
   summary: 'Save a new active version',
   description: "Rejects Liquid syntax errors, and renders the kind's example payload before saving.",
   security: ADMIN_SECURITY,
-  request: { params: Key, body: { required: true, content: { 'application/json': { schema: Parts } } } },
+  request: { params: Key, body: jsonBody(Parts) },
   responses: {
     200: json(Template.extend({ preview: Rendered }), 'Saved and active'),
     ...errors(...BODY_ERRORS, 409, ...ADMIN_ERRORS),
@@ -66,19 +66,14 @@ const preview = createRoute({
     "Renders the given parts, or else the active template of (kind, locale, channel), with the given model or the kind's example payload.",
   security: ADMIN_SECURITY,
   request: {
-    body: {
-      required: true,
-      content: {
-        'application/json': {
-          schema: Parts.partial().extend({
-            kind: KindSchema,
-            locale: Locale.default('ru'),
-            channel: z.enum(['email']).default('email'),
-            model: z.record(z.string(), z.unknown()).optional(),
-          }),
-        },
-      },
-    },
+    body: jsonBody(
+      Parts.partial().extend({
+        kind: KindSchema,
+        locale: Locale.default('ru'),
+        channel: z.enum(['email']).default('email'),
+        model: z.record(z.string(), z.unknown()).optional(),
+      }),
+    ),
   },
   responses: { 200: json(Rendered, 'Rendered'), ...errors(...BODY_ERRORS, 404, ...ADMIN_ERRORS) },
 })
