@@ -25,6 +25,13 @@ export type LocalWorker = {
   kill: () => void
   /** `fetch` of a path of its API; throws when the answer does not match its /openapi.json. */
   request: (path: string, init?: RequestInit) => Promise<Response>
+  /** A JSON call of its API with a bearer token (checked like `request`): the status and the parsed body. */
+  api: (
+    method: string,
+    path: string,
+    token: string,
+    body?: unknown,
+  ) => Promise<{ status: number; body: Record<string, unknown> }>
 }
 
 /**
@@ -82,7 +89,7 @@ export async function startLocalWorker(
   const url = `http://127.0.0.1:${port}`
   let checker: ReturnType<typeof openApiChecker> | undefined
   await waitFor(async () => ((await fetch(`${url}/healthz`)).ok ? true : undefined), `wrangler dev on ${port}`, 120_000)
-  return {
+  const local: LocalWorker = {
     url,
     port,
     output: () => output,
@@ -99,6 +106,14 @@ export async function startLocalWorker(
       })
       if (problems.length > 0) throw new Error(`the answer does not match /openapi.json:\n${problems.join('\n')}`)
       return response
+    },
+    async api(method, path, token, body) {
+      const response = await local.request(path, {
+        method,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> }
     },
     async runCron() {
       const response = await fetch(`${url}/__scheduled?cron=${encodeURIComponent('* * * * *')}`)
@@ -123,6 +138,7 @@ export async function startLocalWorker(
       rmSync(state, { recursive: true, force: true })
     },
   }
+  return local
 }
 
 /** One mail of wrangler's local list. */

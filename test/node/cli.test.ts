@@ -17,14 +17,7 @@ const INGEST = 'cli-test-ingest-token-0123456789'
 let worker: LocalWorker
 let URL_BASE = ''
 
-async function api(method: string, path: string, token: string, body?: unknown) {
-  const response = await worker.request(path, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> }
-}
+const api = (method: string, path: string, token: string, body?: unknown) => worker.api(method, path, token, body)
 
 let printed = ''
 watchOutput('the CLI', () => printed)

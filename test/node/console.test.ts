@@ -29,14 +29,7 @@ let browser: Browser
 /** Every page visited, for the axe, keyboard and screenshot passes. */
 const visited = new Map<string, string>()
 
-async function api(method: string, path: string, token: string, body?: unknown) {
-  const response = await worker.request(path, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> }
-}
+const api = (method: string, path: string, token: string, body?: unknown) => worker.api(method, path, token, body)
 
 async function signIn(context: BrowserContext, token: string): Promise<Page> {
   const page = await context.newPage()

@@ -41,14 +41,7 @@ let WORKER = ''
 
 const until = <T>(check: () => Promise<T | undefined>, what: string) => waitFor(check, what, 90_000)
 
-async function api(method: string, path: string, body?: unknown) {
-  const response = await worker.request(path, {
-    method,
-    headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> }
-}
+const api = (method: string, path: string, body?: unknown) => worker.api(method, path, ADMIN, body)
 
 async function mails(): Promise<{ to: string[]; subject: string }[]> {
   const response = await fetch(`${WORKER}/cdn-cgi/local/explorer/api/local/email/sending?per_page=100`)
