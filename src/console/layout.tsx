@@ -107,6 +107,16 @@ export function Csrf(props: { page: PageContext }) {
 }
 
 /** A table that scrolls sideways on a narrow screen, reachable by keyboard. */
+/** A text field of a filter form, filled with the filter's current value. */
+export function TextFilter(props: { name: string; label: string; value: string | undefined }) {
+  return (
+    <label>
+      {props.label}
+      <input name={props.name} value={props.value ?? ''} />
+    </label>
+  )
+}
+
 export function Table(props: { label: string; head: string[]; rows: Child[][]; numeric?: number[] }) {
   return (
     <section class="scroll" aria-label={props.label} tabindex={0}>

@@ -6,7 +6,7 @@
 import { Hono } from 'hono'
 import { countDeadLetters, type DeadLetterFilter } from '../../dead-letters/query.ts'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
-import { Csrf, ErrorNote, Layout, queryOf, Table } from '../layout.tsx'
+import { Csrf, ErrorNote, Layout, queryOf, Table, TextFilter } from '../layout.tsx'
 
 type Summary = {
   id: string
@@ -67,16 +67,10 @@ function Filters(props: { filter: DeadLetterFilter }) {
         <input type="search" name="q" value={filter.q ?? ''} />
       </label>
       {select('status', 'Status', ['open', 'replayed', 'discarded'], filter.status)}
-      <label>
-        Code
-        <input name="code" value={filter.code ?? ''} />
-      </label>
+      <TextFilter name="code" label="Code" value={filter.code} />
       {select('queue', 'Queue', ['notify-events', 'notify-dispatch', 'notify-email-events'], filter.queue)}
       {select('source', 'Source', ['postgres', 'rabbitmq', 'kafka', 'http'], filter.source)}
-      <label>
-        Kind
-        <input name="kind" value={filter.kind ?? ''} />
-      </label>
+      <TextFilter name="kind" label="Kind" value={filter.kind} />
       <button type="submit">Filter</button>
     </form>
   )

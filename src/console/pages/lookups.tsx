@@ -5,7 +5,7 @@
 import { Hono } from 'hono'
 import type { AuditRecord } from '../../audit/record.ts'
 import type { ConsoleEnv } from '../context.ts'
-import { ErrorNote, Layout, maskAddress, queryOf, Table } from '../layout.tsx'
+import { ErrorNote, Layout, maskAddress, queryOf, Table, TextFilter } from '../layout.tsx'
 
 export const lookupPages = new Hono<ConsoleEnv>()
 
@@ -88,18 +88,9 @@ lookupPages.get('/audit', async (c) => {
   return c.html(
     <Layout page={c.get('page')} title="Audit trail">
       <form class="filters" method="get" action="/console/audit">
-        <label>
-          Action
-          <input name="action" value={filter.action ?? ''} />
-        </label>
-        <label>
-          Actor
-          <input name="actor" value={filter.actor ?? ''} />
-        </label>
-        <label>
-          Target
-          <input name="target" value={filter.target ?? ''} />
-        </label>
+        <TextFilter name="action" label="Action" value={filter.action} />
+        <TextFilter name="actor" label="Actor" value={filter.actor} />
+        <TextFilter name="target" label="Target" value={filter.target} />
         <button type="submit">Filter</button>
       </form>
       <ErrorNote error={answer.body.error} />
