@@ -1,4 +1,5 @@
 import { DispatchMessageSchema } from '../dispatch/message.ts'
+import { resetFailedNotification } from '../notifications/replay.ts'
 import { QUEUES } from '../queue/names.ts'
 import { sendAll } from '../queue/send.ts'
 import { markReplayed } from './query.ts'
@@ -65,15 +66,4 @@ export async function replayDeadLetters(
   )
   if (replayed.length > 0) await env.DB.batch([markReplayed(env.DB, replayed, nowIso), ...(audit ? [audit] : [])])
   return { replayed, skipped }
-}
-
-/** Puts a `failed` notification back to `pending`, due now. Parameters: id, now. */
-function resetFailedNotification(db: D1Database, id: string, now: string): D1PreparedStatement {
-  return db
-    .prepare(
-      `UPDATE notifications SET status = 'pending', scheduled_at = ?2, enqueued_at = ?2, error_code = NULL,
-         status_reason = 'replayed by an operator', lease_until = NULL, updated_at = ?2
-       WHERE id = ?1 AND status = 'failed'`,
-    )
-    .bind(id, now)
 }

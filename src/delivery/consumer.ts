@@ -1,13 +1,14 @@
 import { configOf } from '../config.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
+import { applyDeliveryStatus } from '../notifications/delivery.ts'
 import { type EventWrite, persistEvents } from '../queue/persist.ts'
 import { type Settlement, settleFailure } from '../queue/policy.ts'
 import { settleBatch } from '../queue/settle.ts'
 import { suppressAutomatically } from '../suppression/store.ts'
 import { decodeDeliveryEvent } from './decode.ts'
 import type { DeliveryEvent } from './model.ts'
-import { applyDeliveryStatus, bare, insertDeliveryEvent, notificationsByProviderId } from './store.ts'
+import { bare, insertDeliveryEvent, notificationsByProviderId } from './store.ts'
 
 type Decoded = { message: Message<unknown>; event: DeliveryEvent }
 

@@ -34,25 +34,6 @@ export function insertDeliveryEvent(
 }
 
 /**
- * Sets a notification's delivery status unless a later event set it already:
- * providers do not promise order, and a `deferred` that arrives after the
- * `delivered` it preceded must not win. Parameters: id, status, event time, now.
- */
-export function applyDeliveryStatus(
-  db: D1Database,
-  notificationId: string,
-  event: DeliveryEvent,
-  now: string,
-): D1PreparedStatement {
-  return db
-    .prepare(
-      `UPDATE notifications SET delivery_status = ?2, delivery_at = ?3, updated_at = ?4
-       WHERE id = ?1 AND (delivery_at IS NULL OR delivery_at <= ?3)`,
-    )
-    .bind(notificationId, event.status, event.occurredAt, now)
-}
-
-/**
  * The notifications sent under the given provider message ids, by that id.
  * Cloudflare's binding answers with a `<…>` Message-ID while its events carry
  * the bare id, so both forms are looked up.

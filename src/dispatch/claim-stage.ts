@@ -1,15 +1,15 @@
 import { describeIssues, toFieldIssues } from '../contracts/index.ts'
 import { PipelineError } from '../errors.ts'
 import { optionalKindNames } from '../events/registry.ts'
-import type { Outgoing } from '../queue/send.ts'
 import {
   type ClaimedRow,
   claimNotification,
   notificationState,
   supersedeAuthoritative,
   supersedeFallback,
-} from './claim.ts'
-import { optOutGate, suppressionGate } from './gates.ts'
+} from '../notifications/claim.ts'
+import { optOutGate, suppressionGate } from '../notifications/gates.ts'
+import type { Outgoing } from '../queue/send.ts'
 import { DispatchMessageSchema, dispatchFor } from './message.ts'
 import type { DispatchRun } from './run.ts'
 

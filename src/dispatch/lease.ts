@@ -1,5 +1,5 @@
 import type { Logger } from '../log.ts'
-import { renewLease } from './claim.ts'
+import { renewLease } from '../notifications/lease.ts'
 
 /**
  * The dispatch claim of one batch: a fresh token that every claim, renewal and

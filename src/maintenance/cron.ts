@@ -2,8 +2,8 @@ import { configOf } from '../config.ts'
 import { dispatchFor } from '../dispatch/message.ts'
 import type { Logger } from '../log.ts'
 import { deleteProcessedEventsBefore } from '../materialize/processed.ts'
+import { markEnqueued, selectStuckNotifications } from '../notifications/stuck.ts'
 import { sendAll } from '../queue/send.ts'
-import { markEnqueued, selectStuckNotifications } from './stuck.ts'
 
 const DAY_MS = 86_400_000
 

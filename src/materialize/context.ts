@@ -1,9 +1,9 @@
 import type { ContactUpdate } from '../events/define.ts'
+import type { DecisionRef } from '../notifications/decision.ts'
 import { optOutKey } from '../preferences/store.ts'
 import { defaultTemplates } from '../templates/defaults.ts'
 import type { TemplateSource } from '../templates/render.ts'
 import { type TemplateRow, templateFromRow } from '../templates/store.ts'
-import type { DecisionRef } from './plan.ts'
 
 /** A contact from the replica. */
 export type Contact = ContactUpdate

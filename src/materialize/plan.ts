@@ -2,13 +2,14 @@ import type { Config } from '../config.ts'
 import { PipelineError } from '../errors.ts'
 import type { Intent, RecipientRef, Urgency } from '../events/define.ts'
 import { kindOf } from '../events/registry.ts'
+import { sameDecision } from '../notifications/decision.ts'
+import { type NotificationRow, notificationId } from '../notifications/row.ts'
 import { optOutKey } from '../preferences/store.ts'
 import { signUnsubscribe, type UnsubscribeScope, unsubscribeUrl } from '../preferences/token.ts'
 import { render } from '../templates/render.ts'
 import { localeChain, resolveTemplate } from '../templates/resolve.ts'
 import type { Work } from './batch.ts'
 import type { BatchContext, Contact } from './context.ts'
-import { type NotificationRow, notificationId } from './notification.ts'
 import { quietHoursEnd } from './quiet-hours.ts'
 
 /** How an event ends, as logged and counted. */
@@ -262,24 +263,6 @@ export function scheduleFor(
   const earliest = isFallback ? new Date(now.getTime() + config.FALLBACK_GRACE_SECONDS * 1000) : now
   if (!config.QUIET_HOURS_URGENCIES.includes(urgency)) return earliest
   return quietHoursEnd(earliest, timeZone, config.QUIET_HOURS_START, config.QUIET_HOURS_END) ?? earliest
-}
-
-/** A decision as stored: who and what, which request, when. */
-export type DecisionRef = { person: string; request: string | null; at: string | null }
-
-/**
- * Whether two verification notifications are about the same decision: the
- * same person and decision, and the same request when both name one; when one
- * names none, decided within `windowSeconds` of each other (a later decision
- * for the same person — a new request — is a decision of its own). A row
- * without a time (written before decision times were kept) matches as before.
- * `SAME_DECISION` in dispatch/claim.ts is this rule in SQL.
- */
-export function sameDecision(a: DecisionRef, b: DecisionRef, windowSeconds: number): boolean {
-  if (a.person !== b.person) return false
-  if (a.request !== null && b.request !== null) return a.request === b.request
-  if (a.at === null || b.at === null) return true
-  return Math.abs(Date.parse(a.at) - Date.parse(b.at)) <= windowSeconds * 1000
 }
 
 function dedupe(recipients: readonly Recipient[]): Recipient[] {

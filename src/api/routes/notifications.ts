@@ -1,6 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi'
 import { timelineOf } from '../../delivery/store.ts'
 import { ApiError } from '../../errors.ts'
+import { NOTIFICATION_STATUSES } from '../../notifications/status.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
 
 /** A notification row as read from D1. */
@@ -14,7 +15,7 @@ export const NotificationSummary = z
     channel: z.string(),
     urgency: z.string(),
     recipientUserId: z.string(),
-    status: z.enum(['pending', 'sending', 'sent', 'failed', 'undeliverable', 'superseded', 'suppressed', 'opted-out']),
+    status: z.enum(NOTIFICATION_STATUSES),
     statusReason: z.string().nullable(),
     deliveryStatus: z
       .enum(['delivered', 'deferred', 'bounced', 'complained', 'failed'])

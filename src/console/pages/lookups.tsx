@@ -4,15 +4,15 @@
  */
 import { Hono } from 'hono'
 import type { AuditRecord } from '../../audit/record.ts'
+import { isNotificationStatus } from '../../notifications/status.ts'
 import type { ConsoleEnv } from '../context.ts'
 import { ErrorNote, Layout, maskAddress, queryOf, Table, TextFilter } from '../layout.tsx'
 
 export const lookupPages = new Hono<ConsoleEnv>()
 
-const STATUSES = ['pending', 'sending', 'sent', 'failed', 'undeliverable', 'superseded', 'suppressed', 'opted-out']
-
 lookupPages.get('/notifications', async (c) => {
-  const status = STATUSES.includes(c.req.query('status') ?? '') ? c.req.query('status') : undefined
+  const asked = c.req.query('status')
+  const status = isNotificationStatus(asked) ? asked : undefined
   const { results } = await c.env.DB.prepare(
     `SELECT id, event_id, kind, status, created_at FROM notifications
      WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at DESC, id LIMIT 100`,

@@ -1,10 +1,11 @@
 import { PipelineError } from '../../errors.ts'
 import { COUNTERS, canonicalLabels, GAUGES, incrementCounter, setGauge } from '../../metrics/counters.ts'
+import { insertNotification } from '../../notifications/insert.ts'
 import { type EventWrite, persistEvents } from '../../queue/persist.ts'
 import { type BatchRun, describe, type Entry, type Work } from '../batch.ts'
 import type { Plan } from '../plan.ts'
 import { insertProcessedEvent, type ProcessedEvent } from '../processed.ts'
-import { insertNotification, upsertContact } from '../write.ts'
+import { upsertContact } from '../write.ts'
 
 type Recorded = Extract<Plan, { type: 'record' }>
 

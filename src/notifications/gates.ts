@@ -1,3 +1,5 @@
+import { claimable } from './sql.ts'
+
 /**
  * The recipient's side of a send, checked in the claim's D1 batch right before
  * the claim itself: a notification due to be claimed ends here, without a
@@ -6,8 +8,8 @@
  * between the check and the claim.
  */
 
-// The claim's own condition: due, and pending or left `sending` by a delivery whose lease ran out.
-const CLAIMABLE = `id = ?1 AND scheduled_at <= ?2 AND (status = 'pending' OR (status = 'sending' AND lease_until < ?2))`
+// The claim's own condition (./claim.ts), so a gate ends exactly what the claim would take.
+const CLAIMABLE = `id = ?1 AND ${claimable('?2', '?2')}`
 
 /**
  * Ends a claimable notification of an optional kind as `opted-out` when its

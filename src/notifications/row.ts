@@ -1,16 +1,6 @@
 import { sha256Hex } from '../crypto.ts'
 import type { Urgency } from '../events/define.ts'
-
-/** Statuses of a notification (docs/architecture.md lists what each means). */
-export type NotificationStatus =
-  | 'pending'
-  | 'sending'
-  | 'sent'
-  | 'failed'
-  | 'undeliverable'
-  | 'superseded'
-  | 'suppressed'
-  | 'opted-out'
+import type { NotificationStatus } from './status.ts'
 
 /** A notification as materialize writes it. */
 export type NotificationRow = {

@@ -1,3 +1,5 @@
+import { claimable } from './sql.ts'
+
 /**
  * Notifications the dispatch queue lost track of: `pending` past their time
  * (and not re-enqueued within the grace), or `sending` past their lease.
@@ -12,8 +14,7 @@ export function selectStuckNotifications(
   return db
     .prepare(
       `SELECT id, scheduled_at FROM notifications
-       WHERE (status = 'pending' AND scheduled_at <= ?2 AND (enqueued_at IS NULL OR enqueued_at <= ?2))
-          OR (status = 'sending' AND lease_until < ?1)
+       WHERE ${claimable('?2', '?1')} AND (status <> 'pending' OR enqueued_at IS NULL OR enqueued_at <= ?2)
        ORDER BY scheduled_at
        LIMIT ?3`,
     )

@@ -1,0 +1,88 @@
+import { claimable, sameDecisionSql } from './sql.ts'
+
+/** A notification as the dispatcher reads it after its claim. */
+export type ClaimedRow = {
+  id: string
+  kind: string
+  channel: string
+  status: string
+  event_id: string
+  source: string
+  recipient_email: string | null
+  recipient_name: string | null
+  subject: string | null
+  text_body: string | null
+  html_body: string | null
+  scheduled_at: string
+  lease_until: string | null
+  trace_id: string | null
+  unsubscribe_url: string | null
+}
+
+/**
+ * Ends a pending fallback decision (from person-upserted) whose authoritative
+ * notification exists. Parameters: id, now, match window in seconds.
+ */
+export function supersedeFallback(db: D1Database, id: string, now: string, windowSeconds: number): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'superseded', updated_at = ?2,
+         status_reason = 'the decision was notified from verification-requests (authoritative)'
+       WHERE id = ?1 AND status = 'pending' AND is_fallback = 1
+         AND EXISTS (SELECT 1 FROM notifications a WHERE a.is_fallback = 0 AND ${sameDecisionSql('a', '?3')})
+       RETURNING id, kind, channel`,
+    )
+    .bind(id, now, windowSeconds)
+}
+
+/**
+ * Ends a pending authoritative decision whose fallback is already being sent
+ * or was sent, so the owner gets one email per decision: it is superseded by
+ * that fallback. Parameters: id, now, match window in seconds.
+ */
+export function supersedeAuthoritative(
+  db: D1Database,
+  id: string,
+  now: string,
+  windowSeconds: number,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'superseded', updated_at = ?2,
+         status_reason = 'the same decision was already sent from person-upserted'
+       WHERE id = ?1 AND status = 'pending' AND is_fallback = 0 AND decision_person IS NOT NULL
+         AND EXISTS (SELECT 1 FROM notifications f WHERE f.is_fallback = 1 AND f.status IN ('sending', 'sent')
+                     AND ${sameDecisionSql('f', '?3')})
+       RETURNING id, kind, channel`,
+    )
+    .bind(id, now, windowSeconds)
+}
+
+/**
+ * Claims a due notification for sending under `token`: `pending → sending`
+ * with a lease, or takes over a `sending` one whose lease ran out. One
+ * statement, so exactly one of several concurrent deliveries wins.
+ * Parameters: id, now, lease until, claim token.
+ */
+export function claimNotification(
+  db: D1Database,
+  id: string,
+  now: string,
+  leaseUntil: string,
+  token: string,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'sending', lease_until = ?3, claim_token = ?4,
+         send_attempts = send_attempts + 1, updated_at = ?2
+       WHERE id = ?1 AND ${claimable('?2', '?2')}
+       RETURNING id, kind, channel, status, event_id, source, recipient_email, recipient_name, subject, text_body,
+                 html_body, scheduled_at, lease_until, trace_id, unsubscribe_url`,
+    )
+    .bind(id, now, leaseUntil, token)
+}
+
+/** The state of a notification after the claim statements. Parameters: id. */
+export function notificationState(db: D1Database, id: string): D1PreparedStatement {
+  return db.prepare('SELECT id, status, scheduled_at, lease_until FROM notifications WHERE id = ?1').bind(id)
+}

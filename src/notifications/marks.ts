@@ -1,0 +1,67 @@
+/**
+ * Marks a notification sent, only under the claim that sent it.
+ * Parameters: id, provider id, now, claim token.
+ */
+export function markSent(
+  db: D1Database,
+  id: string,
+  providerId: string,
+  now: string,
+  token: string,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'sent', provider_id = ?2, sent_at = ?3, updated_at = ?3, lease_until = NULL,
+         error_code = NULL, status_reason = NULL
+       WHERE id = ?1 AND status = 'sending' AND claim_token = ?4`,
+    )
+    .bind(id, providerId, now, token)
+}
+
+/**
+ * Keeps the exact message handed to the transport, when the mark before it in
+ * the same batch succeeded under `token`. Parameters: id, transport,
+ * Message-ID, raw MIME, now, claim token.
+ */
+export function recordSentMessage(
+  db: D1Database,
+  id: string,
+  transport: string,
+  messageId: string,
+  raw: string,
+  now: string,
+  token: string,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO sent_messages (notification_id, transport, message_id, raw, sent_at)
+       SELECT ?1, ?2, ?3, ?4, ?5
+       WHERE EXISTS (SELECT 1 FROM notifications WHERE id = ?1 AND status = 'sent' AND claim_token = ?6)
+       ON CONFLICT (notification_id) DO UPDATE SET transport = excluded.transport, message_id = excluded.message_id,
+         raw = excluded.raw, sent_at = excluded.sent_at`,
+    )
+    .bind(id, transport, messageId, raw, now, token)
+}
+
+/**
+ * Releases or ends a claimed notification after a failed send, only under the
+ * claim that tried: back to `pending` for a retry, `failed` for good, or
+ * `suppressed` when the transport refused the address as suppressed.
+ * Parameters: id, status, code, reason, now, claim token.
+ */
+export function markSendFailure(
+  db: D1Database,
+  id: string,
+  status: 'pending' | 'failed' | 'suppressed',
+  code: string,
+  reason: string,
+  now: string,
+  token: string,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = ?2, error_code = ?3, status_reason = ?4, updated_at = ?5, lease_until = NULL
+       WHERE id = ?1 AND status = 'sending' AND claim_token = ?6`,
+    )
+    .bind(id, status, code, reason, now, token)
+}

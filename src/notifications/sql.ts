@@ -1,0 +1,37 @@
+/**
+ * SQL fragments that more than one state change must agree on. Each is
+ * written once, here; a statement that needs one interpolates it.
+ */
+
+/**
+ * A notification a delivery may take: `pending` and due at `due`, or left
+ * `sending` by a delivery whose lease ended before `leaseEnded` (it crashed,
+ * or lost its answers). The claim, the recipient gates and the cron's search
+ * for lost notifications all use it.
+ *
+ * @param due - SQL expression of the time a pending notification must be due by
+ * @param leaseEnded - SQL expression of the time a sending notification's lease must have ended by
+ */
+export function claimable(due: string, leaseEnded: string): string {
+  return `((status = 'pending' AND scheduled_at <= ${due}) OR (status = 'sending' AND lease_until < ${leaseEnded}))`
+}
+
+/**
+ * `sameDecision` (./decision.ts) in SQL, between `notifications` and the row
+ * aliased `other`: the same person and decision; the same request when both
+ * name one, else decided within `windowSeconds` of each other (either time
+ * unknown: a match). A test runs both on the same pairs. The difference is
+ * rounded to the millisecond: julianday's floating point put two decisions
+ * exactly one window apart outside it, where the TypeScript rule matched.
+ *
+ * @param other - alias of the other notifications row
+ * @param windowSeconds - SQL expression of the match window in seconds
+ */
+export function sameDecisionSql(other: string, windowSeconds: string): string {
+  return `${other}.decision_person = notifications.decision_person
+  AND CASE WHEN ${other}.decision_request IS NOT NULL AND notifications.decision_request IS NOT NULL
+           THEN ${other}.decision_request = notifications.decision_request
+           ELSE ${other}.decision_at IS NULL OR notifications.decision_at IS NULL
+             OR round(abs(julianday(${other}.decision_at) - julianday(notifications.decision_at)) * 86400000) <= ${windowSeconds} * 1000
+      END`
+}
