@@ -1,6 +1,14 @@
 import fc from 'fast-check'
 import PostalMime from 'postal-mime'
 import { describe, expect, it } from 'vitest'
+import {
+  checkMessageLimits,
+  MAX_CUSTOM_HEADER_BYTES,
+  MAX_HEADER_VALUE_BYTES,
+  MAX_LINE_CHARACTERS,
+  MAX_MESSAGE_BYTES,
+  MAX_SUBJECT_CHARACTERS,
+} from '../src/dispatch/limits.ts'
 import { buildMime, type Mail } from '../src/dispatch/mime.ts'
 
 const CRLF = '\r\n'
@@ -241,5 +249,102 @@ describe('buildMime headers (RFC 2047 encoded-words, RFC 5322 folding)', () => {
     expect(header('list-unsubscribe-post')).toBe('List-Unsubscribe=One-Click')
     expect(raw.match(/^Content-Transfer-Encoding: base64$/gm)).toHaveLength(2)
     expect(buildMime(mailWith())).not.toMatch(/^List-Unsubscribe/m)
+  })
+})
+
+/** `bytes` characters of ASCII with a space every 71st, so that the value can be folded at will. */
+function foldableValue(bytes: number): string {
+  const words = Math.floor((bytes - 1) / 71)
+  return `${'a'.repeat(70)} `.repeat(words) + 'a'.repeat(bytes - 71 * words)
+}
+
+/** A header field whose unfolded value is `bytes` long, folded at every space so no line is long. */
+function foldedField(name: string, bytes: number): string {
+  return `${name}: ${foldableValue(bytes).replaceAll(' ', `${CRLF} `)}`
+}
+
+function withHeaders(raw: string, ...fields: string[]): string {
+  return raw.replace(CRLF + CRLF, `${CRLF}${fields.join(CRLF)}${CRLF}${CRLF}`)
+}
+
+/** The raw message with body lines appended until it is exactly `bytes` long. */
+function paddedTo(raw: string, bytes: number): string {
+  const missing = bytes - new TextEncoder().encode(raw).length - CRLF.length
+  const lines = Math.floor(missing / 78)
+  return `${raw}${CRLF}${`${'A'.repeat(76)}${CRLF}`.repeat(lines)}${'A'.repeat(missing - 78 * lines)}`
+}
+
+describe('checkMessageLimits (the Email Service limits, checked before sending)', () => {
+  const mail = mailWith({
+    to: { address: 'anna.client@example.com', name: 'Анна Клиент' },
+    unsubscribeUrl: 'https://notify-edge.example.workers.dev/unsubscribe?token=secret-token',
+  })
+  const raw = buildMime(mail)
+  /** checkMessageLimits, and what its message must never hold: it goes to logs. */
+  const check = (subject: Mail, message: string) => {
+    const result = checkMessageLimits(subject, message)
+    for (const personal of ['@', 'Анна', 'Клиент', 'Notify Edge', 'Ё', '👍', 'secret-token', 'aaaa']) {
+      expect(result?.message ?? '').not.toContain(personal)
+    }
+    return result
+  }
+
+  it('a message within every limit passes', () => {
+    expect(check(mail, raw)).toBeUndefined()
+  })
+
+  it('subject: 998 characters pass, 999 do not (counted in characters, not bytes or UTF-16 units)', () => {
+    const at = mailWith({ subject: 'Ё'.repeat(MAX_SUBJECT_CHARACTERS) })
+    expect(check(at, buildMime(at))).toBeUndefined()
+    const emoji = mailWith({ subject: '👍'.repeat(MAX_SUBJECT_CHARACTERS) })
+    expect(check(emoji, buildMime(emoji))).toBeUndefined()
+    const over = mailWith({ subject: 'Ё'.repeat(MAX_SUBJECT_CHARACTERS + 1) })
+    expect(check(over, buildMime(over))).toEqual({
+      code: 'NTF_MESSAGE_INVALID',
+      message: "the subject is 999 characters, over the Email Service's limit of 998",
+    })
+  })
+
+  it('message size: 5 MiB passes, one byte more does not', () => {
+    expect(check(mail, paddedTo(raw, MAX_MESSAGE_BYTES))).toBeUndefined()
+    expect(check(mail, paddedTo(raw, MAX_MESSAGE_BYTES + 1))).toEqual({
+      code: 'NTF_MESSAGE_INVALID',
+      message: "the message is 5242881 bytes, over the Email Service's limit of 5242880 (5 MiB)",
+    })
+  })
+
+  it('a custom header value: 2,048 bytes pass, 2,049 do not', () => {
+    expect(check(mail, withHeaders(raw, foldedField('X-Long', MAX_HEADER_VALUE_BYTES)))).toBeUndefined()
+    expect(check(mail, withHeaders(raw, foldedField('X-Long', MAX_HEADER_VALUE_BYTES + 1)))).toEqual({
+      code: 'NTF_MESSAGE_INVALID',
+      message: "the X-Long header's value is 2049 bytes, over the Email Service's limit of 2048",
+    })
+  })
+
+  it('custom headers together: 16 KB pass, one byte more does not; Subject, From, To and Content-Type do not count', () => {
+    const plain = mailWith({ subject: 'Ё'.repeat(MAX_SUBJECT_CHARACTERS) })
+    const base = buildMime(plain)
+    // The one custom header buildMime writes without an unsubscribe link, as name + ': ' + value + CRLF.
+    const own = 'X-Notify-Edge-Notification'.length + 2 + plain.notificationId.length + 2
+    const filled = (total: number) => {
+      const count = 8
+      return Array.from({ length: count }, (_, index) => {
+        const payload = Math.floor(total / count) + (index < total % count ? 1 : 0)
+        return foldedField(`X-Fill-${index}`, payload - `X-Fill-${index}`.length - 4)
+      })
+    }
+    expect(check(plain, withHeaders(base, ...filled(MAX_CUSTOM_HEADER_BYTES - own)))).toBeUndefined()
+    expect(check(plain, withHeaders(base, ...filled(MAX_CUSTOM_HEADER_BYTES - own + 1)))).toEqual({
+      code: 'NTF_MESSAGE_INVALID',
+      message: "the custom headers are 16001 bytes together, over the Email Service's limit of 16000 (16 KB)",
+    })
+  })
+
+  it('a line: 998 characters pass, 999 do not (RFC 5322)', () => {
+    const field = (length: number) => `X-Long: ${'a'.repeat(length - 'X-Long: '.length)}`
+    expect(check(mail, withHeaders(raw, field(MAX_LINE_CHARACTERS)))).toBeUndefined()
+    const result = check(mail, withHeaders(raw, field(MAX_LINE_CHARACTERS + 1)))
+    expect(result?.code).toBe('NTF_MESSAGE_INVALID')
+    expect(result?.message).toMatch(/^line \d+ is 999 characters, over RFC 5322's limit of 998$/)
   })
 })
