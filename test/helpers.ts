@@ -176,10 +176,17 @@ export async function sentMessagesOf(eventId: string): Promise<{ notification_id
 /** A parsed raw MIME message: decoded headers and text/html parts. */
 export type ParsedMail = { headers: Record<string, string>; text: string; html: string }
 
+/**
+ * A header value as a reader sees it: unfolded (RFC 5322 §2.2.3), the white
+ * space between two encoded-words dropped (RFC 2047 §6.2), each word decoded.
+ */
 function decodeWords(value: string): string {
-  return value.replace(/=\?utf-8\?B\?([^?]*)\?=/gi, (_, b64: string) =>
-    new TextDecoder().decode(Uint8Array.from(atob(b64), (char) => char.charCodeAt(0))),
-  )
+  return value
+    .replace(/\r?\n(?=[ \t])/g, '')
+    .replace(/(\?=)[ \t]+(?==\?)/g, '$1')
+    .replace(/=\?utf-8\?B\?([^?]*)\?=/gi, (_, b64: string) =>
+      new TextDecoder().decode(Uint8Array.from(atob(b64), (char) => char.charCodeAt(0))),
+    )
 }
 
 /** Parses what mimetext builds (multipart/alternative, base64 parts); enough to assert on. */

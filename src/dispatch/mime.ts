@@ -1,4 +1,5 @@
-import { createMimeMessage } from 'mimetext/browser'
+import { createMimeMessage, type HeaderField, Mailbox, type MIMEMessage } from 'mimetext/browser'
+import { mailboxesBody, unstructuredBody } from './header-fields.ts'
 
 /** What a message says and to whom. */
 export type Mail = {
@@ -34,13 +35,37 @@ function base64Lines(text: string): string {
 }
 
 /**
- * Builds the raw MIME message with mimetext: UTF-8 subject and display names,
- * a text and an HTML part (base64, so any script survives any relay), a
- * Message-ID derived from the notification id, and the one-click unsubscribe
- * headers when the kind is optional.
+ * Has mimetext write one of its own header fields (Subject, From, To) with
+ * `dump`. mimetext writes `Name: ` and then what `dump` returns; its own dumps
+ * put the whole value in one encoded-word, never folded (see header-fields.ts).
+ */
+function dumpWith(message: MIMEMessage, name: string, dump: (value: HeaderField['value']) => string): void {
+  const field = message.headers.fields.find((candidate) => candidate.name === name)
+  // mimetext is pinned; a version whose fields are arranged otherwise fails here, not in a mail client.
+  if (!field) throw new Error(`mimetext has no ${name} header field`)
+  field.dump = dump
+}
+
+function mailboxesOf(value: HeaderField['value']): { address: string; name: string }[] {
+  const mailboxes = Array.isArray(value) ? value : [value]
+  return mailboxes.flatMap((mailbox) =>
+    mailbox instanceof Mailbox ? [{ address: mailbox.addr, name: mailbox.name }] : [],
+  )
+}
+
+/**
+ * Builds the raw MIME message with mimetext: the Subject and the display names
+ * as RFC 2047 encoded-words where they are not plain ASCII, folded so that no
+ * header line passes 78 characters where a space or an encoded-word allows it
+ * (header-fields.ts), a text and an HTML part (base64, so any script survives
+ * any relay), a Message-ID derived from the notification id, and the one-click
+ * unsubscribe headers when the kind is optional.
  */
 export function buildMime(mail: Mail): string {
   const message = createMimeMessage()
+  dumpWith(message, 'Subject', (value) => unstructuredBody('Subject', typeof value === 'string' ? value : ''))
+  dumpWith(message, 'From', (value) => mailboxesBody('From', mailboxesOf(value)))
+  dumpWith(message, 'To', (value) => mailboxesBody('To', mailboxesOf(value)))
   message.setSender({ addr: mail.from.address, name: mail.from.name })
   message.setRecipient(mail.to.name ? { addr: mail.to.address, name: mail.to.name } : { addr: mail.to.address })
   message.setSubject(mail.subject)
