@@ -60,6 +60,14 @@ export const ConfigSchema = z.object({
     .describe(
       'how long a claim holds rows before another bridge may take them; renewed every third of it while the batch is on its way',
     ),
+  PG_DATA_WAIT_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(60_000)
+    .describe(
+      'how long an outbox row waits for its data row (passed over meanwhile; the rows behind it go on) before it is forwarded without a body and dead-lettered',
+    ),
   RABBITMQ_URL: z
     .string()
     .regex(/^amqps?:\/\//, 'an amqp:// URL')
