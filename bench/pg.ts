@@ -26,7 +26,7 @@ export async function benchPostgres() {
     let start = performance.now()
     for (;;) {
       const token = crypto.randomUUID()
-      const rows = await claimOutboxBatch(db.sql, 'data_exchange', token, 30_000, 100)
+      const rows = await claimOutboxBatch(db.sql, 'data_exchange', token, 30_000, 100, 60_000)
       if (rows.length === 0) break
       const ids = rows.map((row) => row.message_id)
       await markTransferred(

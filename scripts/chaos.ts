@@ -170,6 +170,8 @@ const bridgeEnv = {
   SINK_TOKEN: INGEST,
   PG_URL: pgUrl,
   PG_LEASE_MS: '5000',
+  // The hostile outbox row without a data row is forwarded (and dead-lettered) after this wait for its data.
+  PG_DATA_WAIT_MS: '2000',
   RABBITMQ_URL: 'amqp://guest:guest@127.0.0.1:5672',
   RABBITMQ_DECLARE: 'true',
   RABBITMQ_EXCHANGE: exchange,

@@ -60,6 +60,14 @@ export const ConfigSchema = z.object({
     .describe(
       'how long a claim holds rows before another bridge may take them; renewed every third of it while the batch is on its way',
     ),
+  PG_DATA_WAIT_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(60_000)
+    .describe(
+      'how long an outbox row waits for its data row (passed over meanwhile; the rows behind it go on) before it is forwarded without a body and dead-lettered',
+    ),
   RABBITMQ_URL: z
     .string()
     .regex(/^amqps?:\/\//, 'an amqp:// URL')
@@ -91,9 +99,9 @@ export const ConfigSchema = z.object({
   ),
   KAFKA_BROKERS: List.optional().describe('bootstrap brokers, comma-separated; the Kafka source is enabled when set'),
   KAFKA_GROUP_ID: z.string().min(1).default('notifications-profile-events').describe('consumer group'),
-  KAFKA_TOPICS: List.prefault('pin.profile.verification-requests.v1,pin.profile.persons.v1').describe(
-    'topics, comma-separated',
-  ),
+  KAFKA_TOPICS: List.prefault(
+    'pin.profile.verification-requests.v1,pin.profile.persons.v1,pin.identity.contacts.v1',
+  ).describe('topics, comma-separated: the PIN profile events, and the contacts their recipients are read from'),
   KAFKA_CLIENT_ID: z.string().min(1).default('notify-edge-bridge').describe('Kafka client id'),
   HTTP_PORT: z.coerce
     .number()

@@ -35,6 +35,11 @@ export function createMetrics() {
       help: 'Outbox rows not transferred yet (at the last sweep).',
       registers: [registry],
     }),
+    rabbitmqAckTimeouts: new Counter({
+      name: 'bridge_rabbitmq_ack_timeouts_total',
+      help: 'Consumer channels RabbitMQ closed because deliveries waiting for the Worker outlived its consumer_timeout.',
+      registers: [registry],
+    }),
     sourceUp: new Gauge({
       name: 'bridge_source_up',
       help: '1 when the source is connected, 0 when not.',

@@ -181,9 +181,45 @@ test('PG_MODE=poll delivers without the trigger', async () => {
   assertOnce(sink.ids(), ids)
 })
 
-test('a row without its data row, and one whose body is not UTF-8, are forwarded (base64), never skipped', async () => {
+test('an outbox row committed before its data row: it waits for the data, rows behind it go on, and it is forwarded with its body once the data row commits', async () => {
   const { db, sink } = await setup()
   await bridge({ PG_URL: db.url, SINK_URL: sink.url })
+  const early = crypto.randomUUID()
+  // The producer commits the outbox row in one transaction, its data in a later one.
+  await db.sql`INSERT INTO data_exchange.message_queue_log (message_id) VALUES (${early})`
+  const behind = await writeRows(db.sql, 20)
+  // Rows written after it were claimed and forwarded: the relay has swept past the early row.
+  await waitFor(async () => {
+    const [{ count } = { count: 0 }] = await db.sql<{ count: number }[]>`
+      SELECT count(*)::int AS count FROM data_exchange.message_queue_log
+      WHERE transferred AND message_id = ANY(${behind}::uuid[])`
+    return count === behind.length ? true : undefined
+  }, 'the rows behind it')
+  assert.equal(
+    sink.accepted.some((event) => event.sourceMessageId === early),
+    false,
+    'the row was forwarded before its data row existed',
+  )
+  const [row] = await db.sql<{ transferred: boolean | null }[]>`
+    SELECT transferred FROM data_exchange.message_queue_log WHERE message_id = ${early}`
+  assert.notEqual(row?.transferred, true, 'the row was marked transferred before its data row existed')
+
+  const body = JSON.stringify({ envelope: { eventId: early, eventType: 'response.created' } })
+  await db.sql`INSERT INTO data_exchange.message_queue_log_data (message_id, message_body) VALUES (${early}, ${Buffer.from(body)})`
+  await waitFor(
+    async () => ((await transferredCount(db.sql)) === 21 ? true : undefined),
+    'the early row, once its data is there',
+  )
+  const forwarded = sink.accepted.filter((event) => event.sourceMessageId === early)
+  assert.equal(forwarded.length, 1)
+  assert.equal(forwarded[0]?.body, body)
+  assert.equal(forwarded[0]?.headers['x-outbox-problem'], undefined)
+  assertOnce(sink.ids(), [early, ...behind])
+})
+
+test('a row whose data row never comes (after PG_DATA_WAIT_MS), and one whose body is not UTF-8, are forwarded (base64), never skipped', async () => {
+  const { db, sink } = await setup()
+  await bridge({ PG_URL: db.url, SINK_URL: sink.url, PG_DATA_WAIT_MS: '1000' })
   const missing = crypto.randomUUID()
   const binary = crypto.randomUUID()
   await db.sql`INSERT INTO data_exchange.message_queue_log (message_id) VALUES (${missing})`
@@ -195,6 +231,7 @@ test('a row without its data row, and one whose body is not UTF-8, are forwarded
   const byId = new Map(sink.accepted.map((event) => [event.sourceMessageId, event]))
   assert.deepEqual(byId.get(missing)?.encoding, 'base64')
   assert.equal(byId.get(missing)?.body, '')
+  assert.equal(byId.get(missing)?.headers['x-outbox-problem'], 'no message_queue_log_data row after 1000 ms')
   assert.equal(byId.get(binary)?.encoding, 'base64')
   assert.deepEqual(Buffer.from(byId.get(binary)?.body ?? '', 'base64'), Buffer.from([0xff, 0xfe, 0x00, 0x41]))
 })

@@ -159,5 +159,91 @@ test('a message too large for a queue message sends its marker and is rejected i
   assert.equal(dead.messageId, id)
 })
 
+/** Sets the broker's consumer_timeout; it applies to channels opened afterwards. */
+function setConsumerTimeout(ms: number): void {
+  execFileSync('rabbitmqctl', ['-q', 'eval', `application:set_env(rabbit, consumer_timeout, ${ms}).`], {
+    stdio: 'ignore',
+  })
+}
+// Whatever happens in the test, the broker gets its default back.
+after(() => setConsumerTimeout(1_800_000))
+
+/** The bridge's log lines (pino JSON), parsed. */
+function logLines(output: string): { level: string; msg: string; [key: string]: unknown }[] {
+  return output
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line))
+}
+
+test('a Worker outage longer than consumer_timeout: the broker closes the channel and requeues, the bridge says so once, every message arrives, the queue ends empty and new messages still flow', async (t) => {
+  // 15 s for the bridge's consumer channel only: it is read when a channel opens, so the default is back at once.
+  let context: Awaited<ReturnType<typeof setup>>
+  setConsumerTimeout(15_000)
+  try {
+    context = await setup()
+  } finally {
+    setConsumerTimeout(1_800_000)
+  }
+  const { names, sink, bridge, publish } = context
+  sink.setMode('fail503')
+  const ids = await publish(50)
+  await waitFor(
+    () => (sink.requests.some((request) => request.status === 503) ? true : undefined),
+    'the sink refusing the held messages',
+  )
+  // The broker checks on its channel tick (about a minute): the channel is closed, its unacked messages requeued
+  // and the queue left without a consumer. (Asked over AMQP: rabbitmqctl is too heavy to poll for a minute.)
+  await waitFor(
+    async () => {
+      const { messageCount, consumerCount } = await rabbit.queueDeclare({ queue: names.queue, passive: true })
+      return messageCount === 50 && consumerCount === 0 ? true : undefined
+    },
+    'the broker to time the deliveries out and requeue them',
+    150_000,
+  )
+  assert.equal(sink.accepted.length, 0)
+
+  sink.setMode('accept')
+  await waitFor(() => (new Set(sink.ids()).size === 50 ? true : undefined), 'every message after the outage', 60_000)
+  assert.deepEqual(new Set(sink.ids()), new Set(ids))
+  await waitFor(() => {
+    const counts = queueCounts(names.queue)
+    return counts.ready === 0 && counts.unacked === 0 ? true : undefined
+  }, 'an empty queue with nothing unacked')
+  // Held by the sink when their channel closed, accepted after: their redeliveries are not forwarded again.
+  const duplicates = sink.ids().length - 50
+  t.diagnostic(`forwarded twice after the timeout: ${duplicates} of 50`)
+  assert.equal(duplicates, 0)
+
+  // Still consuming: new messages arrive and are acked.
+  const later = await publish(10)
+  await waitFor(() => (later.every((id) => sink.ids().includes(id)) ? true : undefined), 'messages published after')
+  await waitFor(() => {
+    const counts = queueCounts(names.queue)
+    return counts.ready === 0 && counts.unacked === 0 ? true : undefined
+  }, 'an empty queue again')
+  assert.equal(bridge.child.exitCode, null, 'the bridge exited')
+  assert.equal(bridge.child.signalCode, null, 'the bridge was killed')
+
+  assert.match(await bridge.metrics(), /bridge_rabbitmq_ack_timeouts_total 1\n/)
+  const lines = logLines(bridge.output())
+  const timeouts = lines.filter((line) => /consumer_timeout/.test(line.msg))
+  assert.equal(timeouts.length, 1, `one clear report of the timeout:\n${bridge.output()}`)
+  assert.equal(timeouts[0]?.level, 'error')
+  // No line per delivery: the stale acknowledgements of the closed channel are summed up, not repeated.
+  const perDelivery = lines.filter((line) => JSON.stringify(line).includes('failed to ack/nack'))
+  assert.equal(perDelivery.length, 0, `${perDelivery.length} lines about failed acks`)
+  const settled = lines.filter((line) => line.staleAcks !== undefined)
+  assert.deepEqual(
+    settled.map((line) => [line.staleAcks, line.awaitingRedelivery]),
+    [[50, 50]],
+  )
+  assert.deepEqual(
+    lines.filter((line) => line.skipped !== undefined).map((line) => line.skipped),
+    [50],
+  )
+})
+
 // Nothing the child processes of this file printed may carry personal data.
 after(() => assertNoLeaks())

@@ -79,6 +79,8 @@ before(async () => {
     SINK_URL: `${worker.url}/v1/ingest`,
     SINK_TOKEN: INGEST,
     PG_URL,
+    // The outbox row without a data row is dead-lettered after this wait for its data.
+    PG_DATA_WAIT_MS: '2000',
     RABBITMQ_URL: RABBIT_URL,
     RABBITMQ_DECLARE: 'true',
     RABBITMQ_EXCHANGE: names.exchange,

@@ -163,10 +163,17 @@ export class PostgresRelay {
    * the lease, mark (short statement, under the claim token).
    */
   async #relayBatch(): Promise<number> {
-    const { PG_SCHEMA: schema, PG_LEASE_MS: leaseMs, PG_BATCH_SIZE: limit } = this.#config
+    const { PG_SCHEMA: schema, PG_LEASE_MS: leaseMs, PG_BATCH_SIZE: limit, PG_DATA_WAIT_MS: dataWaitMs } = this.#config
     const token = crypto.randomUUID()
-    const rows = await claimOutboxBatch(this.#sql, schema, token, leaseMs, limit)
+    const rows = await claimOutboxBatch(this.#sql, schema, token, leaseMs, limit, dataWaitMs)
     if (rows.length === 0) return 0
+    const bodiless = rows.filter((row) => row.message_body === null).map((row) => row.message_id)
+    if (bodiless.length > 0) {
+      this.#log.warn(
+        { rows: bodiless.length, messageIds: bodiless.slice(0, 20), dataWaitMs },
+        'outbox rows still without a message_queue_log_data row after PG_DATA_WAIT_MS: forwarded without a body, the Worker dead-letters them',
+      )
+    }
     this.#claims.add(token)
     const renewal = setInterval(() => {
       renewClaim(this.#sql, schema, token, leaseMs).catch((error) =>
@@ -200,14 +207,15 @@ export class PostgresRelay {
 
   /**
    * An outbox row as an inbound event, its body the stored bytes (UTF-8 text,
-   * else base64). A row without its data row travels empty, so the Worker
+   * else base64). A row that still has no data row after `PG_DATA_WAIT_MS`
+   * (the claim passes it over until then) travels empty, so the Worker
    * dead-letters it instead of it being skipped silently.
    */
   #toInbound(row: OutboxRow): InboundEvent {
     const payload = payloadOf(row.message_body)
     const problem =
       row.message_body === null
-        ? 'no message_queue_log_data row'
+        ? `no message_queue_log_data row after ${this.#config.PG_DATA_WAIT_MS} ms`
         : payload.encoding === 'base64' && row.message_body.byteLength > 0
           ? 'message_body is not UTF-8'
           : undefined

@@ -9,7 +9,12 @@ export type OutboxRow = { message_id: string; message_body: Buffer | null; creat
  * once, so no transaction stays open while they are forwarded. SKIP LOCKED
  * keeps concurrent claimers (other loops, other bridges) apart. The body is
  * the first data row of the message, NULL when it has none.
- * Parameters: schema, claim token, lease in milliseconds, limit.
+ *
+ * A row whose data row is not there yet (a producer that commits the outbox
+ * row before the data it refers to) is not claimed until it is, or until the
+ * row is `dataWaitMs` old: it is passed over, so the rows behind it go on, and
+ * the next sweep looks again. Only after that wait does it travel without a body.
+ * Parameters: schema, claim token, lease in milliseconds, limit, data wait in milliseconds.
  */
 export async function claimOutboxBatch(
   sql: Sql,
@@ -17,14 +22,17 @@ export async function claimOutboxBatch(
   token: string,
   leaseMs: number,
   limit: number,
+  dataWaitMs: number,
 ): Promise<OutboxRow[]> {
   const rows = await sql<OutboxRow[]>`
     WITH candidates AS (
-      SELECT message_id FROM ${sql(schema)}.message_queue_log
-      WHERE transferred IS NOT TRUE AND (claimed_until IS NULL OR claimed_until < now())
-      ORDER BY created_at, message_id
+      SELECT l.message_id FROM ${sql(schema)}.message_queue_log l
+      WHERE l.transferred IS NOT TRUE AND (l.claimed_until IS NULL OR l.claimed_until < now())
+        AND (EXISTS (SELECT 1 FROM ${sql(schema)}.message_queue_log_data d WHERE d.message_id = l.message_id)
+             OR l.created_at <= now() - ${dataWaitMs} * interval '1 millisecond')
+      ORDER BY l.created_at, l.message_id
       LIMIT ${limit}
-      FOR UPDATE SKIP LOCKED
+      FOR UPDATE OF l SKIP LOCKED
     )
     UPDATE ${sql(schema)}.message_queue_log l
     SET claim_token = ${token}, claimed_until = now() + ${leaseMs} * interval '1 millisecond'

@@ -13,6 +13,26 @@ import { contentTypeOf, keepRawBodies } from './raw-body.ts'
 /** The exchange that routes the declared queue's own dead letters to the dead-letter queue (as the ArtHunt AsyncAPI declares it). */
 const DLX = 'email.notifications.dlx'
 
+/** Deliveries the Worker accepted on a channel that closed before their ack, remembered until redelivered (oldest dropped first). */
+const REMEMBERED_MAX = 10_000
+
+/** How rabbitmq-client reports an ack or nack it could not send because the message's channel had closed. */
+function isStaleAck(error: unknown): boolean {
+  const { code, message } = error as { code?: unknown; message?: unknown }
+  return code === 'CH_CLOSE' && typeof message === 'string' && message.startsWith('failed to ack/nack message')
+}
+
+/** What identifies a delivery across its redelivery: where it was published, its message-id and its bytes. */
+function deliveryKey(message: AsyncMessage, bytes: Buffer): string {
+  return JSON.stringify([message.exchange, message.routingKey, message.messageId ?? null, sha256Hex(bytes)])
+}
+
+/** The broker closing a channel whose deliveries outlived its `consumer_timeout`. */
+function isAckTimeout(error: unknown): boolean {
+  const { code, message } = error as { code?: unknown; message?: unknown }
+  return code === 'PRECONDITION_FAILED' && typeof message === 'string' && /acknowledgement.*timed out/i.test(message)
+}
+
 /**
  * The RabbitMQ source (ArtHunt's email-notification AsyncAPI): consumes
  * the queue with manual acks and a bounded prefetch; each message is acked
@@ -24,6 +44,14 @@ const DLX = 'email.notifications.dlx'
  * refused by the ingest route) is published, exactly as it came, to the
  * dead-letter queue (declared by the bridge if it does not exist, also when the
  * main queue is used passively) and only then acked: the original stays there.
+ *
+ * A Worker outage longer than the broker's `consumer_timeout` makes RabbitMQ
+ * close the consumer's channel and requeue what it held. rabbitmq-client acks
+ * a message only on the channel it came on, so nothing stale reaches the new
+ * channel; it sets the consumer up again once the held deliveries are settled
+ * (when the Worker accepts them). Those the Worker accepted after their channel
+ * closed are remembered, and their redeliveries acked without forwarding them
+ * again. The timeout is logged once, as an error, and counted.
  */
 export class RabbitSource {
   readonly name = 'rabbitmq'
@@ -36,6 +64,14 @@ export class RabbitSource {
   #consumer: Consumer | undefined
   #up = false
   #stopping = false
+  /** Deliveries being forwarded now. */
+  #holding = 0
+  /** Keys of deliveries the Worker accepted whose channel closed before the ack (insertion order: oldest first). */
+  readonly #acceptedUnacked = new Set<string>()
+  /** Since the consumer was last set up: acks and nacks that could not be sent (their channel had closed). */
+  #staleAcks = 0
+  /** Redeliveries acked without forwarding (the Worker had them) since the remembered ones were last all redelivered. */
+  #skipped = 0
 
   constructor(config: BridgeConfig, sink: Sink, log: Logger, metrics: Metrics) {
     this.#config = config
@@ -100,9 +136,30 @@ export class RabbitSource {
     this.#consumer.on('ready', () => {
       this.#setUp(true)
       this.#log.info({ queue: config.RABBITMQ_QUEUE }, 'source:consuming')
+      if (this.#staleAcks > 0) {
+        this.#log.warn(
+          { staleAcks: this.#staleAcks, awaitingRedelivery: this.#acceptedUnacked.size },
+          'deliveries of the closed channel were settled without an ack (the broker requeued them); those the Worker accepted are acked on redelivery, not forwarded again',
+        )
+        this.#staleAcks = 0
+      }
     })
     this.#consumer.on('error', (error) => {
+      if (isStaleAck(error)) {
+        // One per delivery of a closed channel: summed up when the consumer is set up again.
+        this.#staleAcks += 1
+        return
+      }
       this.#setUp(false)
+      if (isAckTimeout(error)) {
+        this.#metrics.rabbitmqAckTimeouts.inc()
+        this.#log.error(
+          { error, holding: this.#holding, queue: config.RABBITMQ_QUEUE },
+          "RabbitMQ closed the consumer channel: deliveries waiting for the Worker outlived the broker's consumer_timeout. " +
+            'It requeued them; the consumer is set up again once the Worker accepts what the bridge holds, and their redeliveries are not forwarded again',
+        )
+        return
+      }
       this.#log.warn({ error }, 'consumer error; it sets itself up again')
     })
   }
@@ -143,19 +200,61 @@ export class RabbitSource {
   }
 
   async #handle(message: AsyncMessage): Promise<ConsumerStatus> {
+    const channel = this.#channel()
+    const bytes = Buffer.isBuffer(message.body) ? message.body : Buffer.from(String(message.body ?? ''))
+    if (
+      message.redelivered &&
+      this.#acceptedUnacked.size > 0 &&
+      this.#acceptedUnacked.delete(deliveryKey(message, bytes))
+    ) {
+      // The Worker accepted it before; its ack was lost with its channel.
+      this.#skipped += 1
+      if (this.#acceptedUnacked.size === 0) {
+        this.#log.info(
+          { skipped: this.#skipped },
+          'redeliveries of messages the Worker had accepted were acked without forwarding them again',
+        )
+        this.#skipped = 0
+      }
+      return ConsumerStatus.ACK
+    }
+    this.#holding += 1
     try {
-      const bytes = Buffer.isBuffer(message.body) ? message.body : Buffer.from(String(message.body ?? ''))
       const [delivery] = await this.#sink.send([this.#toInbound(message, bytes)], {
         keptAt: `rabbitmq:${this.#config.RABBITMQ_DLQ}`,
       })
       // The marker is with the Worker; the original goes to the dead-letter queue before the ack.
       if (delivery?.as === 'marker') await this.#keepInDeadLetterQueue(message, bytes, delivery.marker)
+      if (channel?.active === false) this.#rememberAccepted(deliveryKey(message, bytes))
       return ConsumerStatus.ACK
     } catch (error) {
       // Nothing here should throw; if it does, the message goes back to the queue, not away.
       this.#log.error({ error }, 'handling a delivery failed; requeueing it')
       await sleep(backoffMs(3))
       return ConsumerStatus.REQUEUE
+    } finally {
+      this.#holding -= 1
+    }
+  }
+
+  /**
+   * The consumer's channel now, which is the one a delivery being handled came
+   * on: rabbitmq-client reads it the same way to ack (Consumer#_execHandler),
+   * and sets up a new channel only after every handler settled. The library
+   * is pinned; without the field nothing is remembered, and redeliveries are
+   * forwarded again (the Worker deduplicates them).
+   */
+  #channel(): { active: boolean } | undefined {
+    const channel = (this.#consumer as unknown as { _ch?: { active?: unknown } } | undefined)?._ch
+    return typeof channel?.active === 'boolean' ? (channel as { active: boolean }) : undefined
+  }
+
+  /** A delivery the Worker accepted whose ack cannot be sent: its redelivery is acked without forwarding. */
+  #rememberAccepted(key: string): void {
+    this.#acceptedUnacked.add(key)
+    if (this.#acceptedUnacked.size > REMEMBERED_MAX) {
+      const oldest = this.#acceptedUnacked.values().next().value
+      if (oldest !== undefined) this.#acceptedUnacked.delete(oldest)
     }
   }
 
