@@ -8,7 +8,9 @@ import type { RefusalIssue } from '@notify-edge/contracts'
  * dead letter carrying the last error), `dead-letter`
  * skips retries because trying again cannot help, `fail` ends the notification
  * as `failed` without a dead letter (nothing an operator could replay helps),
- * `skip` ends it without sending because the recipient must not be mailed. API codes carry the HTTP
+ * `skip` ends it without sending because the recipient must not be mailed,
+ * `wait` holds the notification without counting a try until what it waits
+ * for is fixed. API codes carry the HTTP
  * status they answer with. docs/operating.md lists this table; a test keeps the two equal.
  */
 export const ERRORS = {
@@ -51,9 +53,19 @@ export const ERRORS = {
     description: 'The email transport failed in a way that may pass (timeout, 5xx, rate limit).',
   },
   NTF_SEND_PERMANENT: {
-    decision: 'fail',
+    decision: 'dead-letter',
     description:
-      'The email transport refused the message for good (an invalid address, an unverified sender): the notification ends `failed`, no retry.',
+      'The email transport refused this message for good (an invalid address, an invalid field): the notification ends `failed` as a dead letter; replay it once the cause is fixed.',
+  },
+  NTF_MESSAGE_INVALID: {
+    decision: 'dead-letter',
+    description:
+      'The built message is over a limit the transport documents (a subject over 998 characters, 5 MiB, 16 KB of custom headers, a line over 998): not sent, the notification ends `failed` as a dead letter; the message names the limit. Sending it again cannot help: fix the template for later events.',
+  },
+  NTF_TRANSPORT_PAUSED: {
+    decision: 'wait',
+    description:
+      'The transport refused a send for a reason of our own configuration (API key, a missing header, the sender or its domain not verified, a quota): it is paused, its notifications wait `paused`, one is tried at a time, and all are released when one is accepted.',
   },
   NTF_RECIPIENT_SUPPRESSED: {
     decision: 'skip',
@@ -94,7 +106,7 @@ export const ERRORS = {
   INTERNAL: { status: 500, description: 'An unexpected error; details are in the Worker log.' },
 } as const satisfies Record<
   string,
-  { description: string } & ({ decision: 'retry' | 'dead-letter' | 'fail' | 'skip' } | { status: number })
+  { description: string } & ({ decision: 'retry' | 'dead-letter' | 'fail' | 'skip' | 'wait' } | { status: number })
 >
 
 /** Any error code. */
@@ -141,6 +153,6 @@ export class ApiError extends Error {
 }
 
 /** The retry decision of a pipeline code. */
-export function decisionOf(code: PipelineCode): 'retry' | 'dead-letter' | 'fail' | 'skip' {
+export function decisionOf(code: PipelineCode): 'retry' | 'dead-letter' | 'fail' | 'skip' | 'wait' {
   return ERRORS[code].decision
 }

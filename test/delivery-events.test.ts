@@ -7,7 +7,7 @@
 import { env } from 'cloudflare:workers'
 import { Webhook } from 'svix'
 import { describe, expect, it } from 'vitest'
-import { ADMIN_TOKEN, eventually, freshInbound, guid, notificationsOf, postIngest } from './helpers.ts'
+import { ADMIN_TOKEN, dispatchOnce, eventually, freshInbound, guid, notificationsOf, postIngest } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 const WEBHOOK_SECRET = 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ='
@@ -389,20 +389,19 @@ async function pending(email: string): Promise<string> {
 }
 
 async function dispatchWith(id: string, binding: SendEmail) {
-  const { createExecutionContext, createMessageBatch, getQueueResult } = await import('cloudflare:test')
-  const { default: worker } = await import('../src/index.ts')
-  const { vi } = await import('vitest')
-  const batch = createMessageBatch('notify-dispatch', [
-    { id: `d-${guid()}`, timestamp: new Date(), attempts: 1, body: { notificationId: id } },
-  ])
-  const retry = vi.spyOn(batch.messages[0] as Message, 'retry')
-  const ctx = createExecutionContext()
-  await worker.queue(batch, { ...env, EMAIL: binding } as Env)
-  const result = await getQueueResult(batch, ctx)
+  const result = await dispatchOnce({ notificationId: id }, { EMAIL: binding })
   const row = await env.DB.prepare('SELECT status, error_code FROM notifications WHERE id = ?1')
     .bind(id)
     .first<{ status: string; error_code: string | null }>()
-  return { ...result, delays: retry.mock.calls.map(([options]) => options?.delaySeconds), row }
+  return { ...result, row }
+}
+
+/** Seconds from now to a notification's next try. */
+async function secondsToRetry(id: string): Promise<number> {
+  const row = await env.DB.prepare('SELECT scheduled_at FROM notifications WHERE id = ?1')
+    .bind(id)
+    .first<{ scheduled_at: string }>()
+  return Math.round((Date.parse(row?.scheduled_at as string) - Date.now()) / 1000)
 }
 
 describe('the Email Service error codes, mapped by code', () => {
@@ -422,33 +421,32 @@ describe('the Email Service error codes, mapped by code', () => {
     expect(results).toHaveLength(0)
   })
 
-  it('rate and daily limits are transient and wait longer; a code decides even when the text says otherwise', async () => {
+  it('the rate limit is transient and waits longer; a code decides even when the text says otherwise', async () => {
+    const rateId = await pending(`cf-rate-${guid().slice(0, 8)}@example.com`)
     const rate = await dispatchWith(
-      await pending(`cf-rate-${guid().slice(0, 8)}@example.com`),
+      rateId,
       refusingBinding('E_RATE_LIMIT_EXCEEDED', 'email to x not allowed right now'),
     )
     expect(rate.row?.status).toBe('pending')
-    expect(rate.delays).toEqual([60])
-    const daily = await dispatchWith(
-      await pending(`cf-daily-${guid().slice(0, 8)}@example.com`),
-      refusingBinding('E_DAILY_LIMIT_EXCEEDED'),
-    )
-    expect(daily.delays).toEqual([3600])
-    const unknown = await dispatchWith(
-      await pending(`cf-new-${guid().slice(0, 8)}@example.com`),
-      refusingBinding('E_SOMETHING_NEW', 'rejected'),
-    )
+    expect(rate.delays).toEqual([])
+    expect(await secondsToRetry(rateId)).toBeGreaterThanOrEqual(59)
+    expect(rate.enqueued).toHaveLength(1)
+    const unknownId = await pending(`cf-new-${guid().slice(0, 8)}@example.com`)
+    const unknown = await dispatchWith(unknownId, refusingBinding('E_SOMETHING_NEW', 'rejected'))
     expect(unknown.row?.status).toBe('pending')
-    expect(unknown.delays).toEqual([5])
+    expect(await secondsToRetry(unknownId)).toBeGreaterThanOrEqual(4)
+    expect(await secondsToRetry(unknownId)).toBeLessThanOrEqual(5)
   })
 
-  it('a sender or validation error is permanent: failed at once, acked', async () => {
-    const result = await dispatchWith(
-      await pending(`cf-sender-${guid().slice(0, 8)}@example.com`),
-      refusingBinding('E_SENDER_NOT_VERIFIED', 'Sender domain not verified'),
-    )
+  it('a recipient or validation refusal is about the message: failed at once, as a dead letter', async () => {
+    const id = await pending(`cf-invalid-${guid().slice(0, 8)}@example.com`)
+    const result = await dispatchWith(id, refusingBinding('E_RECIPIENT_NOT_ALLOWED', 'Recipient not allowed'))
     expect(result.row).toEqual({ status: 'failed', error_code: 'NTF_SEND_PERMANENT' })
     expect(result.explicitAcks).toHaveLength(1)
+    await eventually(async () => {
+      const dead = await env.DB.prepare('SELECT code FROM dead_letters WHERE body LIKE ?1').bind(`%${id}%`).first()
+      expect(dead).toEqual({ code: 'NTF_SEND_PERMANENT' })
+    })
   })
 })
 

@@ -1,11 +1,12 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import { FAKE_RESEND_URL } from './fake-resend.ts'
-import { deliver, eventually, guid, parseMime } from './helpers.ts'
+import { type DispatchOutcome, deliver, dispatchOnce, eventually, guid, parseMime, runCron } from './helpers.ts'
 
 type Row = {
   id: string
   status: string
+  scheduled_at: string
   send_attempts: number
   provider_id: string | null
   error_code: string | null
@@ -54,19 +55,37 @@ const resendEnv = (overrides: Record<string, string> = {}) => ({
   ...overrides,
 })
 
-/** Delivers a dispatch message with an env of our choosing (the transport is configuration). */
-async function dispatch(id: string, attempts = 1, overrides?: Record<string, unknown>) {
-  const { createExecutionContext, createMessageBatch, getQueueResult } = await import('cloudflare:test')
-  const { default: worker } = await import('../src/index.ts')
-  const { vi } = await import('vitest')
-  const batch = createMessageBatch('notify-dispatch', [
-    { id: `d-${guid()}`, timestamp: new Date(), attempts, body: { notificationId: id } },
-  ])
-  const retry = vi.spyOn(batch.messages[0] as Message, 'retry')
-  const ctx = createExecutionContext()
-  await worker.queue(batch, (overrides ?? env) as Env)
-  const result = await getQueueResult(batch, ctx)
-  return { ...result, delays: retry.mock.calls.map(([options]) => options?.delaySeconds) }
+/** Delivers a dispatch message (without a due time, as one from before due times) with an env of our choosing. */
+function dispatch(id: string, attempts = 1, overrides?: Record<string, unknown>) {
+  return dispatchOnce({ notificationId: id }, overrides ?? {}, attempts)
+}
+
+/**
+ * Moves a pending notification's retry time to just now, as if its wait were
+ * over, and returns the message of that time (the one the queue would deliver).
+ */
+async function retryTimeReached(id: string): Promise<{ notificationId: string; due: string }> {
+  const due = new Date(Date.now() - 1).toISOString()
+  await env.DB.prepare("UPDATE notifications SET scheduled_at = ?2 WHERE id = ?1 AND status = 'pending'")
+    .bind(id, due)
+    .run()
+  return { notificationId: id, due }
+}
+
+/** Asserts a retry: acked, the row pending `delay` seconds from the try, one message for that time. */
+async function expectRetryIn(id: string, result: DispatchOutcome, delay: number, startedAt: number) {
+  expect(result.delays).toEqual([])
+  expect(result.explicitAcks).toHaveLength(1)
+  const row = await rowOf(id)
+  expect(row.status).toBe('pending')
+  const at = Date.parse(row.scheduled_at)
+  // workerd's clock moves only on I/O: a second of slack for where each side read it.
+  expect(at).toBeGreaterThanOrEqual(startedAt + delay * 1000 - 1000)
+  expect(at).toBeLessThanOrEqual(Date.now() + delay * 1000)
+  expect(result.enqueued.map((message) => message.body)).toEqual([{ notificationId: id, due: row.scheduled_at }])
+  const queued = result.enqueued[0]?.delaySeconds ?? 0
+  expect(queued).toBeLessThanOrEqual(Math.min(43_200, delay))
+  expect(queued).toBeGreaterThanOrEqual(Math.min(43_200, delay) - 1)
 }
 
 describe('notify-dispatch consumer', () => {
@@ -100,46 +119,74 @@ describe('notify-dispatch consumer', () => {
     expect(sent).toEqual({ transport: 'resend' })
   })
 
-  it('resend: a transient failure (503, 429) follows the dispatch retry policy, then is dead-lettered and failed', async () => {
+  it('resend: a transient failure follows the retry policy on the row (its time kept, one message for it), then is dead-lettered and failed', async () => {
     // The default policy: 10 attempts, starting 5 s, 30 s, 60 s.
     const first = await pendingNotification(`transient-${guid().slice(0, 8)}@example.com`)
-    expect((await dispatch(first, 1, resendEnv())).delays).toEqual([5])
-    expect((await dispatch(first, 2, resendEnv())).delays).toEqual([30])
-    expect((await dispatch(first, 3, resendEnv())).delays).toEqual([60])
-    expect((await dispatch(first, 9, resendEnv())).delays).toEqual([3600])
-    expect(await rowOf(first)).toMatchObject({ status: 'pending', error_code: 'NTF_SEND_TRANSIENT' })
+    let started = Date.now()
+    await expectRetryIn(first, await dispatch(first, 1, resendEnv()), 5, started)
+    expect(await rowOf(first)).toMatchObject({ error_code: 'NTF_SEND_TRANSIENT', send_attempts: 1 })
+    started = Date.now()
+    await expectRetryIn(first, await dispatchOnce(await retryTimeReached(first), resendEnv()), 30, started)
+    started = Date.now()
+    await expectRetryIn(first, await dispatchOnce(await retryTimeReached(first), resendEnv()), 60, started)
     // A shorter policy, to walk to its end: 5 s, 30 s, then the dead letter.
     const short = { DISPATCH_RETRY_DELAYS_SECONDS: '5,30' }
-    for (const prefix of ['transient', 'ratelimited']) {
-      const id = await pendingNotification(`${prefix}-${guid().slice(0, 8)}@example.com`)
-      expect((await dispatch(id, 1, resendEnv(short))).delays).toEqual([5])
-      expect(await rowOf(id)).toMatchObject({ status: 'pending', error_code: 'NTF_SEND_TRANSIENT' })
-      expect((await dispatch(id, 2, resendEnv(short))).delays).toEqual([30])
-      const last = await dispatch(id, 3, resendEnv(short))
-      expect(last.delays).toEqual([])
-      expect(last.explicitAcks).toHaveLength(1)
-      expect(await rowOf(id)).toMatchObject({ status: 'failed', error_code: 'NTF_SEND_TRANSIENT', send_attempts: 3 })
-      await eventually(async () => {
-        const dead = await env.DB.prepare('SELECT code, queue FROM dead_letters WHERE body LIKE ?1')
-          .bind(`%${id}%`)
-          .first()
-        expect(dead).toEqual({ code: 'NTF_SEND_TRANSIENT', queue: 'notify-dispatch' })
-      })
-    }
+    const id = await pendingNotification(`transient-${guid().slice(0, 8)}@example.com`)
+    await expectRetryIn(id, await dispatch(id, 1, resendEnv(short)), 5, Date.now())
+    await expectRetryIn(id, await dispatchOnce(await retryTimeReached(id), resendEnv(short)), 30, Date.now())
+    const last = await dispatchOnce(await retryTimeReached(id), resendEnv(short))
+    expect(last.delays).toEqual([])
+    expect(last.enqueued).toEqual([])
+    expect(last.explicitAcks).toHaveLength(1)
+    expect(await rowOf(id)).toMatchObject({ status: 'failed', error_code: 'NTF_SEND_TRANSIENT', send_attempts: 3 })
+    await eventually(async () => {
+      const dead = await env.DB.prepare('SELECT code, queue FROM dead_letters WHERE body LIKE ?1')
+        .bind(`%${id}%`)
+        .first()
+      expect(dead).toEqual({ code: 'NTF_SEND_TRANSIENT', queue: 'notify-dispatch' })
+    })
   })
 
-  it('resend: a permanent failure (422) ends the notification failed, without retry or dead letter', async () => {
+  it('a retry time is authoritative: a 429 that asked for an hour is not tried again before the hour', async () => {
+    const id = await pendingNotification(`ratelimited-${guid().slice(0, 8)}@example.com`)
+    const original = { notificationId: id, due: (await rowOf(id)).scheduled_at }
+    await expectRetryIn(id, await dispatchOnce(original, resendEnv()), 3600, Date.now())
+    expect(await providerRequests(id)).toBe(1)
+    const { scheduled_at: retryAt, enqueued_at: enqueuedAt } = (await env.DB.prepare(
+      'SELECT scheduled_at, enqueued_at FROM notifications WHERE id = ?1',
+    )
+      .bind(id)
+      .first()) as { scheduled_at: string; enqueued_at: string }
+    // The old message redelivered: stale, acked, nothing sent, nothing enqueued.
+    const redelivered = await dispatchOnce(original, resendEnv())
+    expect(redelivered.explicitAcks).toHaveLength(1)
+    expect(redelivered.enqueued).toEqual([])
+    // A message of the new time arriving early (Queues delay at most 12 h): back on the queue, not sent.
+    const early = await dispatchOnce({ notificationId: id, due: retryAt }, resendEnv())
+    expect(early.enqueued.map((message) => message.body)).toEqual([{ notificationId: id, due: retryAt }])
+    // The cron three minutes later: the notification is not lost, so it is not enqueued again.
+    await runCron(new Date(Date.now() + 180_000), resendEnv())
+    expect((await rowOf(id)).status).toBe('pending')
+    const after = await env.DB.prepare('SELECT enqueued_at FROM notifications WHERE id = ?1').bind(id).first()
+    expect(after).toEqual({ enqueued_at: enqueuedAt })
+    expect(await providerRequests(id)).toBe(1)
+  })
+
+  it('resend: a refusal of this message (422) ends the notification failed as a dead letter to replay, without retry', async () => {
     const id = await pendingNotification(`permanent-${guid().slice(0, 8)}@example.com`)
     const result = await dispatch(id, 1, resendEnv())
     expect(result.delays).toEqual([])
+    expect(result.enqueued).toEqual([])
     expect(result.explicitAcks).toHaveLength(1)
     const row = await rowOf(id)
     expect(row).toMatchObject({ status: 'failed', error_code: 'NTF_SEND_PERMANENT', send_attempts: 1 })
     expect(row.status_reason).toContain('HTTP 422')
-    const dead = await env.DB.prepare('SELECT count(*) AS n FROM dead_letters WHERE body LIKE ?1')
-      .bind(`%${id}%`)
-      .first()
-    expect(dead).toEqual({ n: 0 })
+    await eventually(async () => {
+      const dead = await env.DB.prepare('SELECT code, queue, kind FROM dead_letters WHERE body LIKE ?1')
+        .bind(`%${id}%`)
+        .first()
+      expect(dead).toEqual({ code: 'NTF_SEND_PERMANENT', queue: 'notify-dispatch', kind: 'InvitationCreated' })
+    })
   })
 
   it('resend: an answer lost after the provider accepted is retried as the same request, and answered without a second email', async () => {
@@ -147,9 +194,9 @@ describe('notify-dispatch consumer', () => {
     // accepted, the Worker saw a failure. The retry must be the very same request, so that the
     // provider's idempotency answers it instead of sending again.
     const id = await pendingNotification(`lostanswer-${guid().slice(0, 8)}@example.com`)
-    expect((await dispatch(id, 1, resendEnv())).delays).toEqual([5])
+    await expectRetryIn(id, await dispatch(id, 1, resendEnv()), 5, Date.now())
     expect(await rowOf(id)).toMatchObject({ status: 'pending', error_code: 'NTF_SEND_TRANSIENT' })
-    const retry = await dispatch(id, 2, resendEnv())
+    const retry = await dispatchOnce(await retryTimeReached(id), resendEnv())
     expect(retry.explicitAcks).toHaveLength(1)
     expect(await rowOf(id)).toMatchObject({ status: 'sent', provider_id: `re_${id}`, send_attempts: 2 })
     expect(await providerRequests(id)).toBe(2)
@@ -158,10 +205,11 @@ describe('notify-dispatch consumer', () => {
 
   it('resend: a retry the provider refuses as another payload under the same key ends failed, not retried', async () => {
     const id = await pendingNotification(`lostanswer-${guid().slice(0, 8)}@example.com`)
-    expect((await dispatch(id, 1, resendEnv())).delays).toEqual([5])
+    await expectRetryIn(id, await dispatch(id, 1, resendEnv()), 5, Date.now())
     // The sender's name changed between the attempts: the payload differs, the key does not.
-    const retry = await dispatch(id, 2, resendEnv({ EMAIL_FROM_NAME: 'Другое имя' }))
+    const retry = await dispatchOnce(await retryTimeReached(id), resendEnv({ EMAIL_FROM_NAME: 'Другое имя' }))
     expect(retry.delays).toEqual([])
+    expect(retry.enqueued).toEqual([])
     expect(retry.explicitAcks).toHaveLength(1)
     const row = await rowOf(id)
     expect(row).toMatchObject({ status: 'failed', error_code: 'NTF_SEND_PERMANENT' })

@@ -7,9 +7,9 @@ import { ERRORS } from '../src/errors.ts'
 
 describe('docs and examples', () => {
   it('docs/operating.md lists every error code of src/errors.ts with its decision, and no other', () => {
-    const rows = [...operating.matchAll(/^\| `([A-Z_]+)`\s*\| (retry|dead-letter|fail|skip|HTTP \d{3})\s*\|/gm)].map(
-      (match) => [match[1], match[2]],
-    )
+    const rows = [
+      ...operating.matchAll(/^\| `([A-Z_]+)`\s*\| (retry|dead-letter|fail|skip|wait|HTTP \d{3})\s*\|/gm),
+    ].map((match) => [match[1], match[2]])
     const expected = Object.entries(ERRORS).map(([code, entry]) => [
       code,
       'decision' in entry ? entry.decision : `HTTP ${entry.status}`,

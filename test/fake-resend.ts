@@ -1,8 +1,15 @@
 /**
  * A stand-in for Resend's HTTP API, for tests only (an email provider cannot
- * run here). Runs in Node as miniflare's outbound service. The recipient's
- * local part picks the answer: `transient…` → 503, `ratelimited…` → 429,
- * `permanent…` → 422, `slow…` → held until the test releases it,
+ * run here). Runs in Node as miniflare's outbound service. Like Resend
+ * (https://resend.com/docs/api-reference/introduction and /errors), it refuses
+ * a request without `User-Agent` (403, error 1010), without a key (401
+ * `missing_api_key`) or with a key it does not know (403 `invalid_api_key`),
+ * and answers errors as `{statusCode, message, name}`. The recipient's
+ * local part picks the answer: `transient…` → 503, `ratelimited…` → 429
+ * `rate_limit_exceeded` with `retry-after: 3600`, `quota…` → 429
+ * `daily_quota_exceeded` with `retry-after: 7200`, `unverified…` → 403
+ * `validation_error` (the domain is not verified), `permanent…` → 422
+ * `validation_error`, `slow…` → held until the test releases it,
  * `lostanswer…` → accepted, but the first answer is a 504 (lost on the way
  * back); anything else → 200 with id `re_{Idempotency-Key}`. Accepted emails
  * follow Resend's idempotency rules: the same key with the same payload gets
@@ -52,17 +59,27 @@ export async function fakeResend(request: Request): Promise<Response> {
     return new Response('not found', { status: 404 })
   }
   if (request.method !== 'POST' || url.pathname !== '/emails') return new Response('not found', { status: 404 })
-  if (request.headers.get('authorization') !== 'Bearer test-resend-key')
-    return new Response('unauthorized', { status: 401 })
+  // Cloudflare, in front of Resend, answers this one with its own page, not Resend's JSON.
+  if (!request.headers.get('user-agent')) return new Response('error code: 1010', { status: 403 })
+  const authorization = request.headers.get('authorization')
+  if (!authorization) return refusal(401, 'missing_api_key', 'Missing API key in the authorization header.')
+  if (authorization !== 'Bearer test-resend-key') return refusal(403, 'invalid_api_key', 'API key is invalid.')
   const payload = await request.text()
   const body = JSON.parse(payload) as { to?: string[]; subject?: string }
   const to = body.to?.[0] ?? ''
   const key = request.headers.get('idempotency-key')
   if (key) requests.set(key, (requests.get(key) ?? 0) + 1)
   if (to.startsWith('slow') && key) await releaseOf(key)
-  if (to.startsWith('transient')) return new Response('{"message":"upstream unavailable"}', { status: 503 })
-  if (to.startsWith('ratelimited')) return new Response('{"message":"slow down"}', { status: 429 })
-  if (to.startsWith('permanent')) return new Response('{"message":"invalid to address"}', { status: 422 })
+  if (to.startsWith('transient')) return refusal(503, 'internal_server_error', 'upstream unavailable')
+  if (to.startsWith('ratelimited'))
+    return refusal(429, 'rate_limit_exceeded', 'Too many requests.', { 'retry-after': '3600' })
+  if (to.startsWith('quota'))
+    return refusal(429, 'daily_quota_exceeded', 'You have reached your daily email sending quota.', {
+      'retry-after': '7200',
+    })
+  if (to.startsWith('unverified'))
+    return refusal(403, 'validation_error', 'The notify-edge.example domain is not verified.')
+  if (to.startsWith('permanent')) return refusal(422, 'validation_error', 'Invalid `to` field.')
   if (!key || !body.subject) return new Response('{"message":"missing idempotency key or subject"}', { status: 400 })
   const done = accepted.get(key)
   if (done && done.payload !== payload)
@@ -74,4 +91,9 @@ export async function fakeResend(request: Request): Promise<Response> {
   accepted.set(key, { payload, id: `re_${key}` })
   if (to.startsWith('lostanswer')) return new Response('upstream timed out', { status: 504 })
   return Response.json({ id: `re_${key}` })
+}
+
+/** An error as Resend answers it: `{statusCode, message, name}` with the status. */
+function refusal(status: number, name: string, message: string, headers: Record<string, string> = {}): Response {
+  return Response.json({ statusCode: status, message, name }, { status, headers })
 }

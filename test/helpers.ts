@@ -267,3 +267,54 @@ export async function storeDeadLetters(count: number, code: string): Promise<voi
     await worker.queue(batch, env)
   }
 }
+
+/** What one dispatch delivery did: its acks and retries, and the messages it put on notify-dispatch. */
+export type DispatchOutcome = Awaited<ReturnType<typeof getQueueResult>> & {
+  /** Delays of `message.retry()` calls (the queue's own retry: dependency failures). */
+  delays: (number | undefined)[]
+  /** Messages this delivery sent to notify-dispatch (a retry's next try, a not-yet-due notification). */
+  enqueued: { body: { notificationId: string; due?: string }; delaySeconds: number | undefined }[]
+}
+
+/**
+ * Delivers one notify-dispatch message with an env of our choosing (the
+ * transport is configuration). The real DISPATCH queue still receives what the
+ * consumer sends; the test also sees it.
+ */
+export async function dispatchOnce(
+  body: { notificationId: string; due?: string },
+  overrides: Record<string, unknown> = {},
+  attempts = 1,
+): Promise<DispatchOutcome> {
+  const batch = createMessageBatch('notify-dispatch', [{ id: `d-${guid()}`, timestamp: new Date(), attempts, body }])
+  const retry = vi.spyOn(batch.messages[0] as Message, 'retry')
+  const enqueued: DispatchOutcome['enqueued'] = []
+  const real = env.DISPATCH
+  const recording = {
+    send: (message: unknown, options?: QueueSendOptions) => real.send(message, options),
+    sendBatch: async (messages: Iterable<MessageSendRequest>, options?: QueueSendBatchOptions) => {
+      for (const message of messages) {
+        enqueued.push({
+          body: message.body as DispatchOutcome['enqueued'][number]['body'],
+          delaySeconds: message.delaySeconds,
+        })
+      }
+      return real.sendBatch(messages, options)
+    },
+  }
+  const ctx = createExecutionContext()
+  await worker.queue(batch, { ...env, ...overrides, DISPATCH: recording } as unknown as Env)
+  const result = await getQueueResult(batch, ctx)
+  return { ...result, delays: retry.mock.calls.map(([options]) => options?.delaySeconds), enqueued }
+}
+
+/** Runs the cron trigger as of `at`, with an env of our choosing. */
+export async function runCron(at: Date, overrides: Record<string, unknown> = {}): Promise<void> {
+  const { createScheduledController, waitOnExecutionContext } = await import('cloudflare:test')
+  const ctx = createExecutionContext()
+  await worker.scheduled(createScheduledController({ scheduledTime: at, cron: '* * * * *' }), {
+    ...env,
+    ...overrides,
+  } as Env)
+  await waitOnExecutionContext(ctx)
+}

@@ -41,7 +41,13 @@ iframe{width:100%;min-height:28rem;border:1px solid #ccc}
 `
 
 /** What every page needs: its CSP nonce, the operator and the session's CSRF token. */
-export type PageContext = { nonce: string; operator?: Operator; csrf?: string }
+export type PageContext = {
+  nonce: string
+  operator?: Operator
+  csrf?: string
+  /** The configured transport's pause, shown on every page while it lasts. */
+  paused?: { transport: string; code: string; since: string; probeAt: string; waiting: number }
+}
 
 const NAV: [string, string][] = [
   ['/console', 'Overview'],
@@ -93,6 +99,7 @@ export function Layout(props: { page: PageContext; title: string; children: Chil
           ) : null}
         </header>
         <main id="main">
+          {page.paused ? <PausedBanner paused={page.paused} /> : null}
           <h1>{props.title}</h1>
           {props.children}
         </main>
@@ -147,6 +154,18 @@ export function Table(props: { label: string; head: string[]; rows: Child[][]; n
         </tbody>
       </table>
     </section>
+  )
+}
+
+/** The banner of a paused transport: what paused it, since when, how many wait, when it is tried next. */
+function PausedBanner(props: { paused: NonNullable<PageContext['paused']> }) {
+  const { transport, code, since, probeAt, waiting } = props.paused
+  return (
+    <div class="error" role="alert">
+      <strong>The {transport} transport is paused</strong> since {since} ({code}): {waiting} notification(s) wait, none
+      is lost. The next single try is at {probeAt}; it resumes by itself once the provider accepts. Fix the
+      configuration the code names (docs/operating.md, "A paused transport").
+    </div>
   )
 }
 

@@ -1,7 +1,7 @@
-import { DispatchMessageSchema } from '../dispatch/message.ts'
+import { DispatchMessageSchema, dispatchFor } from '../dispatch/message.ts'
 import { resetFailedNotification } from '../notifications/replay.ts'
 import { QUEUES } from '../queue/names.ts'
-import { sendAll } from '../queue/send.ts'
+import { type Outgoing, sendAll } from '../queue/send.ts'
 import { markReplayed } from './query.ts'
 
 /** What a replay needs of a dead letter. */
@@ -28,7 +28,7 @@ export async function replayDeadLetters(
   const skipped: ReplayResult['skipped'] = []
   const events: unknown[] = []
   const emailEvents: unknown[] = []
-  const dispatches: unknown[] = []
+  const dispatches: Outgoing[] = []
   const resets: D1PreparedStatement[] = []
   const replayed: string[] = []
   for (const row of rows) {
@@ -43,7 +43,8 @@ export async function replayDeadLetters(
         skipped.push({ id: row.id, reason: 'the dead message is not a dispatch message' })
         continue
       }
-      dispatches.push(message.data)
+      // A fresh message for the reset's due time: the dead one names a time the row no longer has.
+      dispatches.push(dispatchFor(message.data.notificationId, nowIso, now))
       resets.push(resetFailedNotification(env.DB, message.data.notificationId, nowIso))
     } else {
       skipped.push({ id: row.id, reason: `it died on an unknown queue (${row.queue})` })
@@ -60,10 +61,7 @@ export async function replayDeadLetters(
     env.EMAIL_EVENTS,
     emailEvents.map((body) => ({ body })),
   )
-  await sendAll(
-    env.DISPATCH,
-    dispatches.map((body) => ({ body })),
-  )
+  await sendAll(env.DISPATCH, dispatches)
   if (replayed.length > 0) await env.DB.batch([markReplayed(env.DB, replayed, nowIso), ...(audit ? [audit] : [])])
   return { replayed, skipped }
 }

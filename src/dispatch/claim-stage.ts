@@ -9,8 +9,10 @@ import {
   supersedeFallback,
 } from '../notifications/claim.ts'
 import { optOutGate, suppressionGate } from '../notifications/gates.ts'
+import { pauseGate } from '../notifications/pause.ts'
 import type { Outgoing } from '../queue/send.ts'
 import { DispatchMessageSchema, dispatchFor } from './message.ts'
+import { readPause, type TransportPause } from './pause.ts'
 import type { DispatchRun } from './run.ts'
 
 /** A notification this batch claimed, to send. */
@@ -18,21 +20,24 @@ export type ToSend = { message: Message<unknown>; row: ClaimedRow }
 /** A notification not due yet, to put back on the queue with its delay. */
 export type Later = { message: Message<unknown>; outgoing: Outgoing }
 
-type Claim = { message: Message<unknown>; id: string; statement: number }
+type Claim = { message: Message<unknown>; id: string; due: string | null; statement: number }
 
-/** Statements per message in the claim batch (see `claimStatements`). */
-const PER_MESSAGE = 6
+/** Statements per message in the claim batch (see `claimStatements`), after the batch's one read of the pause. */
+const PER_MESSAGE = 7
 
 /**
  * Claims every notification of the batch in one D1 batch — per message:
  * supersede a fallback decision, or an authoritative one already sent from its
  * fallback; end it if its recipient opted out or its address is suppressed;
+ * hold it `paused` while its transport is paused (unless it is the probe);
  * claim (`pending → sending` under the batch's token and lease); read the
- * state — and sorts out what to send, what is not due yet, and what is done with.
+ * state — and sorts out what to send, what is not due yet, and what is done
+ * with. The batch's first statement reads the transport's pause, so the
+ * sends know whether an accepted one ends it.
  */
 export async function claimStage(run: DispatchRun, messages: readonly Message<unknown>[]) {
   const claims: Claim[] = []
-  const statements: D1PreparedStatement[] = []
+  const statements: D1PreparedStatement[] = [readPause(run.env.DB, run.config.EMAIL_TRANSPORT)]
   const optionalKinds = optionalKindNames()
   for (const message of messages) {
     const parsed = DispatchMessageSchema.safeParse(message.body)
@@ -41,11 +46,11 @@ export async function claimStage(run: DispatchRun, messages: readonly Message<un
       run.settle(message, { action: 'dead-letter', code: 'NTF_INVALID_PAYLOAD', error })
       continue
     }
-    const id = parsed.data.notificationId
-    claims.push({ message, id, statement: statements.length })
-    statements.push(...claimStatements(run, id, optionalKinds))
+    const { notificationId: id, due = null } = parsed.data
+    claims.push({ message, id, due, statement: statements.length })
+    statements.push(...claimStatements(run, id, due, optionalKinds))
   }
-  if (statements.length === 0) return { toSend: [], later: [] }
+  if (claims.length === 0) return { toSend: [], later: [] }
   let results: D1Result[]
   try {
     results = await run.env.DB.batch(statements)
@@ -54,6 +59,7 @@ export async function claimStage(run: DispatchRun, messages: readonly Message<un
     for (const claim of claims) run.fail(claim.message, error)
     return { toSend: [], later: [] }
   }
+  run.pause = first(results[0]) as TransportPause | undefined
   const toSend: ToSend[] = []
   const later: Later[] = []
   for (const claim of claims) sortClaim(run, claim, results, toSend, later)
@@ -61,27 +67,37 @@ export async function claimStage(run: DispatchRun, messages: readonly Message<un
 }
 
 /** The `PER_MESSAGE` statements of one notification, in the order `sortClaim` reads their results. */
-function claimStatements(run: DispatchRun, id: string, optionalKinds: readonly string[]): D1PreparedStatement[] {
+function claimStatements(
+  run: DispatchRun,
+  id: string,
+  due: string | null,
+  optionalKinds: readonly string[],
+): D1PreparedStatement[] {
   const { env, nowIso, lease, config } = run
   return [
     supersedeFallback(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
     supersedeAuthoritative(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
     optOutGate(env.DB, id, nowIso, optionalKinds),
     suppressionGate(env.DB, id, nowIso),
-    claimNotification(env.DB, id, nowIso, lease.until, lease.token),
+    pauseGate(env.DB, id, nowIso, config.EMAIL_TRANSPORT),
+    claimNotification(env.DB, id, nowIso, lease.until, lease.token, due),
     notificationState(env.DB, id),
   ]
 }
 
-/** What one claim came to: ended (superseded, opted out, suppressed, missing, final, leased elsewhere), to send, or later. */
+/**
+ * What one claim came to: ended (superseded, opted out, suppressed), held
+ * (paused), to send, stale, not due yet, or done with (missing, final, leased elsewhere).
+ */
 function sortClaim(run: DispatchRun, claim: Claim, results: D1Result[], toSend: ToSend[], later: Later[]): void {
-  const { message, id, statement } = claim
-  const [fallback, authoritative, optedOut, suppressed, claimed, state] = Array.from({ length: PER_MESSAGE }, (_, i) =>
-    first(results[statement + i]),
+  const { message, id, due, statement } = claim
+  const [fallback, authoritative, optedOut, suppressed, paused, claimed, state] = Array.from(
+    { length: PER_MESSAGE },
+    (_, i) => first(results[statement + i]),
   )
-  const ended = fallback ?? authoritative ?? optedOut ?? suppressed
+  const ended = fallback ?? authoritative ?? optedOut ?? suppressed ?? paused
   if (ended) {
-    const how = fallback || authoritative ? 'superseded' : optedOut ? 'opted-out' : 'suppressed'
+    const how = fallback || authoritative ? 'superseded' : optedOut ? 'opted-out' : suppressed ? 'suppressed' : 'paused'
     run.settle(message, { action: 'ack' })
     run.log.info(`dispatch.${how}`, { notificationId: id, kind: ended.kind })
   } else if (claimed) {
@@ -89,6 +105,10 @@ function sortClaim(run: DispatchRun, claim: Claim, results: D1Result[], toSend: 
   } else if (!state) {
     run.settle(message, { action: 'ack' })
     run.log.warn('dispatch.not-found', { notificationId: id })
+  } else if (due !== null && state.status === 'pending' && String(state.scheduled_at) !== due) {
+    // Rescheduled since this message was sent: the message of the new time is the one that counts.
+    run.settle(message, { action: 'ack' })
+    run.log.info('dispatch.stale', { notificationId: id })
   } else if (state.status === 'pending' && String(state.scheduled_at) > run.nowIso) {
     // Not due yet (a delay longer than Queues allow, or an early redelivery): come back when it is.
     later.push({ message, outgoing: dispatchFor(id, String(state.scheduled_at), run.now) })

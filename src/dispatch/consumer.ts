@@ -21,14 +21,16 @@ const SEND_CONCURRENCY = 6
  * The lease is renewed while sends run, and every mark applies only under the
  * token that claimed, so a send slower than the lease is never sent a second
  * time by a delivery that took over, and never has its outcome overwritten.
- * Transient send failures follow DISPATCH_RETRY_DELAYS_SECONDS, then
- * dead-letter; permanent ones end the notification `failed` without a retry.
+ * Transient send failures are tried again at the time the row keeps
+ * (DISPATCH_RETRY_DELAYS_SECONDS, never sooner than the provider asked), then
+ * dead-letter; a refusal about the message dead-letters at once; a refusal
+ * about our own configuration pauses the transport (src/dispatch/pause.ts).
  */
 export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, log: Logger): Promise<void> {
   const run = new DispatchRun(env, log)
   const { toSend, later } = await claimStage(run, batch.messages)
-  await sendStage(run, toSend)
-  await requeueStage(run, later)
+  const retries = await sendStage(run, toSend)
+  await requeueStage(run, [...later, ...retries])
   await settleBatch(batch, run.settlements(), { dlq: env.DLQ, log, fallbackDelaySeconds: 30 })
 }
 
@@ -37,25 +39,37 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
  * send finishes, together with the results that finished while the previous
  * write was in flight (MarkWriter).
  */
-async function sendStage(run: DispatchRun, toSend: readonly ToSend[]): Promise<void> {
-  const { env, config, log, lease } = run
-  const context = { env, config, log, lease, transport: transportFor(env, config), marks: new MarkWriter(env.DB) }
+async function sendStage(run: DispatchRun, toSend: readonly ToSend[]): Promise<Later[]> {
+  const { env, config, log, lease, pause } = run
+  const transport = transportFor(env, config)
+  const context = { env, config, log, lease, transport, marks: new MarkWriter(env.DB), pause }
   const queue = [...toSend]
+  const retries: Later[] = []
   run.lease.start()
   try {
     await Promise.all(
       Array.from({ length: Math.min(SEND_CONCURRENCY, queue.length) }, async () => {
-        for (let next = queue.shift(); next; next = queue.shift()) {
-          run.settle(next.message, await sendAndRecord(context, next.message, next.row))
+        for (let item = queue.shift(); item; item = queue.shift()) {
+          const { settlement, next } = await sendAndRecord(context, item.message, item.row)
+          // A retry's message goes out with the ones not due yet; the message is acked only after that.
+          if (next) retries.push({ message: item.message, outgoing: next })
+          else run.settle(item.message, settlement)
         }
       }),
     )
   } finally {
     run.lease.stop()
   }
+  return retries
 }
 
-/** Notifications that are not due yet go back on the queue with their delay. */
+/**
+ * Notifications that are not due yet, and those to try again, go back on the
+ * queue with their delay, each message naming the due time it was sent for.
+ * If that send fails the message is retried; a retry's row is already
+ * `pending` at its new time, so the old message comes back stale and the cron
+ * enqueues the new time once it has passed.
+ */
 async function requeueStage(run: DispatchRun, later: readonly Later[]): Promise<void> {
   if (later.length === 0) return
   try {

@@ -2,6 +2,7 @@ import { type Config, configOf } from '../config.ts'
 import type { Logger } from '../log.ts'
 import { type Settlement, settleFailure } from '../queue/policy.ts'
 import { DispatchLease } from './lease.ts'
+import type { TransportPause } from './pause.ts'
 
 /**
  * The state of one `notify-dispatch` batch: its clock, its claim (token and
@@ -14,6 +15,8 @@ export class DispatchRun {
   readonly lease: DispatchLease
   readonly env: Env
   readonly log: Logger
+  /** The transport's pause, as the claim stage read it (undefined: not paused). */
+  pause: TransportPause | undefined
   readonly #settlements = new Map<Message<unknown>, Settlement>()
 
   constructor(env: Env, log: Logger) {

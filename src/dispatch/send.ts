@@ -2,11 +2,16 @@ import type { Config } from '../config.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import type { ClaimedRow } from '../notifications/claim.ts'
-import { markSendFailure, markSent, recordSentMessage } from '../notifications/marks.ts'
+import { markRetry, markSendFailure, markSent, recordSentMessage } from '../notifications/marks.ts'
+import { markPaused, releasePaused } from '../notifications/pause.ts'
 import { describeError, type Settlement, settleFailure } from '../queue/policy.ts'
+import type { Outgoing } from '../queue/send.ts'
 import { suppressAutomatically } from '../suppression/store.ts'
 import type { DispatchLease } from './lease.ts'
 import type { MarkWriter } from './marks.ts'
+import { dispatchFor } from './message.ts'
+import { pauseTransport, resumeTransport, type TransportPause } from './pause.ts'
+import { nextTryAt } from './retry.ts'
 import { SendError, type Sent, type Transport } from './transports/index.ts'
 
 /** What sending one claimed notification needs. */
@@ -17,30 +22,32 @@ export type SendContext = {
   lease: DispatchLease
   transport: Transport
   marks: MarkWriter
+  /** The transport's pause as the claim read it: an accepted send ends it. */
+  pause: TransportPause | undefined
 }
+
+/** How one send ended for its queue message, and the message of its next try, if any. */
+export type SendResult = { settlement: Settlement; next?: Outgoing }
 
 /**
  * Sends one notification this batch claimed and records the result at once,
- * under the batch's claim token: `sent` (with the exact MIME), back to
- * `pending` for a retry, or `failed`. A send is not started when the lease
- * cannot be renewed; a mark that finds the claim taken over changes nothing
- * (logged as `dispatch.lease-lost`).
+ * under the batch's claim token: `sent` (with the exact MIME), `pending` again
+ * at its retry time, `paused` with its transport, `failed` (a dead letter) or
+ * `suppressed`. A send is not started when the lease cannot be renewed; a mark
+ * that finds the claim taken over changes nothing (logged as `dispatch.lease-lost`).
  */
 export async function sendAndRecord(
   context: SendContext,
   message: Message<unknown>,
   row: ClaimedRow,
-): Promise<Settlement> {
+): Promise<SendResult> {
   const { config, log, lease, transport } = context
   if (!lease.canStartSend) {
     // Renewals are failing: the lease might run out during the send. The row stays ours until it
     // expires; the retry comes back after that and claims it afresh.
     log.warn('dispatch.lease-at-risk', fieldsOf(row))
-    return settleFailure(
-      new PipelineError('NTF_DEPENDENCY_FAILED', 'the dispatch lease could not be renewed; not sending under it'),
-      message.attempts,
-      config.DISPATCH_RETRY_DELAYS_SECONDS,
-    )
+    const error = new PipelineError('NTF_DEPENDENCY_FAILED', 'the dispatch lease could not be renewed; not sending')
+    return { settlement: settleFailure(error, message.attempts, config.DISPATCH_RETRY_DELAYS_SECONDS) }
   }
   let sent: Sent | undefined
   let error: unknown
@@ -57,73 +64,108 @@ export async function sendAndRecord(
   } catch (caught) {
     error = caught
   }
-  return sent ? recordSent(context, message, row, sent) : recordFailure(context, message, row, error)
+  if (sent) return recordSent(context, message, row, sent)
+  const refusal =
+    error instanceof SendError ? error : new SendError(describeError(error), 'transient', { cause: error })
+  if (refusal.outcome === 'suppressed') return recordSuppressed(context, message, row, refusal)
+  if (refusal.outcome === 'paused') return recordPaused(context, message, row, refusal)
+  return recordFailure(context, message, row, refusal)
 }
 
 function fieldsOf(row: ClaimedRow) {
   return { notificationId: row.id, eventId: row.event_id, kind: row.kind, source: row.source, traceId: row.trace_id }
 }
 
-/** `sent` with the exact MIME, under the claim token; a claim taken over meanwhile records nothing. */
+/**
+ * `sent` with the exact MIME, under the claim token; a claim taken over
+ * meanwhile records nothing. When the transport was paused (this was its
+ * probe, or a send the pause did not stop in time), the pause ends and every
+ * notification it held is released.
+ */
 async function recordSent(
   context: SendContext,
   message: Message<unknown>,
   row: ClaimedRow,
   sent: Sent,
-): Promise<Settlement> {
-  const { env, log, lease, transport } = context
+): Promise<SendResult> {
+  const { env, log, lease, transport, pause } = context
   const at = new Date().toISOString()
   const marked = await record(context.marks, [
     markSent(env.DB, row.id, sent.providerId, at, lease.token),
     recordSentMessage(env.DB, row.id, transport.name, sent.messageId, sent.raw, at, lease.token),
+    ...(pause ? [resumeTransport(env.DB, pause.transport), releasePaused(env.DB, at)] : []),
   ])
   if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
   if (marked === 'fenced') log.error('dispatch.lease-lost', { ...fieldsOf(row), transport: transport.name })
   else log.info('notification.sent', { ...fieldsOf(row), transport: transport.name, providerId: sent.providerId })
-  return { action: 'ack' }
+  if (pause && marked === 'ok') {
+    log.warn('transport.resumed', { transport: pause.transport, code: pause.code, pausedSince: pause.since })
+  }
+  return { settlement: { action: 'ack' } }
 }
 
 /**
- * Back to `pending` for a retry (not sooner than the provider asked), or
- * `failed` for good (a permanent error, or the last attempt); `suppressed`
- * when the provider refused the address as suppressed.
+ * A transient failure: back to `pending` at its retry time (the backoff of the
+ * row's attempt, never sooner than the provider asked), with a message for
+ * that time; after the last attempt, `failed` and a dead letter. A refusal
+ * about this message (`permanent`) fails at once, as a dead letter too, so an
+ * operator sees it and can replay it once it is fixed.
  */
 async function recordFailure(
   context: SendContext,
   message: Message<unknown>,
   row: ClaimedRow,
-  error: unknown,
-): Promise<Settlement> {
-  if (error instanceof SendError && error.outcome === 'suppressed')
-    return recordSuppressed(context, message, row, error)
+  error: SendError,
+): Promise<SendResult> {
   const { env, config, log, lease } = context
-  const permanent = error instanceof SendError && error.permanent
-  const code = permanent ? 'NTF_SEND_PERMANENT' : 'NTF_SEND_TRANSIENT'
+  const permanent = error.outcome === 'permanent'
+  const code = error.code ?? (permanent ? 'NTF_SEND_PERMANENT' : 'NTF_SEND_TRANSIENT')
   const reason = describeError(error)
-  const failure = settleFailure(
-    new PipelineError(code, reason, { cause: error }),
-    message.attempts,
-    config.DISPATCH_RETRY_DELAYS_SECONDS,
-  )
-  const settlement: Settlement = permanent
-    ? { action: 'ack' }
-    : failure.action === 'dead-letter'
-      ? { ...failure, kind: row.kind }
-      : failure.action === 'retry'
-        ? {
-            ...failure,
-            delaySeconds: Math.min(43_200, Math.max(failure.delaySeconds, (error as SendError).delaySeconds ?? 0)),
-          }
-        : failure
-  const final = settlement.action !== 'retry'
-  const at = new Date().toISOString()
+  const now = new Date()
+  const retryAt = permanent
+    ? undefined
+    : nextTryAt(row.send_attempts, config.DISPATCH_RETRY_DELAYS_SECONDS, error.delaySeconds, now)
+  const at = now.toISOString()
+  const mark = retryAt
+    ? markRetry(env.DB, row.id, code, reason, retryAt.toISOString(), at, lease.token)
+    : markSendFailure(env.DB, row.id, 'failed', code, reason, at, lease.token)
+  const marked = await record(context.marks, [mark])
+  if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
+  const fields = { ...fieldsOf(row), code, error: reason, attempts: row.send_attempts }
+  if (retryAt) {
+    log.warn('notification.retry', { ...fields, retryAt: retryAt.toISOString() })
+    if (marked === 'fenced') return { settlement: { action: 'ack' } }
+    return { settlement: { action: 'ack' }, next: dispatchFor(row.id, retryAt.toISOString(), now) }
+  }
+  log.error('notification.failed', fields)
+  if (marked === 'fenced') return { settlement: { action: 'ack' } }
+  return { settlement: { action: 'dead-letter', code, error: reason, kind: row.kind } }
+}
+
+/**
+ * A refusal about our own configuration: the transport pauses (or counts one
+ * more refused probe) and the notification waits `paused` with the reason;
+ * its try does not count against its own attempts. Nothing ends `failed`.
+ */
+async function recordPaused(
+  context: SendContext,
+  message: Message<unknown>,
+  row: ClaimedRow,
+  error: SendError,
+): Promise<SendResult> {
+  const { env, log, lease, transport } = context
+  const now = new Date()
+  const at = now.toISOString()
+  const reason = describeError(error)
+  const code = error.providerCode ?? 'unknown'
+  const notBefore = error.delaySeconds ? new Date(now.getTime() + error.delaySeconds * 1000) : null
   const marked = await record(context.marks, [
-    markSendFailure(env.DB, row.id, final ? 'failed' : 'pending', code, reason, at, lease.token),
+    markPaused(env.DB, row.id, 'NTF_TRANSPORT_PAUSED', reason, at, lease.token),
+    pauseTransport(env.DB, transport.name, code, reason, now, notBefore),
   ])
   if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
-  const event = final ? 'notification.failed' : 'notification.retry'
-  log[final ? 'error' : 'warn'](event, { ...fieldsOf(row), code, error: reason, attempts: message.attempts })
-  return settlement
+  log.error('transport.paused', { ...fieldsOf(row), transport: transport.name, code, error: reason })
+  return { settlement: { action: 'ack' } }
 }
 
 /**
@@ -137,7 +179,7 @@ async function recordSuppressed(
   message: Message<unknown>,
   row: ClaimedRow,
   error: SendError,
-): Promise<Settlement> {
+): Promise<SendResult> {
   const { env, config, log, lease, transport } = context
   const now = new Date()
   const at = now.toISOString()
@@ -161,7 +203,7 @@ async function recordSuppressed(
   ])
   if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
   log.warn('notification.suppressed', { ...fieldsOf(row), code: 'NTF_RECIPIENT_SUPPRESSED', transport: transport.name })
-  return { action: 'ack' }
+  return { settlement: { action: 'ack' } }
 }
 
 /** Writes a result's marks; `fenced` when the claim was no longer ours (the first statement changed nothing). */
@@ -179,11 +221,8 @@ async function record(writer: MarkWriter, marks: D1PreparedStatement[]): Promise
  * ends, and retrying the message re-reads it (a send that did happen is then
  * sent again under the same Message-ID and the provider's idempotency key).
  */
-function markFailed(context: SendContext, message: Message<unknown>, cause: unknown): Settlement {
+function markFailed(context: SendContext, message: Message<unknown>, cause: unknown): SendResult {
   context.log.error('dispatch.mark-failed', { error: cause })
-  return settleFailure(
-    new PipelineError('NTF_DEPENDENCY_FAILED', `D1 mark: ${(cause as Error).message}`, { cause }),
-    message.attempts,
-    context.config.DISPATCH_RETRY_DELAYS_SECONDS,
-  )
+  const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 mark: ${(cause as Error).message}`, { cause })
+  return { settlement: settleFailure(error, message.attempts, context.config.DISPATCH_RETRY_DELAYS_SECONDS) }
 }

@@ -9,6 +9,7 @@ export const COUNTERS = {
 /** Names of the gauges kept in D1 table `gauges`. */
 export const GAUGES = {
   consumerLag: 'notify_consumer_lag_seconds',
+  transportPaused: 'notify_transport_paused',
 } as const
 
 /** Canonical label JSON: keys sorted, as the triggers of migration 0004 write them. */

@@ -24,6 +24,11 @@ const HELP: Record<string, { help: string; labels: string[]; type: 'counter' | '
     labels: ['transport', 'status'],
     type: 'counter',
   },
+  [GAUGES.transportPaused]: {
+    help: 'Whether the transport is paused by a failure of our own configuration (1) or sending (0); alert when 1.',
+    labels: ['transport', 'code'],
+    type: 'gauge',
+  },
   [GAUGES.consumerLag]: {
     help: 'Age of the events in the latest notify-events batch (event time to processing), by source.',
     labels: ['source'],

@@ -15,6 +15,7 @@ export type ClaimedRow = {
   html_body: string | null
   scheduled_at: string
   lease_until: string | null
+  send_attempts: number
   trace_id: string | null
   unsubscribe_url: string | null
 }
@@ -61,8 +62,9 @@ export function supersedeAuthoritative(
 /**
  * Claims a due notification for sending under `token`: `pending → sending`
  * with a lease, or takes over a `sending` one whose lease ran out. One
- * statement, so exactly one of several concurrent deliveries wins.
- * Parameters: id, now, lease until, claim token.
+ * statement, so exactly one of several concurrent deliveries wins. A message
+ * that names a `due` other than the row's is stale and claims nothing.
+ * Parameters: id, now, lease until, claim token, due (or null).
  */
 export function claimNotification(
   db: D1Database,
@@ -70,16 +72,17 @@ export function claimNotification(
   now: string,
   leaseUntil: string,
   token: string,
+  due: string | null,
 ): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE notifications SET status = 'sending', lease_until = ?3, claim_token = ?4,
          send_attempts = send_attempts + 1, updated_at = ?2
-       WHERE id = ?1 AND ${claimable('?2', '?2')}
+       WHERE id = ?1 AND ${claimable('?2', '?2')} AND (?5 IS NULL OR scheduled_at = ?5)
        RETURNING id, kind, channel, status, event_id, source, recipient_email, recipient_name, subject, text_body,
-                 html_body, scheduled_at, lease_until, trace_id, unsubscribe_url`,
+                 html_body, scheduled_at, lease_until, send_attempts, trace_id, unsubscribe_url`,
     )
-    .bind(id, now, leaseUntil, token)
+    .bind(id, now, leaseUntil, token, due)
 }
 
 /** The state of a notification after the claim statements. Parameters: id. */

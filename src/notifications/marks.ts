@@ -44,15 +44,15 @@ export function recordSentMessage(
 }
 
 /**
- * Releases or ends a claimed notification after a failed send, only under the
- * claim that tried: back to `pending` for a retry, `failed` for good, or
+ * Ends a claimed notification after a failed send, only under the claim that
+ * tried: `failed` (a refusal about this message, or its last attempt), or
  * `suppressed` when the transport refused the address as suppressed.
  * Parameters: id, status, code, reason, now, claim token.
  */
 export function markSendFailure(
   db: D1Database,
   id: string,
-  status: 'pending' | 'failed' | 'suppressed',
+  status: 'failed' | 'suppressed',
   code: string,
   reason: string,
   now: string,
@@ -64,4 +64,29 @@ export function markSendFailure(
        WHERE id = ?1 AND status = 'sending' AND claim_token = ?6`,
     )
     .bind(id, status, code, reason, now, token)
+}
+
+/**
+ * Puts a claimed notification back to `pending` after a transient failure,
+ * due at its retry time, only under the claim that tried. The retry time is
+ * the row's own: the cron re-enqueues it only once that time (and the grace)
+ * has passed without a claim, and a message for an older time is stale.
+ * Parameters: id, code, reason, retry at, now, claim token.
+ */
+export function markRetry(
+  db: D1Database,
+  id: string,
+  code: string,
+  reason: string,
+  retryAt: string,
+  now: string,
+  token: string,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'pending', error_code = ?2, status_reason = ?3, scheduled_at = ?4,
+         enqueued_at = ?5, updated_at = ?5, lease_until = NULL
+       WHERE id = ?1 AND status = 'sending' AND claim_token = ?6`,
+    )
+    .bind(id, code, reason, retryAt, now, token)
 }

@@ -12,6 +12,9 @@ export const NOTIFICATION_STATUSES = [
   'superseded',
   'suppressed',
   'opted-out',
+  'paused',
+  'awaiting-contact',
+  'unknown',
 ] as const
 
 /** A notification's status. */

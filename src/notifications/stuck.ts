@@ -1,8 +1,10 @@
 import { claimable } from './sql.ts'
 
 /**
- * Notifications the dispatch queue lost track of: `pending` past their time
- * (and not re-enqueued within the grace), or `sending` past their lease.
+ * Notifications the dispatch queue has no message for: `pending` and due but
+ * never enqueued (released from a pause), `pending` past their time by the
+ * grace (their message was lost: a retry's own message arrives at its time,
+ * so a retry is never enqueued twice), or `sending` past their lease.
  * Parameters: now, cutoff (now minus the grace), limit.
  */
 export function selectStuckNotifications(
@@ -14,7 +16,8 @@ export function selectStuckNotifications(
   return db
     .prepare(
       `SELECT id, scheduled_at FROM notifications
-       WHERE ${claimable('?2', '?1')} AND (status <> 'pending' OR enqueued_at IS NULL OR enqueued_at <= ?2)
+       WHERE (status = 'pending' AND enqueued_at IS NULL AND scheduled_at <= ?1)
+          OR (${claimable('?2', '?1')} AND (status <> 'pending' OR enqueued_at IS NULL OR enqueued_at <= ?2))
        ORDER BY scheduled_at
        LIMIT ?3`,
     )

@@ -1,4 +1,6 @@
 import { createRoute, z } from '@hono/zod-openapi'
+import { configOf } from '../../config.ts'
+import { GAUGES } from '../../metrics/counters.ts'
 import { exposition } from '../../metrics/prom.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors } from '../openapi.ts'
 
@@ -18,10 +20,24 @@ const scrape = createRoute({
 /** `/metrics`. */
 export const metrics = createRouter().openapi(scrape, async (c) => {
   const db = c.env.DB
-  const [counters, gauges] = await db.batch<{ name: string; labels: string; value: number }>([
+  // The pause is read from its own table: the configured transport always has a value, 0 when sending.
+  const transport = configOf(c.env).EMAIL_TRANSPORT
+  const [counters, gauges, paused] = await db.batch<{ name: string; labels: string; value: number }>([
     db.prepare('SELECT name, labels, value FROM counters'),
     db.prepare('SELECT name, labels, value FROM gauges'),
+    db
+      .prepare(
+        `SELECT ?1 AS name, json_object('transport', ?2, 'code', coalesce(p.code, '')) AS labels,
+                CASE WHEN p.transport IS NULL THEN 0 ELSE 1 END AS value
+         FROM (SELECT 1) LEFT JOIN transport_pauses p ON p.transport = ?2
+         UNION ALL
+         SELECT ?1, json_object('transport', transport, 'code', code), 1 FROM transport_pauses WHERE transport <> ?2`,
+      )
+      .bind(GAUGES.transportPaused, transport),
   ])
-  const { text, contentType } = await exposition(counters?.results ?? [], gauges?.results ?? [])
+  const { text, contentType } = await exposition(counters?.results ?? [], [
+    ...(gauges?.results ?? []),
+    ...(paused?.results ?? []),
+  ])
   return c.text(text, 200, { 'content-type': contentType })
 })

@@ -83,8 +83,19 @@ function Cards(props: { open: Row[]; statuses: Row[]; lag: Row[] }) {
 
 export async function overviewPage(c: ConsoleContext) {
   const [open = [], statuses = [], lag = [], latest = []] = await overviewData(c.env.DB)
+  const { paused } = c.get('page')
   return c.html(
     <Layout page={c.get('page')} title="Overview">
+      <p id="transport-state">
+        {paused ? (
+          <>
+            Transport <strong>{paused.transport}</strong>: paused since {paused.since} ({paused.code}),{' '}
+            <a href={`/console/notifications${queryOf({ status: 'paused' })}`}>{paused.waiting} waiting</a>.
+          </>
+        ) : (
+          'Transport: sending.'
+        )}
+      </p>
       <Cards open={open} statuses={statuses} lag={lag} />
       <h2>Latest failures</h2>
       <Table

@@ -5,22 +5,28 @@ type Meaning = { outcome: SendOutcome; delaySeconds?: number }
 
 /**
  * The error codes the `send_email` binding throws (`error.code`), as Cloudflare
- * documents them for the Email Service Workers API. Rate and daily limits pass
- * by themselves but not within the first retry delays, so they wait longer.
+ * documents them for the Email Service Workers API. The rate limit passes by
+ * itself but not within the first retry delays, so it waits longer. What is
+ * about our own configuration — the sender or its domain not verified or not
+ * onboarded, the account's daily quota — pauses the transport instead of
+ * failing notifications that could not have gone out. A recipient the
+ * account may not send to yet (a new account sends to verified addresses
+ * only) is about that recipient: its notification fails as a dead letter to
+ * replay once the account may send to it.
  */
 const CODES: Record<string, Meaning> = {
   E_RECIPIENT_SUPPRESSED: { outcome: 'suppressed' },
   E_RATE_LIMIT_EXCEEDED: { outcome: 'transient', delaySeconds: 60 },
-  E_DAILY_LIMIT_EXCEEDED: { outcome: 'transient', delaySeconds: 3600 },
+  E_DAILY_LIMIT_EXCEEDED: { outcome: 'paused', delaySeconds: 3600 },
   E_INTERNAL_SERVER_ERROR: { outcome: 'transient' },
   E_DELIVERY_FAILED: { outcome: 'transient' },
   E_VALIDATION_ERROR: { outcome: 'permanent' },
   E_FIELD_MISSING: { outcome: 'permanent' },
   E_TOO_MANY_RECIPIENTS: { outcome: 'permanent' },
   E_TOO_MANY_ATTACHMENTS: { outcome: 'permanent' },
-  E_SENDER_NOT_VERIFIED: { outcome: 'permanent' },
+  E_SENDER_NOT_VERIFIED: { outcome: 'paused' },
   E_RECIPIENT_NOT_ALLOWED: { outcome: 'permanent' },
-  E_SENDER_DOMAIN_NOT_AVAILABLE: { outcome: 'permanent' },
+  E_SENDER_DOMAIN_NOT_AVAILABLE: { outcome: 'paused' },
   E_CONTENT_TOO_LARGE: { outcome: 'permanent' },
   E_HEADER_NOT_ALLOWED: { outcome: 'permanent' },
   E_HEADER_USE_API_FIELD: { outcome: 'permanent' },

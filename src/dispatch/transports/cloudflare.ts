@@ -1,4 +1,5 @@
 import { EmailMessage } from 'cloudflare:email'
+import { checkMessageLimits } from '../limits.ts'
 import { buildMime, messageIdOf } from '../mime.ts'
 import { meaningOf } from './cloudflare-errors.ts'
 import { SendError, type Transport } from './types.ts'
@@ -12,13 +13,20 @@ export function cloudflareTransport(binding: SendEmail): Transport {
     name: 'cloudflare',
     async send(mail) {
       const raw = buildMime(mail)
+      // The binding's documented limits, before it is asked: a clear code instead of its refusal.
+      const over = checkMessageLimits(mail, raw)
+      if (over) throw new SendError(`send_email: ${over.message}`, 'permanent', { code: over.code })
       try {
         const result = await binding.send(new EmailMessage(mail.from.address, mail.to.address, raw))
         return { providerId: result?.messageId ?? messageIdOf(mail), raw, messageId: messageIdOf(mail) }
       } catch (cause) {
         const { outcome, delaySeconds, code } = meaningOf(cause)
         const message = (cause as Error)?.message ?? String(cause)
-        throw new SendError(`send_email: ${code ? `${code}: ` : ''}${message}`, outcome, { cause, delaySeconds })
+        throw new SendError(`send_email: ${code ? `${code}: ` : ''}${message}`, outcome, {
+          cause,
+          delaySeconds,
+          providerCode: code,
+        })
       }
     },
   }

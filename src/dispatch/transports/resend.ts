@@ -1,5 +1,6 @@
+import { USER_AGENT } from '../../version.ts'
 import { buildMime, listHeadersOf, messageIdOf } from '../mime.ts'
-import { SendError, type Transport } from './types.ts'
+import { SendError, type SendOutcome, type Transport } from './types.ts'
 
 /** Longest wait for the provider before the attempt counts as a transient failure. */
 const TIMEOUT_MS = 15_000
@@ -9,9 +10,8 @@ const TIMEOUT_MS = 15_000
  * payload is built from the stored notification alone, so a retry after a lost
  * answer (a timeout, a 5xx from a proxy) is the same request, and Resend
  * answers it with the first answer instead of sending again (within its 24 h
- * window). 429, 5xx, 409 `concurrent_idempotent_requests` and network errors
- * are transient; other 4xx, and 409 `invalid_idempotent_request`, are
- * permanent.
+ * window). Every request names notify-edge in `User-Agent`, which Resend
+ * requires. What a refusal means is `outcomeOf`'s table.
  */
 export function resendTransport(
   options: { apiKey: string; baseUrl: string },
@@ -29,6 +29,7 @@ export function resendTransport(
           headers: {
             authorization: `Bearer ${options.apiKey}`,
             'content-type': 'application/json',
+            'user-agent': USER_AGENT,
             'idempotency-key': mail.notificationId,
           },
           body: JSON.stringify({
@@ -62,19 +63,47 @@ export function resendTransport(
 }
 
 /**
- * The SendError of a refused request. A 409 `invalid_idempotent_request` means
- * Resend already accepted another payload under this notification's key (the
- * template or the sender changed between attempts): that email most likely went
- * out, and sending again would only be refused again, so it is permanent.
+ * What a refusal of Resend means, by status and the error's `name`, as
+ * Resend's error reference lists them (https://resend.com/docs/api-reference/errors):
+ * - about us, so the transport pauses: 401 `missing_api_key` /
+ *   `restricted_api_key`, 403 `invalid_api_key`, a domain not verified or
+ *   "you can only send testing emails", and the missing `User-Agent` (1010);
+ *   422 `invalid_from_address` (our sender); 429 `daily_quota_exceeded` /
+ *   `monthly_quota_exceeded` (until the quota resets); 451 `security_error`;
+ * - transient: 429 `rate_limit_exceeded`, 409 `concurrent_idempotent_requests`
+ *   (the first request with this key still runs), 5xx;
+ * - permanent, about this message: other 400 and 422 (`validation_error`, an
+ *   invalid recipient, a missing field), and 409 `invalid_idempotent_request`
+ *   — Resend already accepted another payload under this notification's key
+ *   (the template or the sender changed between attempts): that email most
+ *   likely went out, and sending again would only be refused again.
  */
+function outcomeOf(status: number, name: string): SendOutcome {
+  if (status === 401 || status === 403 || status === 451) return 'paused'
+  if (status === 422 && name === 'invalid_from_address') return 'paused'
+  if (status === 429) return /quota/.test(name) ? 'paused' : 'transient'
+  if (status === 409) return name === 'invalid_idempotent_request' ? 'permanent' : 'transient'
+  if (status >= 500) return 'transient'
+  return 'permanent'
+}
+
+/** The SendError of a refused request: its outcome, the provider's code, how long it asked us to wait. */
 function failureOf(response: Response, text: string): SendError {
-  const reusedKey = response.status === 409 && text.includes('invalid_idempotent_request')
-  const transient = !reusedKey && (response.status === 429 || response.status === 409 || response.status >= 500)
-  const what = reusedKey
-    ? 'resend already accepted another payload under this notification id (invalid_idempotent_request); not sent again'
-    : `HTTP ${response.status} ${text.slice(0, 300)}`
-  return new SendError(`resend: ${what}`, transient ? 'transient' : 'permanent', {
+  let name = ''
+  try {
+    const parsed = JSON.parse(text) as { name?: unknown }
+    if (typeof parsed.name === 'string') name = parsed.name
+  } catch {
+    // Not JSON (a proxy's page): the status alone decides.
+  }
+  const outcome = outcomeOf(response.status, name)
+  const what =
+    name === 'invalid_idempotent_request'
+      ? 'resend already accepted another payload under this notification id (invalid_idempotent_request); not sent again'
+      : `HTTP ${response.status} ${text.slice(0, 300)}`
+  return new SendError(`resend: ${what}`, outcome, {
     delaySeconds: retryAfterSeconds(response.headers.get('retry-after')),
+    providerCode: name || `http-${response.status}`,
   })
 }
 

@@ -1,3 +1,4 @@
+import type { PipelineCode } from '../../errors.ts'
 import type { Mail } from '../mime.ts'
 
 /** What a transport reports for a message it accepted. */
@@ -8,27 +9,41 @@ export type Transport = { name: string; send(mail: Mail): Promise<Sent> }
 
 /**
  * What a refused send means: `transient` — try again (not sooner than
- * `delaySeconds` when the provider says so); `permanent` — the notification
- * fails; `suppressed` — the provider will not mail this address, which joins
- * the suppression list.
+ * `delaySeconds` when the provider says so); `permanent` — a refusal about
+ * this message or its recipient: the notification fails, as a dead letter an
+ * operator can replay; `suppressed` — the provider will not mail this address,
+ * which joins the suppression list; `paused` — a refusal about us (the key,
+ * a missing header, the sender or its domain, a quota): nothing through this
+ * transport can succeed until it is fixed, so the transport pauses and the
+ * notification waits.
  */
-export type SendOutcome = 'transient' | 'permanent' | 'suppressed'
+export type SendOutcome = 'transient' | 'permanent' | 'suppressed' | 'paused'
 
 /** A send failure that knows what it means for the notification. */
 export class SendError extends Error {
   readonly outcome: SendOutcome
   /** The shortest wait before trying again, when the provider named one (rate and daily limits). */
   readonly delaySeconds: number | undefined
+  /** The provider's own name for the refusal (an error code, else the HTTP status), when it gave one. */
+  readonly providerCode: string | undefined
+  /** The pipeline code of a refusal that has its own (a message over a documented limit). */
+  readonly code: PipelineCode | undefined
 
-  constructor(message: string, outcome: SendOutcome, options?: { cause?: unknown; delaySeconds?: number | undefined }) {
+  constructor(
+    message: string,
+    outcome: SendOutcome,
+    options?: {
+      cause?: unknown
+      delaySeconds?: number | undefined
+      providerCode?: string | undefined
+      code?: PipelineCode
+    },
+  ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause })
     this.name = 'SendError'
     this.outcome = outcome
     this.delaySeconds = options?.delaySeconds
-  }
-
-  /** Whether trying again cannot help. */
-  get permanent(): boolean {
-    return this.outcome !== 'transient'
+    this.providerCode = options?.providerCode
+    this.code = options?.code
   }
 }

@@ -1,0 +1,85 @@
+/**
+ * A transport paused by a failure of our own configuration (a revoked key, a
+ * missing header, an unverified sender or domain, a quota): one row in
+ * `transport_pauses` while it lasts. Sends stop but for one probe at a time,
+ * tried with a growing interval (or when the provider said, for a quota), and
+ * the first accepted send ends the pause. The notifications' side is in
+ * src/notifications/pause.ts.
+ */
+
+/** What the claim stage and the console read of a pause. */
+export type TransportPause = {
+  transport: string
+  code: string
+  reason: string
+  since: string
+  failures: number
+  probe_at: string
+  probe_id: string | null
+}
+
+/** Seconds before the next probe after `failures` refused tries: 30 s doubling to 10 min. */
+export function probeDelaySeconds(failures: number): number {
+  return Math.min(600, 30 * 2 ** Math.max(0, failures - 1))
+}
+
+/** The pause of a transport, if any. Parameters: transport. */
+export function readPause(db: D1Database, transport: string): D1PreparedStatement {
+  return db
+    .prepare(
+      'SELECT transport, code, reason, since, failures, probe_at, probe_id FROM transport_pauses WHERE transport = ?1',
+    )
+    .bind(transport)
+}
+
+/**
+ * Pauses a transport, or records one more refused try of a paused one: the
+ * next probe after the backoff of its failures, or at `notBefore` when the
+ * provider named a later time (a quota's reset). The probe slot is freed.
+ * Parameters: transport, code, reason, now, the earliest next probe (ISO or null).
+ */
+export function pauseTransport(
+  db: D1Database,
+  transport: string,
+  code: string,
+  reason: string,
+  now: Date,
+  notBefore: Date | null,
+): D1PreparedStatement {
+  const nowIso = now.toISOString()
+  // The backoff of the failure count after this one, computed in SQL from the stored count.
+  const steps = [1, 2, 3, 4, 5, 6].map((n) => `WHEN ${n} THEN ${probeDelaySeconds(n)}`).join(' ')
+  return db
+    .prepare(
+      `INSERT INTO transport_pauses (transport, code, reason, since, failures, probe_at, probe_id, updated_at)
+       VALUES (?1, ?2, ?3, ?4, 1, max(?5, strftime('%Y-%m-%dT%H:%M:%fZ', ?4, '+${probeDelaySeconds(1)} seconds')), NULL, ?4)
+       ON CONFLICT (transport) DO UPDATE SET code = excluded.code, reason = excluded.reason,
+         failures = transport_pauses.failures + 1, probe_id = NULL, updated_at = excluded.updated_at,
+         probe_at = max(?5, strftime('%Y-%m-%dT%H:%M:%fZ', ?4,
+           '+' || (CASE transport_pauses.failures + 1 ${steps} ELSE ${probeDelaySeconds(99)} END) || ' seconds'))`,
+    )
+    .bind(transport, code, reason, nowIso, notBefore?.toISOString() ?? '')
+}
+
+/**
+ * Takes the probe slot of a pause whose probe is due: names the oldest paused
+ * notification as the probe and holds the slot for `holdSeconds` (a probe
+ * whose send never reports back is replaced after that).
+ * Parameters: transport, now, hold until.
+ */
+export function takeProbe(db: D1Database, transport: string, now: string, holdUntil: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE transport_pauses SET probe_at = ?3, updated_at = ?2,
+         probe_id = (SELECT id FROM notifications WHERE status = 'paused' ORDER BY created_at, id LIMIT 1)
+       WHERE transport = ?1 AND probe_at <= ?2
+         AND EXISTS (SELECT 1 FROM notifications WHERE status = 'paused')
+       RETURNING probe_id`,
+    )
+    .bind(transport, now, holdUntil)
+}
+
+/** Ends a transport's pause (a send through it was accepted). Parameters: transport. */
+export function resumeTransport(db: D1Database, transport: string): D1PreparedStatement {
+  return db.prepare('DELETE FROM transport_pauses WHERE transport = ?1').bind(transport)
+}

@@ -1,0 +1,83 @@
+import { claimable } from './sql.ts'
+
+/**
+ * The notification's side of a paused transport (src/dispatch/pause.ts keeps
+ * the pause itself): while a transport is paused by a failure of our own
+ * configuration, its notifications wait as `paused` instead of being tried,
+ * one of them at a time is released as the probe, and all of them are
+ * released when the provider accepts again.
+ */
+
+/**
+ * Ends the claim of a claimable notification as `paused` when its transport is
+ * paused and this notification is not the probe. Runs in the claim's batch
+ * right before the claim, so nothing is sent through a paused transport but
+ * the probe. Parameters: id, now, transport.
+ */
+export function pauseGate(db: D1Database, id: string, now: string, transport: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'paused', lease_until = NULL, updated_at = ?2,
+         error_code = 'NTF_TRANSPORT_PAUSED',
+         status_reason = (SELECT 'waiting: the ' || p.transport || ' transport is paused (' || p.code || ')'
+                          FROM transport_pauses p WHERE p.transport = ?3)
+       WHERE id = ?1 AND ${claimable('?2', '?2')}
+         AND EXISTS (SELECT 1 FROM transport_pauses p WHERE p.transport = ?3
+                     AND (p.probe_id IS NULL OR p.probe_id <> notifications.id))
+       RETURNING id, kind, channel`,
+    )
+    .bind(id, now, transport)
+}
+
+/**
+ * A claimed notification whose send was refused for a reason of our own
+ * configuration goes back to wait as `paused`, only under the claim that
+ * tried; the try does not count against its own retries.
+ * Parameters: id, code, reason, now, claim token.
+ */
+export function markPaused(
+  db: D1Database,
+  id: string,
+  code: string,
+  reason: string,
+  now: string,
+  token: string,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'paused', error_code = ?2, status_reason = ?3, updated_at = ?4,
+         lease_until = NULL, send_attempts = max(send_attempts - 1, 0)
+       WHERE id = ?1 AND status = 'sending' AND claim_token = ?5`,
+    )
+    .bind(id, code, reason, now, token)
+}
+
+/**
+ * Releases the probe: the paused notification the pause names as its
+ * `probe_id` becomes `pending`, due now. Parameters: transport, now.
+ */
+export function releaseProbe(db: D1Database, transport: string, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'pending', scheduled_at = ?2, enqueued_at = ?2, updated_at = ?2,
+         status_reason = 'the probe of a paused transport'
+       WHERE status = 'paused' AND id = (SELECT probe_id FROM transport_pauses WHERE transport = ?1)
+       RETURNING id, scheduled_at`,
+    )
+    .bind(transport, now)
+}
+
+/**
+ * Releases every paused notification once the provider accepts again: back
+ * to `pending`, due now and not enqueued, so the cron puts them on the queue
+ * in bounded chunks. Parameters: now.
+ */
+export function releasePaused(db: D1Database, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'pending', scheduled_at = ?1, enqueued_at = NULL, updated_at = ?1,
+         error_code = NULL, status_reason = 'released: the transport accepts again'
+       WHERE status = 'paused'`,
+    )
+    .bind(now)
+}

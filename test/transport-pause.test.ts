@@ -1,0 +1,190 @@
+/**
+ * Configuration failures pause, they do not burn: a refusal about our own
+ * configuration (a revoked key, an unverified sender, a quota) pauses the
+ * transport; its notifications wait `paused` with the reason, nothing ends
+ * `failed`, one notification at a time is tried with backoff, and the first
+ * accepted send resumes the transport and releases the rest.
+ */
+import { env } from 'cloudflare:workers'
+import { afterEach, describe, expect, it } from 'vitest'
+import { takeProbe } from '../src/dispatch/pause.ts'
+import { releaseProbe } from '../src/notifications/pause.ts'
+import { FAKE_RESEND_URL } from './fake-resend.ts'
+import { ADMIN_TOKEN, dispatchOnce, eventually, guid, runCron } from './helpers.ts'
+import { fetchWorker } from './worker-fetch.ts'
+
+type Row = { status: string; error_code: string | null; status_reason: string | null; send_attempts: number }
+type Pause = { transport: string; code: string; failures: number; probe_at: string; probe_id: string | null }
+
+async function pending(email: string, createdAt = new Date().toISOString()): Promise<string> {
+  const id = `ntf_pause_${guid().replaceAll('-', '')}`
+  await env.DB.prepare(
+    `INSERT INTO notifications (id, idempotency_key, event_id, source, kind, channel, urgency, recipient_user_id,
+       recipient_email, locale, subject, text_body, html_body, status, scheduled_at, enqueued_at, created_at, updated_at)
+     VALUES (?1, ?1, ?2, 'http', 'InvitationCreated', 'email', 'normal', ?3, ?4, 'ru', 'Тема', 'Текст', '<p>Текст</p>',
+       'pending', ?5, ?5, ?5, ?5)`,
+  )
+    .bind(id, guid(), guid(), email, createdAt)
+    .run()
+  return id
+}
+
+const rowOf = (id: string) =>
+  env.DB.prepare('SELECT status, error_code, status_reason, send_attempts FROM notifications WHERE id = ?1')
+    .bind(id)
+    .first<Row>()
+const pauseOf = (transport: string) =>
+  env.DB.prepare('SELECT * FROM transport_pauses WHERE transport = ?1').bind(transport).first<Pause>()
+const deadLettersOf = async (id: string) =>
+  (
+    await env.DB.prepare('SELECT count(*) AS n FROM dead_letters WHERE body LIKE ?1')
+      .bind(`%${id}%`)
+      .first<{ n: number }>()
+  )?.n
+
+/** A stand-in for the send_email binding that refuses with a documented code, counting its calls. */
+function refusing(code: string) {
+  const calls: unknown[] = []
+  const binding = {
+    send: async (message: unknown) => {
+      calls.push(message)
+      throw Object.assign(new Error(`refused: ${code}`), { code })
+    },
+  } as unknown as SendEmail
+  return { binding, calls }
+}
+
+const resendEnv = (key = 'test-resend-key') => ({
+  EMAIL_TRANSPORT: 'resend',
+  RESEND_API_KEY: key,
+  RESEND_API_URL: FAKE_RESEND_URL,
+})
+
+afterEach(async () => {
+  // A pause outlives its test otherwise, and would hold every later test's sends.
+  await env.DB.prepare('DELETE FROM transport_pauses').run()
+  await env.DB.prepare(
+    "UPDATE notifications SET status = 'failed' WHERE id LIKE 'ntf_pause_%' AND status IN ('paused', 'pending')",
+  ).run()
+})
+
+describe('a paused transport', () => {
+  it('an unverified sender pauses the binding: the notification waits, the next is not tried, nothing fails', async () => {
+    const earlier = new Date(Date.now() - 1000).toISOString()
+    const first = await pending(`pause-a-${guid().slice(0, 8)}@example.com`, earlier)
+    const { binding, calls } = refusing('E_SENDER_NOT_VERIFIED')
+    const result = await dispatchOnce({ notificationId: first }, { EMAIL: binding })
+    expect(result.explicitAcks).toHaveLength(1)
+    expect(result.delays).toEqual([])
+    expect(result.enqueued).toEqual([])
+    expect(await rowOf(first)).toMatchObject({ status: 'paused', error_code: 'NTF_TRANSPORT_PAUSED', send_attempts: 0 })
+    const pause = await pauseOf('cloudflare')
+    expect(pause).toMatchObject({ code: 'E_SENDER_NOT_VERIFIED', failures: 1, probe_id: null })
+    const probeIn = (Date.parse(pause?.probe_at as string) - Date.now()) / 1000
+    expect(probeIn).toBeGreaterThan(25)
+    expect(probeIn).toBeLessThanOrEqual(30)
+
+    // The next notification is held by the claim itself: the binding is not even called.
+    const second = await pending(`pause-b-${guid().slice(0, 8)}@example.com`)
+    await dispatchOnce({ notificationId: second }, { EMAIL: binding })
+    expect(calls).toHaveLength(1)
+    expect(await rowOf(second)).toMatchObject({ status: 'paused', error_code: 'NTF_TRANSPORT_PAUSED' })
+    expect((await rowOf(second))?.status_reason).toContain('E_SENDER_NOT_VERIFIED')
+    expect(await deadLettersOf(first)).toBe(0)
+
+    const metrics = await fetchWorker('/metrics', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+    expect(await metrics.text()).toContain(
+      'notify_transport_paused{transport="cloudflare",code="E_SENDER_NOT_VERIFIED"} 1',
+    )
+
+    // Before the probe is due the cron releases nothing.
+    await runCron(new Date())
+    expect((await rowOf(first))?.status).toBe('paused')
+    // Once due: one probe, the oldest; the other keeps waiting. The local binding accepts it, and the
+    // accepted probe ends the pause and releases the rest, which the next cron run enqueues.
+    await env.DB.prepare('UPDATE transport_pauses SET probe_at = ?1')
+      .bind(new Date(Date.now() - 1).toISOString())
+      .run()
+    await runCron(new Date())
+    expect((await pauseOf('cloudflare'))?.probe_id ?? 'resumed').toMatch(new RegExp(`${first}|resumed`))
+    await eventually(async () => expect((await rowOf(first))?.status).toBe('sent'))
+    expect(await pauseOf('cloudflare')).toBeNull()
+    expect((await rowOf(second))?.status).toBe('pending')
+    await runCron(new Date())
+    await eventually(async () => expect((await rowOf(second))?.status).toBe('sent'))
+    const after = await fetchWorker('/metrics', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+    expect(await after.text()).toContain('notify_transport_paused{transport="cloudflare",code=""} 0')
+  })
+
+  it('a refused probe waits twice as long; a quota waits until the time it names', async () => {
+    const first = await pending(`pause-c-${guid().slice(0, 8)}@example.com`)
+    const { binding } = refusing('E_SENDER_DOMAIN_NOT_AVAILABLE')
+    await dispatchOnce({ notificationId: first }, { EMAIL: binding })
+    expect(await pauseOf('cloudflare')).toMatchObject({ failures: 1 })
+    // The probe, as the cron would release it, refused again.
+    await env.DB.batch([
+      env.DB.prepare('UPDATE transport_pauses SET probe_id = ?1').bind(first),
+      env.DB.prepare("UPDATE notifications SET status = 'pending' WHERE id = ?1").bind(first),
+    ])
+    await dispatchOnce({ notificationId: first }, { EMAIL: binding })
+    const twice = await pauseOf('cloudflare')
+    expect(twice).toMatchObject({ failures: 2, probe_id: null })
+    expect((Date.parse(twice?.probe_at as string) - Date.now()) / 1000).toBeGreaterThan(55)
+    expect((await rowOf(first))?.status).toBe('paused')
+
+    await env.DB.prepare('DELETE FROM transport_pauses').run()
+    const quota = await pending(`pause-d-${guid().slice(0, 8)}@example.com`)
+    await dispatchOnce({ notificationId: quota }, { EMAIL: refusing('E_DAILY_LIMIT_EXCEEDED').binding })
+    const pause = await pauseOf('cloudflare')
+    expect(pause?.code).toBe('E_DAILY_LIMIT_EXCEEDED')
+    expect((Date.parse(pause?.probe_at as string) - Date.now()) / 1000).toBeGreaterThan(3590)
+    expect(await rowOf(quota)).toMatchObject({ status: 'paused', send_attempts: 0 })
+  })
+
+  it('resend: a wrong key pauses (403 invalid_api_key), and the probe with the fixed key resumes and releases the rest', async () => {
+    const first = await pending(`pause-e-${guid().slice(0, 8)}@example.com`, new Date(Date.now() - 1000).toISOString())
+    const second = await pending(`pause-f-${guid().slice(0, 8)}@example.com`)
+    await dispatchOnce({ notificationId: first }, resendEnv('re_revoked_key'))
+    expect(await pauseOf('resend')).toMatchObject({ code: 'invalid_api_key' })
+    await dispatchOnce({ notificationId: second }, resendEnv())
+    for (const id of [first, second]) expect((await rowOf(id))?.status).toBe('paused')
+    // A probe still with the wrong key: refused again, the pause counts it.
+    const third = await pending(`pause-g-${guid().slice(0, 8)}@example.com`)
+    await env.DB.prepare('UPDATE transport_pauses SET probe_id = ?1').bind(third).run()
+    await dispatchOnce({ notificationId: third }, resendEnv('re_revoked_key'))
+    expect(await pauseOf('resend')).toMatchObject({ code: 'invalid_api_key', failures: 2 })
+
+    // The key is fixed; the probe (the oldest) is released as the cron does — its statements, without
+    // its enqueue, which this runtime's own consumer (the cloudflare transport) would race for — and accepted.
+    const now = new Date().toISOString()
+    await env.DB.prepare('UPDATE transport_pauses SET probe_at = ?1').bind(now).run()
+    await env.DB.batch([
+      takeProbe(env.DB, 'resend', now, new Date(Date.now() + 240_000).toISOString()),
+      releaseProbe(env.DB, 'resend', now),
+    ])
+    const probe = (await pauseOf('resend'))?.probe_id
+    expect(probe).toBe(first)
+    const due = (await env.DB.prepare('SELECT scheduled_at FROM notifications WHERE id = ?1').bind(first).first()) as {
+      scheduled_at: string
+    }
+    const accepted = await dispatchOnce({ notificationId: first, due: due.scheduled_at }, resendEnv())
+    expect(accepted.explicitAcks).toHaveLength(1)
+    expect((await rowOf(first))?.status).toBe('sent')
+    expect(await pauseOf('resend')).toBeNull()
+    for (const id of [second, third]) expect((await rowOf(id))?.status).toBe('pending')
+    for (const id of [first, second, third]) expect(await deadLettersOf(id)).toBe(0)
+  })
+
+  it('the provider fake refuses what Resend refuses: no User-Agent → 403 (1010); our requests carry one', async () => {
+    const bare = await fetch(`${FAKE_RESEND_URL}/emails`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer test-resend-key', 'content-type': 'application/json' },
+      body: '{}',
+    })
+    expect(bare.status).toBe(403)
+    expect(await bare.text()).toContain('1010')
+    const id = await pending(`ua-${guid().slice(0, 8)}@example.com`)
+    await dispatchOnce({ notificationId: id }, resendEnv())
+    expect((await rowOf(id))?.status).toBe('sent')
+  })
+})
