@@ -244,14 +244,51 @@ describe('templates, contacts, reviewers, notifications', () => {
     const userId = guid()
     expect((await admin('PUT', `/v1/contacts/${userId}`, { email: 'a@example.com', version: 5 })).status).toBe(200)
     expect((await admin('PUT', `/v1/contacts/${userId}`, { email: 'b@example.com', version: 4 })).status).toBe(409)
-    expect((await admin('PUT', `/v1/contacts/${userId}`, { email: 'c@example.com' })).body).toMatchObject({
-      version: 6,
-      email: 'c@example.com',
-    })
+    // Without a version: an operator's correction, which keeps the producer's version.
+    const corrected = await admin<{ version: number; operatorEditedAt: string | null }>(
+      'PUT',
+      `/v1/contacts/${userId}`,
+      { email: 'c@example.com' },
+    )
+    expect(corrected.body).toMatchObject({ version: 5, email: 'c@example.com' })
+    expect(corrected.body.operatorEditedAt).not.toBeNull()
     expect((await admin('PUT', `/v1/contacts/${userId}`, { email: 'not-an-email' })).status).toBe(400)
     expect((await admin('GET', `/v1/contacts/${userId}`)).body).toMatchObject({ email: 'c@example.com' })
     expect((await admin('DELETE', `/v1/contacts/${userId}`)).status).toBe(204)
     expect((await admin('GET', `/v1/contacts/${userId}`)).status).toBe(404)
+  })
+
+  it("an operator's correction never blocks the producer: its next version (one above the corrected one) applies", async () => {
+    const userId = guid()
+    const producer = (version: number, email: string) =>
+      deliver(
+        freshInbound('contact-upserted', (value) =>
+          Object.assign(value, { UserId: userId, Email: email, Version: version }),
+        ),
+        1,
+      )
+    await producer(1, 'first@example.com')
+    await eventually(async () =>
+      expect((await admin('GET', `/v1/contacts/${userId}`)).body).toMatchObject({ version: 1 }),
+    )
+    expect((await admin('PUT', `/v1/contacts/${userId}`, { email: 'typo-fixed@example.com' })).status).toBe(200)
+    // The producer's own redelivery of version 1 does not undo the correction…
+    await producer(1, 'first@example.com')
+    expect((await admin('GET', `/v1/contacts/${userId}`)).body).toMatchObject({ email: 'typo-fixed@example.com' })
+    // …and its next real update, version 2, is applied (before: the correction had taken version 2).
+    await producer(2, 'second@example.com')
+    await eventually(async () =>
+      expect((await admin('GET', `/v1/contacts/${userId}`)).body).toMatchObject({
+        version: 2,
+        email: 'second@example.com',
+        operatorEditedAt: null,
+      }),
+    )
+    // A contact an operator creates is below any producer version.
+    const created = guid()
+    expect((await admin('PUT', `/v1/contacts/${created}`, { email: 'made@example.com' })).body).toMatchObject({
+      version: -1,
+    })
   })
 
   it('reviewer pool: PUT, GET, DELETE', async () => {

@@ -2,6 +2,7 @@ import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import {
   deliver,
+  dispatchOnce,
   eventually,
   freshInbound,
   guid,
@@ -208,6 +209,45 @@ describe('verification decisions from two sources: one email per decision in eit
       .bind(ids.owner)
       .all<{ status: string }>()
     expect(results.map((row) => row.status)).toEqual(['sent', 'superseded'])
+  })
+
+  it('fallback still sending: the authoritative decision waits; the fallback fails, so the authoritative one (with its reason) is sent — one email', async () => {
+    const { ids, completed, personUpserted } = await story()
+    const upsert = personUpserted('rejected')
+    await deliver(upsert, 1)
+    const [fallback] = await notificationsOf(messageIdOf(upsert))
+    // The fallback's send is in flight (another delivery holds a live lease).
+    const leaseEnd = new Date(Date.now() + 600_000).toISOString()
+    await env.DB.prepare(
+      "UPDATE notifications SET status = 'sending', claim_token = 'elsewhere', lease_until = ?2 WHERE id = ?1",
+    )
+      .bind(fallback?.id, leaseEnd)
+      .run()
+
+    const decision = completed('rejected', 'Документ нечитаем')
+    await deliver(decision, 1)
+    const [authoritative] = await notificationsOf(messageIdOf(decision))
+    expect(authoritative).toMatchObject({ status: 'pending', is_fallback: 0 })
+    const due = authoritative?.scheduled_at as string
+    const held = await dispatchOnce({ notificationId: authoritative?.id as string, due })
+    expect(held.explicitAcks).toHaveLength(1)
+    expect(held.enqueued.map((message) => message.body)).toEqual([{ notificationId: authoritative?.id, due }])
+    expect((await notificationsOf(messageIdOf(decision)))[0]?.status).toBe('pending')
+
+    // The fallback's send fails for good: the authoritative decision is the one that goes out.
+    await env.DB.prepare("UPDATE notifications SET status = 'failed', lease_until = NULL WHERE id = ?1")
+      .bind(fallback?.id)
+      .run()
+    await dispatchOnce({ notificationId: authoritative?.id as string, due })
+    await settled(messageIdOf(decision), 'sent')
+    const [mail] = await sentMessagesOf(messageIdOf(decision))
+    expect(parseMime(mail?.raw as string).text).toContain('Документ нечитаем')
+    const { results } = await env.DB.prepare(
+      'SELECT status FROM notifications WHERE recipient_user_id = ?1 ORDER BY status',
+    )
+      .bind(ids.owner)
+      .all<{ status: string }>()
+    expect(results.map((row) => row.status)).toEqual(['failed', 'sent'])
   })
 
   it('a fallback without a request id matches the authoritative decision made with it, not an older one: a later decision (a new request) is notified', async () => {

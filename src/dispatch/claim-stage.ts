@@ -22,6 +22,9 @@ export type Later = { message: Message<unknown>; outgoing: Outgoing }
 
 type Claim = { message: Message<unknown>; id: string; due: string | null; statement: number }
 
+/** How soon an authoritative decision held by its fallback in flight asks again. */
+const HELD_RETRY_SECONDS = 30
+
 /** Statements per message in the claim batch (see `claimStatements`), after the batch's one read of the pause. */
 const PER_MESSAGE = 7
 
@@ -80,7 +83,7 @@ function claimStatements(
     optOutGate(env.DB, id, nowIso, optionalKinds),
     suppressionGate(env.DB, id, nowIso),
     pauseGate(env.DB, id, nowIso, config.EMAIL_TRANSPORT),
-    claimNotification(env.DB, id, nowIso, lease.until, lease.token, due),
+    claimNotification(env.DB, id, nowIso, lease.until, lease.token, due, config.DECISION_MATCH_SECONDS),
     notificationState(env.DB, id),
   ]
 }
@@ -112,6 +115,12 @@ function sortClaim(run: DispatchRun, claim: Claim, results: D1Result[], toSend: 
   } else if (state.status === 'pending' && String(state.scheduled_at) > run.nowIso) {
     // Not due yet (a delay longer than Queues allow, or an early redelivery): come back when it is.
     later.push({ message, outgoing: dispatchFor(id, String(state.scheduled_at), run.now) })
+  } else if (state.status === 'pending') {
+    // Due, its own time, and still not claimed: an authoritative decision held while its fallback
+    // is in flight. It asks again shortly, for the same time; the fallback's outcome decides.
+    const { body } = dispatchFor(id, String(state.scheduled_at), run.now)
+    later.push({ message, outgoing: { body, delaySeconds: HELD_RETRY_SECONDS } })
+    run.log.info('dispatch.held', { notificationId: id })
   } else {
     // Already final, or another delivery holds a live lease (the cron takes over if it dies).
     run.settle(message, { action: 'ack' })

@@ -1,8 +1,10 @@
 import type { Contact } from './context.ts'
 
 /**
- * Upserts a contact of the replica; an older or equal `version` changes
- * nothing. Parameters: user id, email, locale, time zone, display name, version, now.
+ * Upserts a contact of the replica from its producer; an older or equal
+ * `version` changes nothing. A newer one also replaces an operator's
+ * correction (the producer changed the contact since).
+ * Parameters: user id, email, locale, time zone, display name, version, now.
  */
 export function upsertContact(db: D1Database, contact: Contact, now: string): D1PreparedStatement {
   return db
@@ -11,8 +13,32 @@ export function upsertContact(db: D1Database, contact: Contact, now: string): D1
        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
        ON CONFLICT (user_id) DO UPDATE SET
          email = excluded.email, locale = excluded.locale, time_zone = excluded.time_zone,
-         display_name = excluded.display_name, version = excluded.version, updated_at = excluded.updated_at
+         display_name = excluded.display_name, version = excluded.version, updated_at = excluded.updated_at,
+         operator_edited_at = NULL
        WHERE excluded.version > contacts.version`,
     )
     .bind(contact.userId, contact.email, contact.locale, contact.timeZone, contact.displayName, contact.version, now)
+}
+
+/** The fields an operator corrects, without a version: the version is the producer's alone. */
+export type ContactCorrection = Omit<Contact, 'version'>
+
+/**
+ * An operator's correction of a contact: it changes the fields and says when,
+ * and leaves `version` to the producer, so the producer's next real update
+ * (a higher version) is never refused because of it — and replaces it. A
+ * contact an operator creates has version -1, below any producer's.
+ * Parameters: user id, email, locale, time zone, display name, now.
+ */
+export function correctContact(db: D1Database, contact: ContactCorrection, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO contacts (user_id, email, locale, time_zone, display_name, version, updated_at, operator_edited_at)
+       VALUES (?1, ?2, ?3, ?4, ?5, -1, ?6, ?6)
+       ON CONFLICT (user_id) DO UPDATE SET
+         email = excluded.email, locale = excluded.locale, time_zone = excluded.time_zone,
+         display_name = excluded.display_name, updated_at = excluded.updated_at,
+         operator_edited_at = excluded.operator_edited_at`,
+    )
+    .bind(contact.userId, contact.email, contact.locale, contact.timeZone, contact.displayName, now)
 }

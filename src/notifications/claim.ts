@@ -37,9 +37,12 @@ export function supersedeFallback(db: D1Database, id: string, now: string, windo
 }
 
 /**
- * Ends a pending authoritative decision whose fallback is already being sent
- * or was sent, so the owner gets one email per decision: it is superseded by
- * that fallback. Parameters: id, now, match window in seconds.
+ * Ends a pending authoritative decision whose fallback was sent, so the owner
+ * gets one email per decision: it is superseded by that fallback. A fallback
+ * still in flight (`sending`, `unknown`) supersedes nothing: if it then fails,
+ * the authoritative decision (with its reason) is what reaches the owner;
+ * until it is settled, the claim holds the authoritative one (see
+ * `claimNotification`). Parameters: id, now, match window in seconds.
  */
 export function supersedeAuthoritative(
   db: D1Database,
@@ -52,7 +55,7 @@ export function supersedeAuthoritative(
       `UPDATE notifications SET status = 'superseded', updated_at = ?2,
          status_reason = 'the same decision was already sent from person-upserted'
        WHERE id = ?1 AND status = 'pending' AND is_fallback = 0 AND decision_person IS NOT NULL
-         AND EXISTS (SELECT 1 FROM notifications f WHERE f.is_fallback = 1 AND f.status IN ('sending', 'sent')
+         AND EXISTS (SELECT 1 FROM notifications f WHERE f.is_fallback = 1 AND f.status = 'sent'
                      AND ${sameDecisionSql('f', '?3')})
        RETURNING id, kind, channel`,
     )
@@ -63,8 +66,10 @@ export function supersedeAuthoritative(
  * Claims a due notification for sending under `token`: `pending → sending`
  * with a lease, or takes over a `sending` one whose lease ran out. One
  * statement, so exactly one of several concurrent deliveries wins. A message
- * that names a `due` other than the row's is stale and claims nothing.
- * Parameters: id, now, lease until, claim token, due (or null).
+ * that names a `due` other than the row's is stale and claims nothing. An
+ * authoritative decision whose fallback is in flight is not claimed until
+ * that fallback is settled: never two emails for one decision, and none lost.
+ * Parameters: id, now, lease until, claim token, due (or null), match window in seconds.
  */
 export function claimNotification(
   db: D1Database,
@@ -73,16 +78,20 @@ export function claimNotification(
   leaseUntil: string,
   token: string,
   due: string | null,
+  windowSeconds: number,
 ): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE notifications SET status = 'sending', lease_until = ?3, claim_token = ?4,
          send_attempts = send_attempts + 1, updated_at = ?2
        WHERE id = ?1 AND ${claimable('?2', '?2')} AND (?5 IS NULL OR scheduled_at = ?5)
+         AND NOT (is_fallback = 0 AND decision_person IS NOT NULL
+                  AND EXISTS (SELECT 1 FROM notifications f WHERE f.is_fallback = 1
+                              AND f.status IN ('sending', 'unknown') AND ${sameDecisionSql('f', '?6')}))
        RETURNING id, kind, channel, status, event_id, source, recipient_email, recipient_name, subject, text_body,
                  html_body, scheduled_at, lease_until, send_attempts, trace_id, unsubscribe_url`,
     )
-    .bind(id, now, leaseUntil, token, due)
+    .bind(id, now, leaseUntil, token, due, windowSeconds)
 }
 
 /** The state of a notification after the claim statements. Parameters: id. */

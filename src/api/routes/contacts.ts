@@ -2,7 +2,7 @@ import { createRoute, z } from '@hono/zod-openapi'
 import { Id, Locale, TimeZone } from '../../contracts/fields.ts'
 import { ApiError } from '../../errors.ts'
 import { type ContactRow, contactFromRow } from '../../materialize/context.ts'
-import { upsertContact } from '../../materialize/write.ts'
+import { correctContact, upsertContact } from '../../materialize/write.ts'
 import { runAudited } from '../audited.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
 
@@ -14,14 +14,22 @@ const Contact = z
     locale: z.string().nullable(),
     timeZone: z.string().nullable(),
     displayName: z.string().nullable(),
-    version: z.number(),
+    version: z.number().openapi({ description: "the producer's version (-1: created by an operator)" }),
     updatedAt: z.string(),
+    operatorEditedAt: z
+      .string()
+      .nullable()
+      .openapi({ description: "when an operator corrected it; the producer's next version replaces the correction" }),
   })
   .openapi('Contact')
 
-type Row = ContactRow & { updated_at: string }
+type Row = ContactRow & { updated_at: string; operator_edited_at: string | null }
 
-const toContact = (row: Row): z.infer<typeof Contact> => ({ ...contactFromRow(row), updatedAt: row.updated_at })
+const toContact = (row: Row): z.infer<typeof Contact> => ({
+  ...contactFromRow(row),
+  updatedAt: row.updated_at,
+  operatorEditedAt: row.operator_edited_at,
+})
 
 const find = (db: D1Database, userId: string) =>
   db.prepare('SELECT * FROM contacts WHERE user_id = ?1').bind(userId).first<Row>()
@@ -40,7 +48,7 @@ const put = createRoute({
   path: '/{userId}',
   summary: 'Create or update a contact',
   description:
-    'Guarded by `version` like contact-upserted: an older or equal version is refused (409). Without `version`, the next one is used.',
+    "With `version`, it speaks for the producer and is guarded like contact-upserted: an older or equal version is refused (409). Without it, it is an operator's correction: the fields change, the producer's version does not, and the producer's next update (a higher version) replaces the correction.",
   security: ADMIN_SECURITY,
   request: {
     params: UserParam,
@@ -77,7 +85,7 @@ export const contacts = createRouter()
     const { userId } = c.req.valid('param')
     const body = c.req.valid('json')
     const current = await find(c.env.DB, userId)
-    const version = body.version ?? (current ? current.version + 1 : 1)
+    const { version } = body
     const now = new Date().toISOString()
     const contact = {
       userId,
@@ -85,11 +93,14 @@ export const contacts = createRouter()
       locale: body.locale ?? null,
       timeZone: body.timeZone ?? null,
       displayName: body.displayName ?? null,
-      version,
     }
+    const statement =
+      version === undefined
+        ? correctContact(c.env.DB, contact, now)
+        : upsertContact(c.env.DB, { ...contact, version }, now)
     // The trail keeps what was set, not the address or the name themselves.
-    const parameters = { version, locale: contact.locale, timeZone: contact.timeZone }
-    const [result] = await runAudited(c, [upsertContact(c.env.DB, contact, now)], {
+    const parameters = { version: version ?? 'correction', locale: contact.locale, timeZone: contact.timeZone }
+    const [result] = await runAudited(c, [statement], {
       action: 'contact.put',
       target: userId,
       parameters,
