@@ -127,6 +127,19 @@ export const ConfigSchema = z
       .describe(
         'how long a dispatch claim is held before another delivery may take it (≥ 3); renewed every third of it while the send runs',
       ),
+    CONTACT_WAIT_HOURS: z.coerce
+      .number()
+      .positive()
+      .max(24 * 14)
+      .default(24)
+      .describe(
+        'how long a notification waits for its recipient to appear in the contact replica before it becomes a dead letter (NTF_CONTACT_NOT_FOUND)',
+      ),
+    UNKNOWN_OUTCOME_SECONDS: Seconds.min(60)
+      .default(600)
+      .describe(
+        'through a transport without an idempotency key (cloudflare), how long a send whose outcome is unknown waits for a delivery event before it is sent again',
+      ),
     STUCK_GRACE_SECONDS: Seconds.default(120).describe(
       'how far past due a pending notification must be before the cron re-enqueues it',
     ),

@@ -37,8 +37,9 @@ export const ERRORS = {
       'The active template failed to render for this event: an unknown filter, or a TEMPLATE_* limit it broke (named in the error); fix it, then replay.',
   },
   NTF_CONTACT_NOT_FOUND: {
-    decision: 'retry',
-    description: 'The recipient is not in the contact replica yet (it may lag); retried, then undeliverable.',
+    decision: 'dead-letter',
+    description:
+      'The recipient was still not in the contact replica after CONTACT_WAIT_HOURS (the notification waited `awaiting-contact`, released at once if the contact had arrived): it ends `undeliverable` as a dead letter; add the contact, then replay it.',
   },
   NTF_DEPENDENCY_FAILED: {
     decision: 'retry',
@@ -51,6 +52,11 @@ export const ERRORS = {
   NTF_SEND_TRANSIENT: {
     decision: 'retry',
     description: 'The email transport failed in a way that may pass (timeout, 5xx, rate limit).',
+  },
+  NTF_SEND_UNKNOWN: {
+    decision: 'wait',
+    description:
+      'Through a transport without an idempotency key, whether a send went out is not known (a lost answer, a claim that ended without a result): the notification waits `unknown`; a delivery event for its Message-ID settles it as sent, else it is sent again after UNKNOWN_OUTCOME_SECONDS.',
   },
   NTF_SEND_PERMANENT: {
     decision: 'dead-letter',
@@ -71,6 +77,11 @@ export const ERRORS = {
     decision: 'skip',
     description:
       'The address is on the suppression list (a hard bounce, a complaint, a provider refusal, an operator): the notification ends `suppressed` without a send, a retry or a dead letter.',
+  },
+  NTF_DELIVERY_NOT_LINKED: {
+    decision: 'retry',
+    description:
+      'A delivery event names a message no notification records yet (it may beat the `sent` mark): retried, then recorded without a notification.',
   },
   NTF_RETRIES_EXHAUSTED: {
     decision: 'dead-letter',

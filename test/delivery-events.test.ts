@@ -7,7 +7,17 @@
 import { env } from 'cloudflare:workers'
 import { Webhook } from 'svix'
 import { describe, expect, it } from 'vitest'
-import { ADMIN_TOKEN, dispatchOnce, eventually, freshInbound, guid, notificationsOf, postIngest } from './helpers.ts'
+import {
+  ADMIN_TOKEN,
+  deliver,
+  dispatchOnce,
+  eventually,
+  freshInbound,
+  guid,
+  notificationsOf,
+  postIngest,
+  runCron,
+} from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 const WEBHOOK_SECRET = 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ='
@@ -511,5 +521,127 @@ describe('/v1/suppressions', () => {
     expect(new Set(seen).size).toBe(seen.length)
     const badCursor = await admin('/v1/suppressions?cursor=%%%')
     expect(badCursor.status).toBe(400)
+  })
+})
+
+describe('unknown outcomes through the binding (no idempotency key): resolved, not resent blindly', () => {
+  /** A binding whose answer is lost: it may have taken the message, and says only that the connection broke. */
+  function losingBinding() {
+    const calls: unknown[] = []
+    const binding = {
+      send: async (message: unknown) => {
+        calls.push(message)
+        throw new Error('Network connection lost.')
+      },
+    } as unknown as SendEmail
+    return { binding, calls }
+  }
+
+  const rowOf = (id: string) =>
+    env.DB.prepare(
+      'SELECT status, error_code, provider_id, scheduled_at, delivery_status, send_attempts FROM notifications WHERE id = ?1',
+    )
+      .bind(id)
+      .first<{
+        status: string
+        error_code: string | null
+        provider_id: string | null
+        scheduled_at: string
+        delivery_status: string | null
+        send_attempts: number
+      }>()
+
+  it('a lost answer waits as unknown; the delivery event for its Message-ID settles it as sent, nothing is sent twice', async () => {
+    const email = `lost-${guid().slice(0, 8)}@example.com`
+    const id = await pending(email)
+    const { binding, calls } = losingBinding()
+    const result = await dispatchOnce({ notificationId: id }, { EMAIL: binding })
+    expect(result.explicitAcks).toHaveLength(1)
+    expect(result.enqueued).toEqual([])
+    const row = await rowOf(id)
+    expect(row).toMatchObject({
+      status: 'unknown',
+      error_code: 'NTF_SEND_UNKNOWN',
+      provider_id: `<${id}@notify-edge.example>`,
+    })
+    const minutes = (Date.parse(row?.scheduled_at as string) - Date.now()) / 60_000
+    expect(minutes).toBeGreaterThan(9.9)
+    expect(minutes).toBeLessThanOrEqual(10)
+    // Within the window the cron leaves it alone.
+    await runCron(new Date())
+    expect((await rowOf(id))?.status).toBe('unknown')
+    // Cloudflare reports the message delivered: it had gone out.
+    await env.EMAIL_EVENTS.send(cloudflareEvent('delivered', `<${id}@notify-edge.example>`, email))
+    await eventually(async () =>
+      expect(await rowOf(id)).toMatchObject({ status: 'sent', delivery_status: 'delivered', send_attempts: 1 }),
+    )
+    expect(calls).toHaveLength(1)
+  })
+
+  it('no delivery event within the window: sent again once, under the same Message-ID', async () => {
+    const id = await pending(`lost-${guid().slice(0, 8)}@example.com`)
+    await dispatchOnce({ notificationId: id }, { EMAIL: losingBinding().binding })
+    expect((await rowOf(id))?.status).toBe('unknown')
+    await env.DB.prepare('UPDATE notifications SET scheduled_at = ?2 WHERE id = ?1')
+      .bind(id, new Date(Date.now() - 1000).toISOString())
+      .run()
+    await runCron(new Date())
+    await eventually(async () => expect(await rowOf(id)).toMatchObject({ status: 'sent', send_attempts: 2 }))
+    const sent = await env.DB.prepare('SELECT message_id FROM sent_messages WHERE notification_id = ?1')
+      .bind(id)
+      .first()
+    expect(sent).toEqual({ message_id: `<${id}@notify-edge.example>` })
+  })
+
+  it('a claim that ended without a result (sent, then the mark was lost): the binding waits as unknown, resend is taken over', async () => {
+    const expired = new Date(Date.now() - 1000).toISOString()
+    const leftSending = async () => {
+      const id = await pending(`left-${guid().slice(0, 8)}@example.com`)
+      await env.DB.prepare(
+        "UPDATE notifications SET status = 'sending', claim_token = 'crashed', lease_until = ?2, send_attempts = 1 WHERE id = ?1",
+      )
+        .bind(id, expired)
+        .run()
+      return id
+    }
+    const viaBinding = await leftSending()
+    const { binding, calls } = losingBinding()
+    await dispatchOnce({ notificationId: viaBinding }, { EMAIL: binding })
+    expect(calls).toHaveLength(0)
+    expect(await rowOf(viaBinding)).toMatchObject({
+      status: 'unknown',
+      provider_id: `<${viaBinding}@notify-edge.example>`,
+    })
+
+    const viaResend = await leftSending()
+    await dispatchOnce(
+      { notificationId: viaResend },
+      { EMAIL_TRANSPORT: 'resend', RESEND_API_KEY: 'test-resend-key', RESEND_API_URL: 'http://fake-resend.test' },
+    )
+    expect(await rowOf(viaResend)).toMatchObject({ status: 'sent', provider_id: `re_${viaResend}` })
+  })
+
+  it('a delivery event that beats the sent mark waits for it and is linked, not left without its notification', async () => {
+    const email = `early-${guid().slice(0, 8)}@example.com`
+    const id = await pending(email)
+    const messageId = `<${id}@notify-edge.example>`
+    const event = cloudflareEvent('delivered', messageId, email)
+    // The provider's event arrives while the send is still being recorded.
+    const early = await deliver(event, 1, `e-${guid()}`, 'notify-email-events')
+    expect(early.retryMessages).toEqual([expect.objectContaining({ delaySeconds: 2 })])
+    const { results: none } = await env.DB.prepare('SELECT 1 FROM delivery_events WHERE provider_message_id = ?1')
+      .bind(`${id}@notify-edge.example`)
+      .all()
+    expect(none).toHaveLength(0)
+    await env.DB.prepare("UPDATE notifications SET status = 'sent', provider_id = ?2 WHERE id = ?1")
+      .bind(id, messageId)
+      .run()
+    const later = await deliver(event, 2, `e-${guid()}`, 'notify-email-events')
+    expect(later.explicitAcks).toHaveLength(1)
+    expect(await rowOf(id)).toMatchObject({ delivery_status: 'delivered' })
+    const linked = await env.DB.prepare('SELECT notification_id FROM delivery_events WHERE provider_message_id = ?1')
+      .bind(`${id}@notify-edge.example`)
+      .first()
+    expect(linked).toEqual({ notification_id: id })
   })
 })

@@ -1,6 +1,7 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import {
+  ADMIN_TOKEN,
   deliver,
   dispatchOnce,
   eventually,
@@ -8,9 +9,11 @@ import {
   guid,
   notificationsOf,
   parseMime,
+  runCron,
   seedContact,
   sentMessagesOf,
 } from './helpers.ts'
+import { fetchWorker } from './worker-fetch.ts'
 
 /** A verification story with its own person, owner, reviewer and request. */
 async function story(options: { ownerContact?: boolean; reviewerContact?: boolean } = {}) {
@@ -350,23 +353,73 @@ describe('recipients and the contact replica', () => {
     expect(await outcomeOf(messageIdOf(event))).toBe('no-recipients')
   })
 
-  it('a missing contact is retried (the replica may lag), then ends as undeliverable with a reason', async () => {
+  it('a decision whose contact arrives late waits for it: the contact-upserted event releases it and the email goes out', async () => {
     const { ids, completed } = await story({ ownerContact: false })
-    const decision = completed('approved')
-    const id = `msg-${guid()}`
-    expect((await deliver(decision, 1, id)).retryMessages).toEqual([{ msgId: id, delaySeconds: 5 }])
-    expect((await deliver(decision, 2, id)).retryMessages).toEqual([{ msgId: id, delaySeconds: 30 }])
-    expect(await notificationsOf(messageIdOf(decision))).toEqual([])
-    const last = await deliver(decision, 3, id)
-    expect(last.explicitAcks).toEqual([id])
-    const [row] = await notificationsOf(messageIdOf(decision))
-    expect(row).toMatchObject({
+    const decision = completed('rejected', 'Фото размыто')
+    const result = await deliver(decision, 1)
+    expect(result.explicitAcks).toHaveLength(1)
+    expect(result.retryMessages).toEqual([])
+    expect(await outcomeOf(messageIdOf(decision))).toBe('awaiting-contact')
+    const [waiting] = await notificationsOf(messageIdOf(decision))
+    expect(waiting).toMatchObject({ status: 'awaiting-contact', recipient_user_id: ids.owner, recipient_email: null })
+    const hours = (Date.parse(waiting?.scheduled_at as string) - Date.now()) / 3_600_000
+    expect(hours).toBeGreaterThan(23.9)
+    expect(hours).toBeLessThanOrEqual(24)
+
+    // The contact arrives a minute later (any delay: the notification keeps waiting until CONTACT_WAIT_HOURS).
+    const contact = freshInbound('contact-upserted', (value) => {
+      Object.assign(value, { UserId: ids.owner, Version: 1, Email: `late-${ids.owner.slice(0, 8)}@example.com` })
+    })
+    await deliver(contact, 1)
+    const [sent] = await settled(messageIdOf(decision), 'sent')
+    expect(sent?.recipient_email).toBe(`late-${ids.owner.slice(0, 8)}@example.com`)
+    const [mail] = await sentMessagesOf(messageIdOf(decision))
+    expect(parseMime(mail?.raw as string).text).toContain('Фото размыто')
+  })
+
+  it('a contact an operator adds releases the waiting notification through the cron; a wait that ends is a dead letter to replay', async () => {
+    const admin = (method: string, path: string, body?: unknown) =>
+      fetchWorker(path, {
+        method,
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
+    // The operator's way: PUT /v1/contacts, and the next cron run releases it.
+    const first = await story({ ownerContact: false })
+    const decided = first.completed('approved')
+    await deliver(decided, 1)
+    expect((await admin('PUT', `/v1/contacts/${first.ids.owner}`, { email: 'put-by-hand@example.com' })).status).toBe(
+      200,
+    )
+    await runCron(new Date())
+    await settled(messageIdOf(decided), 'sent')
+
+    // No contact within the wait: undeliverable and a dead letter; the contact, then the replay, sends it.
+    const second = await story({ ownerContact: false })
+    const late = second.completed('approved')
+    await deliver(late, 1)
+    const [waiting] = await notificationsOf(messageIdOf(late))
+    await env.DB.prepare("UPDATE notifications SET scheduled_at = '2000-01-01T00:00:00.000Z' WHERE id = ?1")
+      .bind(waiting?.id)
+      .run()
+    await runCron(new Date())
+    expect((await notificationsOf(messageIdOf(late)))[0]).toMatchObject({
       status: 'undeliverable',
       error_code: 'NTF_CONTACT_NOT_FOUND',
-      recipient_user_id: ids.owner,
     })
-    expect(row?.status_reason).toContain('no contact')
-    expect(await outcomeOf(messageIdOf(decision))).toBe('undeliverable')
+    const dead = await eventually(async () => {
+      const row = await env.DB.prepare('SELECT id, code, queue FROM dead_letters WHERE body LIKE ?1')
+        .bind(`%${waiting?.id}%`)
+        .first<{ id: string; code: string; queue: string }>()
+      expect(row).toMatchObject({ code: 'NTF_CONTACT_NOT_FOUND', queue: 'notify-dispatch' })
+      return row
+    })
+    await seedContact(second.ids.owner, { email: 'at-last@example.com' })
+    expect((await admin('POST', `/v1/dead-letters/${dead?.id}/replay`)).status).toBe(200)
+    expect((await notificationsOf(messageIdOf(late)))[0]?.status).toBe('awaiting-contact')
+    await runCron(new Date())
+    const [sent] = await settled(messageIdOf(late), 'sent')
+    expect(sent?.recipient_email).toBe('at-last@example.com')
   })
 
   it('contact-upserted feeds the replica; an older Version never overwrites a newer one', async () => {

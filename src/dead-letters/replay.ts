@@ -1,5 +1,6 @@
+import { configOf } from '../config.ts'
 import { DispatchMessageSchema, dispatchFor } from '../dispatch/message.ts'
-import { resetFailedNotification } from '../notifications/replay.ts'
+import { resetForReplay } from '../notifications/replay.ts'
 import { QUEUES } from '../queue/names.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
 import { markReplayed } from './query.ts'
@@ -13,7 +14,8 @@ export type ReplayResult = { replayed: string[]; skipped: { id: string; reason: 
 /**
  * Sends each dead letter's original message back to the queue it died on and
  * marks it `replayed` (counting replays). A notification that failed to send is
- * first put back to `pending`, so the replayed dispatch message can claim it.
+ * first put back to `pending`, so the replayed dispatch message can claim it;
+ * one that never had content waits for its contact again.
  * An event that was processed since comes back as a duplicate: no second email.
  * `audit`, when given, runs in the same D1 batch right after the marks (its
  * `changes()` is their count).
@@ -25,6 +27,7 @@ export async function replayDeadLetters(
   audit?: D1PreparedStatement,
 ): Promise<ReplayResult> {
   const nowIso = now.toISOString()
+  const waitUntil = new Date(now.getTime() + configOf(env).CONTACT_WAIT_HOURS * 3_600_000).toISOString()
   const skipped: ReplayResult['skipped'] = []
   const events: unknown[] = []
   const emailEvents: unknown[] = []
@@ -45,7 +48,7 @@ export async function replayDeadLetters(
       }
       // A fresh message for the reset's due time: the dead one names a time the row no longer has.
       dispatches.push(dispatchFor(message.data.notificationId, nowIso, now))
-      resets.push(resetFailedNotification(env.DB, message.data.notificationId, nowIso))
+      resets.push(resetForReplay(env.DB, message.data.notificationId, nowIso, waitUntil))
     } else {
       skipped.push({ id: row.id, reason: `it died on an unknown queue (${row.queue})` })
       continue

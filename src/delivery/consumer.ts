@@ -1,7 +1,7 @@
 import { configOf } from '../config.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
-import { applyDeliveryStatus } from '../notifications/delivery.ts'
+import { applyDeliveryStatus, settleUnknownOutcome } from '../notifications/delivery.ts'
 import { type EventWrite, persistEvents } from '../queue/persist.ts'
 import { type Settlement, settleFailure } from '../queue/policy.ts'
 import { settleBatch } from '../queue/settle.ts'
@@ -11,6 +11,14 @@ import type { DeliveryEvent } from './model.ts'
 import { bare, insertDeliveryEvent, notificationsByProviderId } from './store.ts'
 
 type Decoded = { message: Message<unknown>; event: DeliveryEvent }
+
+/**
+ * How long an event that names no notification yet waits for the `sent` mark
+ * (which follows the provider's answer by about one D1 write): two retries,
+ * then it is recorded without a notification (a message this Worker did not
+ * send, or one whose row is gone).
+ */
+const LINK_WAIT_SECONDS = [2, 10]
 
 /**
  * Consumer of `notify-email-events`: what providers report about sent mail.
@@ -56,10 +64,17 @@ async function record(
     for (const { message } of decoded) settlements.set(message, settleFailure(error, message.attempts, delays))
     return
   }
-  const writes: EventWrite<Decoded>[] = decoded.map((item) => ({
-    item,
-    statements: statementsOf(env, item.event, matched.get(bare(item.event.providerMessageId)) ?? null, now),
-  }))
+  // An event may beat the `sent` mark of its notification by a moment: it waits for it (a retry or
+  // two) before it is recorded without one. What it asks of the suppression list is not held back.
+  const writes: EventWrite<Decoded>[] = []
+  const waiting: EventWrite<Decoded>[] = []
+  for (const item of decoded) {
+    const notificationId = matched.get(bare(item.event.providerMessageId)) ?? null
+    if (notificationId === null && LINK_WAIT_SECONDS[item.message.attempts - 1] !== undefined) {
+      waiting.push({ item, statements: suppressionOf(env, item.event, null, now, false) })
+    } else writes.push({ item, statements: statementsOf(env, item.event, notificationId, now) })
+  }
+  await holdForLink(env, waiting, settlements, log)
   const { results } = await persistEvents(env.DB, writes, [])
   for (const { item } of writes) {
     const result = results.get(item)
@@ -86,9 +101,27 @@ async function record(
 function statementsOf(env: Env, event: DeliveryEvent, notificationId: string | null, now: Date): D1PreparedStatement[] {
   const at = now.toISOString()
   const statements = [insertDeliveryEvent(env.DB, event, notificationId, at)]
+  if (notificationId) statements.push(settleUnknownOutcome(env.DB, notificationId, event, at))
   if (notificationId && event.status !== 'accepted') {
     statements.push(applyDeliveryStatus(env.DB, notificationId, event, at))
   }
+  return [...statements, ...suppressionOf(env, event, notificationId, now, true)]
+}
+
+/**
+ * The suppression a hard bounce, a complaint or a provider refusal asks for.
+ * `guarded`: only when this delivery recorded the event (a redelivery of it
+ * does not undo an operator's removal since).
+ */
+function suppressionOf(
+  env: Env,
+  event: DeliveryEvent,
+  notificationId: string | null,
+  now: Date,
+  guarded: boolean,
+): D1PreparedStatement[] {
+  const at = now.toISOString()
+  const statements: D1PreparedStatement[] = []
   const request = event.suppression
   if (request && event.recipient) {
     const config = configOf(env)
@@ -114,9 +147,36 @@ function statementsOf(env: Env, event: DeliveryEvent, notificationId: string | n
           providerEvent: `${event.provider}:${event.providerEventId}`,
         },
         at,
-        { provider: event.provider, eventId: event.providerEventId },
+        guarded ? { provider: event.provider, eventId: event.providerEventId } : undefined,
       ),
     )
   }
   return statements
+}
+
+/**
+ * Events that name no notification yet are retried (NTF_DELIVERY_NOT_LINKED)
+ * to give the `sent` mark its moment; the suppression they ask for is written
+ * now. A failure to write it retries them all the same.
+ */
+async function holdForLink(
+  env: Env,
+  waiting: readonly EventWrite<Decoded>[],
+  settlements: Map<Message<unknown>, Settlement>,
+  log: Logger,
+): Promise<void> {
+  if (waiting.length === 0) return
+  const statements = waiting.flatMap((write) => write.statements)
+  if (statements.length > 0) {
+    try {
+      await env.DB.batch(statements)
+    } catch (error) {
+      log.warn('delivery.suppression-failed', { error })
+    }
+  }
+  const error = new PipelineError('NTF_DELIVERY_NOT_LINKED', 'no notification records this message id yet')
+  for (const { item } of waiting) {
+    settlements.set(item.message, settleFailure(error, item.message.attempts, LINK_WAIT_SECONDS))
+    log.info('delivery.not-linked-yet', { provider: item.event.provider, attempts: item.message.attempts })
+  }
 }

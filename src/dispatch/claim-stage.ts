@@ -8,12 +8,14 @@ import {
   supersedeAuthoritative,
   supersedeFallback,
 } from '../notifications/claim.ts'
-import { optOutGate, suppressionGate } from '../notifications/gates.ts'
+import { optOutGate, suppressionGate, unknownOutcomeGate } from '../notifications/gates.ts'
 import { pauseGate } from '../notifications/pause.ts'
 import type { Outgoing } from '../queue/send.ts'
 import { DispatchMessageSchema, dispatchFor } from './message.ts'
+import { messageIdOf } from './mime.ts'
 import { readPause, type TransportPause } from './pause.ts'
 import type { DispatchRun } from './run.ts'
+import { hasIdempotencyKey } from './transports/index.ts'
 
 /** A notification this batch claimed, to send. */
 export type ToSend = { message: Message<unknown>; row: ClaimedRow }
@@ -26,7 +28,7 @@ type Claim = { message: Message<unknown>; id: string; due: string | null; statem
 const HELD_RETRY_SECONDS = 30
 
 /** Statements per message in the claim batch (see `claimStatements`), after the batch's one read of the pause. */
-const PER_MESSAGE = 7
+const PER_MESSAGE = 8
 
 /**
  * Claims every notification of the batch in one D1 batch — per message:
@@ -77,12 +79,18 @@ function claimStatements(
   optionalKinds: readonly string[],
 ): D1PreparedStatement[] {
   const { env, nowIso, lease, config } = run
+  const decideAt = new Date(run.now.getTime() + config.UNKNOWN_OUTCOME_SECONDS * 1000).toISOString()
+  const messageId = messageIdOf({
+    notificationId: id,
+    from: { address: config.EMAIL_FROM, name: config.EMAIL_FROM_NAME },
+  })
   return [
     supersedeFallback(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
     supersedeAuthoritative(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
     optOutGate(env.DB, id, nowIso, optionalKinds),
     suppressionGate(env.DB, id, nowIso),
     pauseGate(env.DB, id, nowIso, config.EMAIL_TRANSPORT),
+    unknownOutcomeGate(env.DB, id, nowIso, messageId, decideAt, !hasIdempotencyKey(config.EMAIL_TRANSPORT)),
     claimNotification(env.DB, id, nowIso, lease.until, lease.token, due, config.DECISION_MATCH_SECONDS),
     notificationState(env.DB, id),
   ]
@@ -94,13 +102,22 @@ function claimStatements(
  */
 function sortClaim(run: DispatchRun, claim: Claim, results: D1Result[], toSend: ToSend[], later: Later[]): void {
   const { message, id, due, statement } = claim
-  const [fallback, authoritative, optedOut, suppressed, paused, claimed, state] = Array.from(
+  const [fallback, authoritative, optedOut, suppressed, paused, unknown, claimed, state] = Array.from(
     { length: PER_MESSAGE },
     (_, i) => first(results[statement + i]),
   )
-  const ended = fallback ?? authoritative ?? optedOut ?? suppressed ?? paused
+  const ended = fallback ?? authoritative ?? optedOut ?? suppressed ?? paused ?? unknown
   if (ended) {
-    const how = fallback || authoritative ? 'superseded' : optedOut ? 'opted-out' : suppressed ? 'suppressed' : 'paused'
+    const how =
+      fallback || authoritative
+        ? 'superseded'
+        : optedOut
+          ? 'opted-out'
+          : suppressed
+            ? 'suppressed'
+            : paused
+              ? 'paused'
+              : 'outcome-unknown'
     run.settle(message, { action: 'ack' })
     run.log.info(`dispatch.${how}`, { notificationId: id, kind: ended.kind })
   } else if (claimed) {

@@ -2,7 +2,7 @@ import type { Config } from '../config.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import type { ClaimedRow } from '../notifications/claim.ts'
-import { markRetry, markSendFailure, markSent, recordSentMessage } from '../notifications/marks.ts'
+import { markRetry, markSendFailure, markSent, markUnknown, recordSentMessage } from '../notifications/marks.ts'
 import { markPaused, releasePaused } from '../notifications/pause.ts'
 import { describeError, type Settlement, settleFailure } from '../queue/policy.ts'
 import type { Outgoing } from '../queue/send.ts'
@@ -10,6 +10,7 @@ import { suppressAutomatically } from '../suppression/store.ts'
 import type { DispatchLease } from './lease.ts'
 import type { MarkWriter } from './marks.ts'
 import { dispatchFor } from './message.ts'
+import { messageIdOf } from './mime.ts'
 import { pauseTransport, resumeTransport, type TransportPause } from './pause.ts'
 import { nextTryAt } from './retry.ts'
 import { SendError, type Sent, type Transport } from './transports/index.ts'
@@ -69,6 +70,7 @@ export async function sendAndRecord(
     error instanceof SendError ? error : new SendError(describeError(error), 'transient', { cause: error })
   if (refusal.outcome === 'suppressed') return recordSuppressed(context, message, row, refusal)
   if (refusal.outcome === 'paused') return recordPaused(context, message, row, refusal)
+  if (refusal.outcome === 'unknown') return recordUnknown(context, message, row, refusal)
   return recordFailure(context, message, row, refusal)
 }
 
@@ -140,6 +142,35 @@ async function recordFailure(
   log.error('notification.failed', fields)
   if (marked === 'fenced') return { settlement: { action: 'ack' } }
   return { settlement: { action: 'dead-letter', code, error: reason, kind: row.kind } }
+}
+
+/**
+ * The provider may have taken it, and this transport has no idempotency key:
+ * the notification waits `unknown` under its Message-ID for the provider's
+ * delivery events (which settle it as sent); the cron sends it again only when
+ * none came within UNKNOWN_OUTCOME_SECONDS. After the last attempt it fails
+ * as a dead letter, like any failure that keeps coming back.
+ */
+async function recordUnknown(
+  context: SendContext,
+  message: Message<unknown>,
+  row: ClaimedRow,
+  error: SendError,
+): Promise<SendResult> {
+  const { env, config, log, lease } = context
+  if (config.DISPATCH_RETRY_DELAYS_SECONDS[row.send_attempts - 1] === undefined) {
+    return recordFailure(context, message, row, new SendError(error.message, 'transient', { cause: error }))
+  }
+  const now = new Date()
+  const decideAt = new Date(now.getTime() + config.UNKNOWN_OUTCOME_SECONDS * 1000).toISOString()
+  const messageId = messageIdOf({ notificationId: row.id, from: { address: config.EMAIL_FROM, name: '' } })
+  const reason = describeError(error)
+  const marked = await record(context.marks, [
+    markUnknown(env.DB, row.id, messageId, reason, decideAt, now.toISOString(), lease.token),
+  ])
+  if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
+  log.warn('notification.outcome-unknown', { ...fieldsOf(row), code: 'NTF_SEND_UNKNOWN', decideAt })
+  return { settlement: { action: 'ack' } }
 }
 
 /**

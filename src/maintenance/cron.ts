@@ -1,10 +1,15 @@
 import { configOf } from '../config.ts'
-import { dispatchFor } from '../dispatch/message.ts'
+import type { DeadLetterEnvelope } from '../dead-letters/envelope.ts'
+import { type DispatchMessage, dispatchFor } from '../dispatch/message.ts'
 import { takeProbe } from '../dispatch/pause.ts'
 import type { Logger } from '../log.ts'
 import { deleteProcessedEventsBefore } from '../materialize/processed.ts'
+import { releaseWaiting } from '../materialize/release.ts'
+import { markExpired, selectExpired } from '../notifications/contact-wait.ts'
+import { retryUnknownOutcomes } from '../notifications/marks.ts'
 import { releaseProbe } from '../notifications/pause.ts'
 import { markEnqueued, selectStuckNotifications } from '../notifications/stuck.ts'
+import { QUEUES } from '../queue/names.ts'
 import { sendAll } from '../queue/send.ts'
 
 const DAY_MS = 86_400_000
@@ -17,12 +22,34 @@ const STUCK_BATCH = 1000
  * queue: whatever dispatch message was lost (a crash between commit and send,
  * local queue contents dropped on restart, a sender that died holding a lease)
  * is sent again here, and dispatch's claim makes that safe. A paused
- * transport gets its next probe. Then retention of processed-event keys. A
+ * transport gets its next probe; notifications whose contact exists by now
+ * are released, and those that waited longer than CONTACT_WAIT_HOURS become
+ * dead letters. Then retention of processed-event keys. A
  * failure is thrown so the run shows as failed; the next one tries again.
  */
 export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<void> {
-  await probePausedTransport(env, now, log)
-  await reEnqueueStuck(env, now, log)
+  const steps: [string, () => Promise<unknown>][] = [
+    ['probe', () => probePausedTransport(env, now, log)],
+    ['release', () => releaseWaiting(env, configOf(env), null, now, log)],
+    ['contact-wait', () => expireContactWaits(env, now, log)],
+    ['unknown-outcomes', () => retryUnknownOutcomes(env.DB, now.toISOString()).run()],
+    ['stuck', () => reEnqueueStuck(env, now, log)],
+    ['retention', () => pruneProcessedEvents(env, now, log)],
+  ]
+  // Each step on its own: one that fails (a bug, D1 for a moment) must not keep the others from running.
+  let failed: unknown
+  for (const [step, run] of steps) {
+    try {
+      await run()
+    } catch (error) {
+      log.error('maintenance.step-failed', { step, error })
+      failed ??= error
+    }
+  }
+  if (failed !== undefined) throw failed
+}
+
+async function pruneProcessedEvents(env: Env, now: Date, log: Logger): Promise<void> {
   const config = configOf(env)
   const before = new Date(now.getTime() - config.PROCESSED_EVENTS_RETENTION_DAYS * DAY_MS).toISOString()
   const result = await deleteProcessedEventsBefore(env.DB, before).run()
@@ -69,4 +96,44 @@ async function probePausedTransport(env: Env, now: Date, log: Logger): Promise<v
   if (!taken?.results[0] || !probe) return
   await sendAll(env.DISPATCH, [dispatchFor(probe.id, probe.scheduled_at, now)])
   log.warn('transport.probe', { transport, notificationId: probe.id })
+}
+
+/**
+ * Notifications that waited for their contact longer than CONTACT_WAIT_HOURS
+ * become dead letters (NTF_CONTACT_NOT_FOUND, on notify-dispatch, replayable
+ * once the contact exists) and end `undeliverable` — in that order, so a
+ * failure between the two sends the dead letter again (the store keeps one
+ * per failure id), never loses it.
+ */
+async function expireContactWaits(env: Env, now: Date, log: Logger): Promise<void> {
+  const nowIso = now.toISOString()
+  const { results: expired } = await selectExpired(env.DB, nowIso, STUCK_BATCH).all<{
+    id: string
+    kind: string
+    recipient_user_id: string
+  }>()
+  if (expired.length === 0) return
+  const hours = configOf(env).CONTACT_WAIT_HOURS
+  await sendAll(
+    env.DLQ,
+    expired.map((row) => ({
+      body: {
+        notifyEdgeDeadLetter: 1,
+        queue: QUEUES.dispatch,
+        code: 'NTF_CONTACT_NOT_FOUND',
+        error: `no contact for user ${row.recipient_user_id} in the replica within ${hours} h`,
+        attempts: 1,
+        failureId: `${row.id}:contact-wait`,
+        failedAt: nowIso,
+        kind: row.kind,
+        message: { notificationId: row.id } satisfies DispatchMessage,
+      } satisfies DeadLetterEnvelope,
+    })),
+  )
+  await markExpired(
+    env.DB,
+    expired.map((row) => row.id),
+    nowIso,
+  ).run()
+  log.warn('maintenance.contact-wait-ended', { count: expired.length })
 }

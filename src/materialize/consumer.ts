@@ -6,13 +6,15 @@ import { dispatchStage } from './stages/dispatch.ts'
 import { finishStage } from './stages/finish.ts'
 import { knownStage } from './stages/known.ts'
 import { planStage } from './stages/plan.ts'
+import { releaseStage } from './stages/release.ts'
 import { writeStage } from './stages/write.ts'
 
 /**
  * Consumer of `notify-events`, one stage after another over the batch's
  * messages (materialize/stages): decode and validate → skip what KV knows →
  * read the context and plan each event → write everything in one D1 batch →
- * send the dispatch messages → finish (KV marks, late counters). A stage
+ * send the dispatch messages → release what waited for the contacts just
+ * written → finish (KV marks, late counters). A stage
  * settles the messages it is done with through `BatchRun`, the only place a
  * settlement is decided; then every message ends in exactly one ack, retry or
  * dead letter. D1 round trips per batch do not grow with its size: one read,
@@ -25,6 +27,7 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
   await planStage(run)
   await writeStage(run)
   await dispatchStage(run)
+  await releaseStage(run)
   await finishStage(run)
   await settleBatch(batch, run.settlements(), {
     dlq: env.DLQ,

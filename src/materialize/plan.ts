@@ -16,6 +16,7 @@ import { quietHoursEnd } from './quiet-hours.ts'
 export type Outcome =
   | 'enqueued'
   | 'undeliverable'
+  | 'awaiting-contact'
   | 'opted-out'
   | 'no-recipients'
   | 'no-channels'
@@ -85,12 +86,6 @@ async function planNotify(work: Work, intent: Notify, context: BatchContext, con
   if (recipients.length === 0) return record('no-recipients')
   const channels = channelsOf(intent, context)
   if (channels.length === 0) return record('no-channels')
-  const missing = recipients.filter((recipient) => !recipient.inline && !context.contacts.has(recipient.userId))
-  if (missing.length > 0 && work.attempts < config.maxAttempts) {
-    const who = missing.map((recipient) => recipient.userId).join(', ')
-    const message = `no contact in the replica for ${missing.length} recipient(s) of ${intent.kind}: ${who}`
-    return { type: 'fail', error: new PipelineError('NTF_CONTACT_NOT_FOUND', message) }
-  }
   const notifications: NotificationRow[] = []
   for (const recipient of recipients) {
     for (const channel of channels) {
@@ -102,9 +97,10 @@ async function planNotify(work: Work, intent: Notify, context: BatchContext, con
   return record(outcomeOf(notifications), notifications)
 }
 
-/** An event's outcome from its notifications: enqueued if any is to be sent. */
+/** An event's outcome from its notifications: enqueued if any is to be sent, else waiting for a contact if any is. */
 function outcomeOf(notifications: readonly NotificationRow[]): Outcome {
   if (notifications.some((row) => row.status === 'pending')) return 'enqueued'
+  if (notifications.some((row) => row.status === 'awaiting-contact')) return 'awaiting-contact'
   return notifications.some((row) => row.status === 'opted-out') ? 'opted-out' : 'undeliverable'
 }
 
@@ -115,8 +111,10 @@ function channelsOf(intent: Notify, context: BatchContext): readonly string[] {
 
 /**
  * One notification for a recipient and channel: opted out (an optional kind
- * the recipient turned off), undeliverable (no address), or rendered and
- * scheduled, with its unsubscribe link when the kind is optional.
+ * the recipient turned off), waiting for its contact (the replica may lag by
+ * minutes: the contact's arrival releases it, CONTACT_WAIT_HOURS ends the
+ * wait as a dead letter), or rendered and scheduled, with its unsubscribe
+ * link when the kind is optional.
  */
 async function notificationFor(
   work: Work,
@@ -133,28 +131,67 @@ async function notificationFor(
     return unsent(base, 'opted-out', `the recipient opted out of ${intent.kind} by ${channel}`, null, now)
   }
   if (base.recipientEmail === null) {
-    const reason = `no contact for user ${recipient.userId} in the replica after ${work.attempts} attempts`
-    return unsent(base, 'undeliverable', reason, 'NTF_CONTACT_NOT_FOUND', now)
+    const until = new Date(now.getTime() + config.CONTACT_WAIT_HOURS * 3_600_000)
+    return {
+      ...base,
+      ...unrendered,
+      status: 'awaiting-contact',
+      statusReason: `waiting for the contact of user ${recipient.userId} (the replica may lag)`,
+      errorCode: null,
+      unsubscribeUrl: null,
+      scheduledAt: until.toISOString(),
+      model: JSON.stringify(intent.model),
+    }
   }
+  const made = await renderNotification(
+    { kind: intent.kind, urgency: intent.urgency, model: intent.model },
+    { userId: recipient.userId, name: base.recipientName, locale: base.locale, timeZone: base.timeZone },
+    { channel, isFallback: base.isFallback },
+    context.templates,
+    config,
+    now,
+  )
+  if ('error' in made) return made
+  return { ...base, ...made, status: 'pending', statusReason: null, errorCode: null, model: null }
+}
+
+/** What a notification is, to render: its kind, urgency and template model. */
+export type RenderSubject = { kind: string; urgency: Urgency; model: Record<string, unknown> }
+
+/** Who it is for: the recipient's id, name, locale and time zone from the contact. */
+export type RenderRecipient = { userId: string; name: string | null; locale: string; timeZone: string }
+
+/** A notification's rendered content, its unsubscribe link and when to send it. */
+export type Rendered = RenderedParts & { unsubscribeUrl: string | null; scheduledAt: string }
+
+/**
+ * Renders one notification for a recipient: the template of (kind, channel)
+ * in the recipient's locale chain, the unsubscribe link of an optional kind,
+ * and the send time (fallback grace, quiet hours in the recipient's zone).
+ * Planning uses it, and so does the release of a notification whose contact
+ * arrived late (./release.ts).
+ */
+export async function renderNotification(
+  subject: RenderSubject,
+  recipient: RenderRecipient,
+  where: { channel: string; isFallback: boolean },
+  templates: BatchContext['templates'],
+  config: Config,
+  now: Date,
+): Promise<Rendered | { error: PipelineError }> {
+  const optional = kindOf(subject.kind)?.category === 'optional'
   const unsubscribeUrl = optional
-    ? unsubscribeLink(config, { userId: recipient.userId, kind: intent.kind, channel })
-    : Promise.resolve(null)
-  const rendered = renderFor(intent, channel, base.locale, base.recipientName, await unsubscribeUrl, context, config)
+    ? await unsubscribeLink(config, { userId: recipient.userId, kind: subject.kind, channel: where.channel })
+    : null
+  const rendered = renderFor(subject, where.channel, recipient, unsubscribeUrl, templates, config)
   if ('error' in rendered) return rendered
-  return {
-    ...base,
-    ...rendered,
-    unsubscribeUrl: await unsubscribeUrl,
-    status: 'pending',
-    statusReason: null,
-    errorCode: null,
-    scheduledAt: scheduleFor(intent.urgency, base.isFallback, base.timeZone, config, now).toISOString(),
-  }
+  const scheduledAt = scheduleFor(subject.urgency, where.isFallback, recipient.timeZone, config, now)
+  return { ...rendered, unsubscribeUrl, scheduledAt: scheduledAt.toISOString() }
 }
 
 type BaseRow = Omit<
   NotificationRow,
-  'status' | 'statusReason' | 'errorCode' | 'scheduledAt' | 'unsubscribeUrl' | keyof RenderedParts
+  'status' | 'statusReason' | 'errorCode' | 'scheduledAt' | 'unsubscribeUrl' | 'model' | keyof RenderedParts
 > & { locale: string; timeZone: string }
 
 /** What a notification is about, whatever becomes of it: event, kind, recipient snapshot, decision. */
@@ -193,7 +230,7 @@ async function baseRow(
 /** A notification recorded without being sent: nothing rendered, nothing to dispatch. */
 function unsent(
   base: BaseRow,
-  status: 'opted-out' | 'undeliverable',
+  status: 'opted-out',
   statusReason: string,
   errorCode: string | null,
   now: Date,
@@ -206,6 +243,7 @@ function unsent(
     errorCode,
     unsubscribeUrl: null,
     scheduledAt: now.toISOString(),
+    model: null,
   }
 }
 
@@ -218,22 +256,21 @@ const unrendered = { subject: null, textBody: null, htmlBody: null, templateVers
 
 /** The template of (kind, channel) in the recipient's locale chain, rendered; a missing or failing one is the event's error. */
 function renderFor(
-  intent: Notify,
+  intent: RenderSubject,
   channel: string,
-  locale: string,
-  name: string | null,
+  recipient: RenderRecipient,
   unsubscribeUrl: string | null,
-  context: BatchContext,
+  templates: BatchContext['templates'],
   config: Config,
 ): RenderedParts | { error: PipelineError } {
-  const chain = localeChain(locale, config.DEFAULT_LOCALE)
-  const template = resolveTemplate(context.templates, intent.kind, channel, chain)
+  const chain = localeChain(recipient.locale, config.DEFAULT_LOCALE)
+  const template = resolveTemplate(templates, intent.kind, channel, chain)
   if (!template) {
     const message = `no active template for (${intent.kind}, ${chain.join(' → ')}, ${channel})`
     return { error: new PipelineError('NTF_TEMPLATE_NOT_RESOLVED', message) }
   }
   try {
-    const model = { ...intent.model, recipientName: name, unsubscribeUrl }
+    const model = { ...intent.model, recipientName: recipient.name, unsubscribeUrl }
     const rendered = render(template, model, template.locale, config.templateLimits)
     return {
       locale: template.locale,

@@ -18,3 +18,23 @@ export function applyDeliveryStatus(
     )
     .bind(notificationId, event.status, event.occurredAt, now)
 }
+
+/**
+ * A provider's event about a notification whose send outcome was unknown (a
+ * lost answer through a transport without an idempotency key) proves the
+ * provider took it: it is `sent`, and is not sent again. Parameters: id, event time, now.
+ */
+export function settleUnknownOutcome(
+  db: D1Database,
+  notificationId: string,
+  event: DeliveryEvent,
+  now: string,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'sent', sent_at = min(?2, ?3), updated_at = ?3, error_code = NULL,
+         status_reason = 'the provider reported the message: the send had gone out'
+       WHERE id = ?1 AND status = 'unknown'`,
+    )
+    .bind(notificationId, event.occurredAt, now)
+}

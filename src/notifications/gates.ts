@@ -53,3 +53,30 @@ export function suppressionGate(db: D1Database, id: string, now: string): D1Prep
     )
     .bind(id, now)
 }
+
+/**
+ * Through a transport without an idempotency key, a notification left
+ * `sending` by a claim whose lease ended — that delivery crashed, or sent and
+ * could not record it — has an unknown outcome: instead of being taken over
+ * and sent again, it waits as `unknown` for the provider's delivery events
+ * (./marks.ts `markUnknown`). `enabled` is 0 for a transport with a key (a
+ * resend is answered, not sent). Parameters: id, now, Message-ID, decide at, enabled.
+ */
+export function unknownOutcomeGate(
+  db: D1Database,
+  id: string,
+  now: string,
+  messageId: string,
+  decideAt: string,
+  enabled: boolean,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'unknown', provider_id = ?3, error_code = 'NTF_SEND_UNKNOWN',
+         status_reason = 'a claim ended without recording its send: whether it went out is not known',
+         scheduled_at = ?4, updated_at = ?2, lease_until = NULL
+       WHERE ?5 = 1 AND id = ?1 AND status = 'sending' AND lease_until < ?2
+       RETURNING id, kind, channel`,
+    )
+    .bind(id, now, messageId, decideAt, enabled ? 1 : 0)
+}

@@ -90,3 +90,44 @@ export function markRetry(
     )
     .bind(id, code, reason, retryAt, now, token)
 }
+
+/**
+ * A send whose outcome is not known — the transport has no idempotency key,
+ * and its answer was lost, or the claim that sent it never recorded a result —
+ * waits as `unknown` instead of being sent again blindly: the provider's
+ * delivery events for its Message-ID (kept as `provider_id`) settle it as
+ * sent, and only when none came by `decideAt` is it sent again (the cron).
+ * Parameters: id, Message-ID, reason, decide at, now, claim token.
+ */
+export function markUnknown(
+  db: D1Database,
+  id: string,
+  messageId: string,
+  reason: string,
+  decideAt: string,
+  now: string,
+  token: string,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'unknown', provider_id = ?2, error_code = 'NTF_SEND_UNKNOWN',
+         status_reason = ?3, scheduled_at = ?4, updated_at = ?5, lease_until = NULL
+       WHERE id = ?1 AND status = 'sending' AND claim_token = ?6`,
+    )
+    .bind(id, messageId, reason, decideAt, now, token)
+}
+
+/**
+ * Notifications whose unknown outcome no delivery event settled by their
+ * time: back to `pending`, due now and not enqueued, so the cron sends them
+ * again (the same Message-ID). Parameters: now.
+ */
+export function retryUnknownOutcomes(db: D1Database, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'pending', enqueued_at = NULL, updated_at = ?1,
+         status_reason = 'no delivery event arrived for the unknown outcome: sent again'
+       WHERE status = 'unknown' AND scheduled_at <= ?1`,
+    )
+    .bind(now)
+}

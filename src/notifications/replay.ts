@@ -1,10 +1,22 @@
-/** Puts a `failed` notification back to `pending`, due now. Parameters: id, now. */
-export function resetFailedNotification(db: D1Database, id: string, now: string): D1PreparedStatement {
+/**
+ * Puts a notification an operator replays back in the pipeline: a `failed`
+ * one to `pending`, due now; one that never had content — it waited for its
+ * contact and that wait ended (`undeliverable`, NTF_CONTACT_NOT_FOUND), or its
+ * template could not be rendered then — back to `awaiting-contact` for
+ * another wait, which the contact (or the cron, when it exists by now)
+ * releases. Parameters: id, now, the end of a new wait.
+ */
+export function resetForReplay(db: D1Database, id: string, now: string, waitUntil: string): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE notifications SET status = 'pending', scheduled_at = ?2, enqueued_at = ?2, error_code = NULL,
-         status_reason = 'replayed by an operator', lease_until = NULL, updated_at = ?2
-       WHERE id = ?1 AND status = 'failed'`,
+      `UPDATE notifications SET
+         status = CASE WHEN model IS NOT NULL THEN 'awaiting-contact' ELSE 'pending' END,
+         scheduled_at = CASE WHEN model IS NOT NULL THEN ?3 ELSE ?2 END,
+         enqueued_at = ?2, error_code = NULL, status_reason = 'replayed by an operator', lease_until = NULL,
+         updated_at = ?2
+       WHERE id = ?1
+         AND (status = 'failed'
+              OR (status = 'undeliverable' AND error_code = 'NTF_CONTACT_NOT_FOUND' AND model IS NOT NULL))`,
     )
-    .bind(id, now)
+    .bind(id, now, waitUntil)
 }

@@ -20,7 +20,7 @@ export type NotificationRow = {
   textBody: string | null
   htmlBody: string | null
   templateVersion: number | null
-  status: Extract<NotificationStatus, 'pending' | 'undeliverable' | 'opted-out'>
+  status: Extract<NotificationStatus, 'pending' | 'awaiting-contact' | 'opted-out'>
   statusReason: string | null
   errorCode: string | null
   isFallback: boolean
@@ -32,6 +32,8 @@ export type NotificationRow = {
   traceId: string | null
   /** The one-click unsubscribe link of an optional kind (List-Unsubscribe, `{{ unsubscribeUrl }}`). */
   unsubscribeUrl: string | null
+  /** The template model (JSON) of a notification awaiting its contact, to render it when the contact arrives. */
+  model: string | null
 }
 
 /**

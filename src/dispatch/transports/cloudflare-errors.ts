@@ -18,7 +18,8 @@ const CODES: Record<string, Meaning> = {
   E_RECIPIENT_SUPPRESSED: { outcome: 'suppressed' },
   E_RATE_LIMIT_EXCEEDED: { outcome: 'transient', delaySeconds: 60 },
   E_DAILY_LIMIT_EXCEEDED: { outcome: 'paused', delaySeconds: 3600 },
-  E_INTERNAL_SERVER_ERROR: { outcome: 'transient' },
+  // An internal error may come after the message was taken: not known, not sent again blindly.
+  E_INTERNAL_SERVER_ERROR: { outcome: 'unknown' },
   E_DELIVERY_FAILED: { outcome: 'transient' },
   E_VALIDATION_ERROR: { outcome: 'permanent' },
   E_FIELD_MISSING: { outcome: 'permanent' },
@@ -45,11 +46,14 @@ const PERMANENT_TEXT =
 /**
  * What an error of the binding means. By its `code` when it has one; an
  * unknown code is transient (retried, then dead-lettered for an operator), so
- * a code Cloudflare adds later never fails a notification for good unseen.
+ * a code Cloudflare adds later never fails a notification for good unseen;
+ * an error without a code (a lost connection) leaves the outcome unknown.
  */
 export function meaningOf(error: unknown): Meaning & { code: string | undefined } {
   const code = (error as { code?: unknown } | null)?.code
   if (typeof code === 'string' && code.length > 0) return { ...(CODES[code] ?? { outcome: 'transient' }), code }
   const message = (error as Error | null)?.message ?? String(error)
-  return { outcome: PERMANENT_TEXT.test(message) ? 'permanent' : 'transient', code: undefined }
+  // Without a code it is no documented refusal: a lost connection or a timeout, after which the
+  // message may have been taken. Sending it again blindly could send it twice.
+  return { outcome: PERMANENT_TEXT.test(message) ? 'permanent' : 'unknown', code: undefined }
 }

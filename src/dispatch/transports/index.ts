@@ -12,3 +12,12 @@ export function transportFor(env: Env, config: Config): Transport {
   }
   return cloudflareTransport(env.EMAIL)
 }
+
+/**
+ * Whether a retry through this transport is answered rather than sent again:
+ * Resend keeps an `Idempotency-Key` for 24 h; the send_email binding has none,
+ * so an unknown outcome through it waits for delivery events instead.
+ */
+export function hasIdempotencyKey(transport: Config['EMAIL_TRANSPORT']): boolean {
+  return transport === 'resend'
+}

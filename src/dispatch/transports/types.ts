@@ -15,9 +15,11 @@ export type Transport = { name: string; send(mail: Mail): Promise<Sent> }
  * which joins the suppression list; `paused` — a refusal about us (the key,
  * a missing header, the sender or its domain, a quota): nothing through this
  * transport can succeed until it is fixed, so the transport pauses and the
- * notification waits.
+ * notification waits; `unknown` — the provider may have taken it (a lost
+ * answer through a transport without an idempotency key): not sent again
+ * until its delivery events had their chance.
  */
-export type SendOutcome = 'transient' | 'permanent' | 'suppressed' | 'paused'
+export type SendOutcome = 'transient' | 'permanent' | 'suppressed' | 'paused' | 'unknown'
 
 /** A send failure that knows what it means for the notification. */
 export class SendError extends Error {

@@ -2,7 +2,7 @@ import { type BatchRun, describe, identityOf, type Work } from '../batch.ts'
 import { writeKvMarks } from '../kv.ts'
 
 /**
- * Stage 6: every message still open is done — a duplicate found in D1, an
+ * Stage 7: every message still open is done — a duplicate found in D1, an
  * event recorded (or found recorded by a concurrent batch), an ignored event
  * recorded. Their keys are marked in KV (they are committed and dispatched),
  * counters raised since the write are written, and one line sums the batch up.

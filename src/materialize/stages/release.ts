@@ -1,0 +1,20 @@
+import type { BatchRun } from '../batch.ts'
+import { releaseWaiting } from '../release.ts'
+
+/**
+ * Stage 6: the contacts this batch wrote release the notifications that were
+ * waiting for them (rendered, `pending`, enqueued). A failure here fails no
+ * event — the contacts are written — and the cron's sweep releases them
+ * within a minute instead.
+ */
+export async function releaseStage(run: BatchRun): Promise<void> {
+  const userIds = run.entries.flatMap((entry) =>
+    entry.plan?.type === 'record' && entry.plan.contact && entry.written?.committed ? [entry.plan.contact.userId] : [],
+  )
+  if (userIds.length === 0) return
+  try {
+    await releaseWaiting(run.env, run.config, userIds, run.now, run.log)
+  } catch (error) {
+    run.log.warn('materialize.release-failed', { error })
+  }
+}

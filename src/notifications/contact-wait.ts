@@ -1,0 +1,122 @@
+/**
+ * Notifications that wait for their recipient's contact (`awaiting-contact`):
+ * the contact replica may lag behind the events that name a recipient, so a
+ * notification without an address waits instead of ending. `scheduled_at` is
+ * the end of the wait (CONTACT_WAIT_HOURS); `model` keeps what its template
+ * needs. The contact's arrival releases it (src/materialize/release.ts).
+ */
+
+/** What a release needs of a waiting notification. */
+export type AwaitingRow = {
+  id: string
+  kind: string
+  channel: string
+  urgency: string
+  recipient_user_id: string
+  is_fallback: number
+  model: string | null
+}
+
+/**
+ * Waiting notifications whose contact exists now: of these users (a JSON
+ * array), or of anyone when `userIds` is null (the cron's sweep), oldest first.
+ * Parameters: JSON array of user ids or null, limit.
+ */
+export function selectReleasable(db: D1Database, userIds: readonly string[] | null, limit: number) {
+  return db
+    .prepare(
+      `SELECT id, kind, channel, urgency, recipient_user_id, is_fallback, model FROM notifications
+       WHERE status = 'awaiting-contact'
+         AND (?1 IS NULL OR recipient_user_id IN (SELECT value FROM json_each(?1)))
+         AND EXISTS (SELECT 1 FROM contacts c WHERE c.user_id = notifications.recipient_user_id)
+       ORDER BY created_at, id
+       LIMIT ?2`,
+    )
+    .bind(userIds === null ? null : JSON.stringify(userIds), limit)
+}
+
+/** A waiting notification rendered for its contact, as the release writes it. */
+export type Release = {
+  id: string
+  email: string
+  name: string | null
+  locale: string | null
+  timeZone: string
+  subject: string | null
+  textBody: string | null
+  htmlBody: string | null
+  templateVersion: number | null
+  unsubscribeUrl: string | null
+  scheduledAt: string
+}
+
+/**
+ * Releases a waiting notification: the contact's snapshot and the rendered
+ * content, `pending` at its send time. Only while it still waits, so two
+ * releases of it (the contact's batch and the cron) write it once.
+ * Parameters: the release's fields, now.
+ */
+export function releaseAwaiting(db: D1Database, release: Release, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'pending', recipient_email = ?2, recipient_name = ?3, locale = ?4,
+         time_zone = ?5, subject = ?6, text_body = ?7, html_body = ?8, template_version = ?9, unsubscribe_url = ?10,
+         scheduled_at = ?11, enqueued_at = ?12, updated_at = ?12, model = NULL, error_code = NULL,
+         status_reason = 'released: the contact arrived'
+       WHERE id = ?1 AND status = 'awaiting-contact'`,
+    )
+    .bind(
+      release.id,
+      release.email,
+      release.name,
+      release.locale,
+      release.timeZone,
+      release.subject,
+      release.textBody,
+      release.htmlBody,
+      release.templateVersion,
+      release.unsubscribeUrl,
+      release.scheduledAt,
+      now,
+    )
+}
+
+/**
+ * Ends a waiting notification whose template cannot be rendered for its
+ * contact (none for its locale chain, or one that breaks a limit): `failed`
+ * with that code, to be seen and replayed once the template is fixed.
+ * Parameters: id, code, reason, now.
+ */
+export function failAwaiting(db: D1Database, id: string, code: string, reason: string, now: string) {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'failed', error_code = ?2, status_reason = ?3, updated_at = ?4
+       WHERE id = ?1 AND status = 'awaiting-contact'`,
+    )
+    .bind(id, code, reason, now)
+}
+
+/** Waiting notifications whose wait is over (`scheduled_at` passed), oldest first. Parameters: now, limit. */
+export function selectExpired(db: D1Database, now: string, limit: number): D1PreparedStatement {
+  return db
+    .prepare(
+      `SELECT id, kind, event_id, recipient_user_id FROM notifications
+       WHERE status = 'awaiting-contact' AND scheduled_at <= ?1 ORDER BY scheduled_at LIMIT ?2`,
+    )
+    .bind(now, limit)
+}
+
+/**
+ * Ends these waiting notifications as `undeliverable` (NTF_CONTACT_NOT_FOUND)
+ * once their dead letters are on the queue. Their `model` stays, so a replay
+ * can wait again. Parameters: JSON array of ids, now.
+ */
+export function markExpired(db: D1Database, ids: readonly string[], now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'undeliverable', error_code = 'NTF_CONTACT_NOT_FOUND', updated_at = ?2,
+         status_reason = 'no contact for user ' || recipient_user_id || ' in the replica within CONTACT_WAIT_HOURS'
+       WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'awaiting-contact'`,
+    )
+    .bind(JSON.stringify(ids), now)
+}
