@@ -4,12 +4,15 @@
  * content until it asks to reveal it, and every unmasked read (the API's
  * `?reveal=true`, `?reveal=html` and `?raw=true`, the console's reveal, its
  * email frame and its raw download) leaves one audit row that names the
- * operator and the notification and never the address.
+ * operator and the notification and never the address. And nothing a viewer
+ * can read is a capability to write: no unsubscribe link survives in what a
+ * viewer is shown, so nothing it reads opts a recipient out.
  */
-import { createExecutionContext } from 'cloudflare:test'
-import { env } from 'cloudflare:workers'
+import { createExecutionContext, createMessageBatch } from 'cloudflare:test'
+import { env, exports } from 'cloudflare:workers'
 import { beforeAll, describe, expect, it } from 'vitest'
 import worker from '../src/index.ts'
+import { signUnsubscribe, verifyUnsubscribe } from '../src/preferences/token.ts'
 import {
   ADMIN_TOKEN,
   eventually,
@@ -23,6 +26,7 @@ import {
 import { fetchWorker } from './worker-fetch.ts'
 
 const VIEWER_TOKEN = 'test-viewer-token-0123456789'
+const KEY = 'test-unsubscribe-signing-key-0123456789'
 const WITH_VIEWER = { VIEWER_TOKEN }
 /** The shape of a signed unsubscribe token (src/preferences/token.ts), as the log scan looks for it. */
 const TOKEN = /v1\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{43}/
@@ -267,3 +271,166 @@ describe('the console', () => {
     })
   }
 })
+
+/** Every URL, path under `/u/` and long opaque string in `text`, in its raw and its decoded forms. */
+function capabilitiesIn(text: string): string[] {
+  const unescaped = text.replaceAll('&amp;', '&').replaceAll('\\/', '/')
+  const forms = [text, unescaped]
+  // A MIME message hides its parts in base64: read them as a mail client would.
+  if (/^Content-Transfer-Encoding: base64/im.test(text)) {
+    const mail = parseMime(text)
+    forms.push(mail.text, mail.html, ...Object.values(mail.headers))
+  }
+  const found = new Set<string>()
+  for (const form of forms) {
+    for (const pattern of [/https?:\/\/[^\s"'<>\\]+/g, /\/u\/[^\s"'<>\\]+/g, /[A-Za-z0-9._~%-]{24,}/g]) {
+      for (const [match] of form.matchAll(pattern)) found.add(match)
+    }
+  }
+  return [...found]
+}
+
+const preferencesOf = async (user: string) =>
+  (await env.DB.prepare('SELECT count(*) AS n FROM preferences WHERE user_id = ?1').bind(user).first<{ n: number }>())
+    ?.n ?? 0
+
+describe('nothing a viewer can read is a capability to write', () => {
+  it('every URL or token in what a viewer reads of an optional notification, POSTed to the Worker, opts no one out', async () => {
+    const link = (await env.DB.prepare('SELECT unsubscribe_url FROM notifications WHERE id = ?1')
+      .bind(id)
+      .first<{ unsubscribe_url: string }>()) as { unsubscribe_url: string }
+    expect(
+      await verifyUnsubscribe(link.unsubscribe_url.slice(link.unsubscribe_url.lastIndexOf('/') + 1), [KEY]),
+    ).toEqual({ userId, kind: 'InvitationCreated', channel: 'email' })
+    // Another recipient's token, short enough (a short user id) to fit whole in the 120 characters
+    // of an error the console's overview shows straight from D1.
+    const other = await signUnsubscribe({ userId: 'u-7', kind: 'ResponseCreated', channel: 'email' }, KEY)
+    expect(other.length).toBeLessThan(110)
+    const failure = (queue: string, error: string, message: unknown) => ({
+      id: `dl-${guid()}`,
+      timestamp: new Date(),
+      attempts: 1,
+      body: {
+        notifyEdgeDeadLetter: 1,
+        queue,
+        code: 'NTF_INVALID_PAYLOAD',
+        error,
+        attempts: 1,
+        failureId: guid(),
+        failedAt: new Date().toISOString(),
+        message,
+      },
+    })
+    createExecutionContext()
+    await worker.queue(
+      createMessageBatch('notify-dlq', [
+        // A provider event of a shape this Worker does not know, quoting the message's headers.
+        failure('notify-email-events', `not a delivery event: headers: List-Unsubscribe: <${link.unsubscribe_url}>`, {
+          type: 'cf.email.sending.message.sent',
+          payload: { headers: { 'List-Unsubscribe': `<${link.unsubscribe_url}>` } },
+        }),
+        // A refusal that quotes a token first.
+        failure('notify-dispatch', `${other} refused by the provider`, { notificationId: `ntf_${guid()}` }),
+      ]),
+      env,
+    )
+    const { results: letters } = await env.DB.prepare(
+      "SELECT id FROM dead_letters WHERE queue IN ('notify-email-events', 'notify-dispatch')",
+    ).all<{ id: string }>()
+    expect(letters).toHaveLength(2)
+
+    const session = await consoleSession('viewer')
+    const reads: string[] = []
+    for (const path of [
+      `/v1/notifications/${id}`,
+      `/v1/notifications/${id}?reveal=true`,
+      `/v1/notifications/${id}?reveal=html`,
+      `/v1/notifications/${id}?raw=true`,
+      `/v1/events/${eventId}`,
+      `/v1/preferences/${userId}`,
+      `/v1/audit?target=${id}`,
+      '/v1/dead-letters',
+      ...letters.map((letter) => `/v1/dead-letters/${letter.id}`),
+    ]) {
+      const { status, body } = await api('viewer', path)
+      expect(status, path).toBe(200)
+      reads.push(JSON.stringify(body))
+      const raw = (body as { sentMessage?: { raw?: string } }).sentMessage?.raw
+      if (raw) reads.push(raw)
+    }
+    for (const path of [
+      '/console',
+      `/console/notifications/${id}`,
+      `/console/notifications/${id}/frame`,
+      `/console/events/${eventId}`,
+      '/console/dead-letters',
+      ...letters.map((letter) => `/console/dead-letters/${letter.id}`),
+    ]) {
+      const page = await session.get(path)
+      expect(page.status, path).toBe(200)
+      reads.push(page.text)
+    }
+    for (const form of [{}, { raw: '1' }] as Record<string, string>[]) {
+      const page = await session.post(`/console/notifications/${id}/reveal`, form)
+      expect(page.status).toBe(200)
+      reads.push(page.text)
+    }
+
+    const candidates = [...new Set(reads.flatMap(capabilitiesIn))]
+    // The places the link was are still there, masked: the test looks where a capability would be.
+    expect(candidates.filter((candidate) => candidate.includes('/u/')).length).toBeGreaterThan(0)
+    const before = await env.DB.prepare('SELECT count(*) AS n FROM preferences').first<{ n: number }>()
+    const pieces: string[] = []
+    for (const candidate of candidates) {
+      const path = /^https?:/.test(candidate) ? pathOf(candidate) : candidate
+      const target = path.startsWith('/') ? path : `/u/${candidate}`
+      // As a mail provider's one-click POST (RFC 8058) would send it.
+      const answer = await exports.default.fetch(`http://worker${target}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: 'List-Unsubscribe=One-Click',
+      })
+      await answer.arrayBuffer()
+      pieces.push(candidate, ...path.split('/'))
+    }
+    // No write: not the recipient's preferences, nobody's.
+    expect(await preferencesOf(userId)).toBe(0)
+    expect(await env.DB.prepare('SELECT count(*) AS n FROM preferences').first<{ n: number }>()).toEqual(before)
+    // And no capability held back for later: not one of them, whole or by path segment, is a valid token.
+    for (const piece of pieces) expect(await verifyUnsubscribe(safeDecode(piece), [KEY]), piece).toBeUndefined()
+  })
+
+  it('an admin who reveals sees the real link, in the fields and the raw MIME (and the read is audited)', async () => {
+    const masked = await api<NotificationBody>('admin', `/v1/notifications/${id}`)
+    expect(masked.body.unsubscribeUrl).not.toMatch(TOKEN)
+    const rows = await auditedBy(id, async () => {
+      const { body } = await api<NotificationBody>('admin', `/v1/notifications/${id}?raw=true`)
+      const token = (body.unsubscribeUrl ?? '').slice((body.unsubscribeUrl ?? '').lastIndexOf('/') + 1)
+      expect(await verifyUnsubscribe(token, [KEY])).toEqual({ userId, kind: 'InvitationCreated', channel: 'email' })
+      expect(body.text).toContain(token)
+      expect(body.html).toContain(token)
+      const mail = parseMime(body.sentMessage?.raw ?? '')
+      expect(mail.headers['list-unsubscribe']).toContain(token)
+      expect(mail.text).toContain(token)
+    })
+    expect(rows).toHaveLength(1)
+    expect(JSON.stringify(rows[0])).not.toMatch(TOKEN)
+    expect(await preferencesOf(userId)).toBe(0)
+  })
+})
+
+function pathOf(url: string): string {
+  try {
+    return new URL(url).pathname
+  } catch {
+    return url
+  }
+}
+
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return text
+  }
+}

@@ -3,7 +3,7 @@ import { maskEmails } from '@notify-edge/contracts'
 import { timelineOf } from '../../delivery/store.ts'
 import { ApiError } from '../../errors.ts'
 import { NOTIFICATION_STATUSES } from '../../notifications/status.ts'
-import { maskUnsubscribeTokens } from '../../preferences/mask.ts'
+import { maskUnsubscribeTokens, maskUnsubscribeTokensInMime } from '../../preferences/mask.ts'
 import { maskAddress, maskName } from '../../privacy.ts'
 import { recordRead } from '../audited.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
@@ -93,7 +93,8 @@ const Notification = NotificationSummary.extend({
   templateVersion: z.number().nullable(),
   traceId: z.string().nullable(),
   unsubscribeUrl: z.string().nullable().openapi({
-    description: 'the one-click link of an optional kind; its token reads `[token]` unless revealed',
+    description:
+      'the one-click link of an optional kind; its token reads `[token]` except in what an admin reveals (a viewer never gets one: it would let them write)',
   }),
   revealed: z.array(z.enum(REVEALABLE)).openapi({
     description: 'what this answer shows unmasked; empty by default. Each non-empty answer is one audit row.',
@@ -117,7 +118,7 @@ const Notification = NotificationSummary.extend({
       messageId: z.string(),
       sentAt: z.string(),
       raw: z.string().optional().openapi({
-        description: 'the exact message sent (`raw=true`)',
+        description: 'the exact message sent (`raw=true`); unsubscribe tokens masked for a viewer',
       }),
     })
     .nullable(),
@@ -128,7 +129,7 @@ const show = createRoute({
   path: '/{id}',
   summary: 'One notification: status, what was sent, and — revealed on request, audited — its recipient and content',
   description:
-    "By default, for every role, the address and name are masked, the content (subject, text, HTML) is null and the unsubscribe token reads `[token]`: such a read is not audited. `reveal=true` shows the recipient, the content and the provider events unmasked; `reveal=html` the HTML part alone (the console's email frame); `raw=true` adds the raw MIME to what `reveal=true` shows. Each unmasked read writes one audit row (`notification.reveal`, `notification.html`, `notification.raw`) naming the operator, the notification and what was revealed, before it is answered.",
+    "By default, for every role, the address and name are masked, the content (subject, text, HTML) is null and the unsubscribe token reads `[token]`: such a read is not audited. `reveal=true` shows the recipient, the content and the provider events unmasked; `reveal=html` the HTML part alone (the console's email frame); `raw=true` adds the raw MIME to what `reveal=true` shows. Each unmasked read writes one audit row (`notification.reveal`, `notification.html`, `notification.raw`) naming the operator, the notification and what was revealed, before it is answered. Only an admin gets the real unsubscribe link: a viewer's token stays masked everywhere, raw MIME included.",
   security: ADMIN_SECURITY,
   request: {
     params: z.object({
@@ -179,8 +180,9 @@ export const notifications = createRouter().openapi(show, async (c) => {
   const text = (key: string) => (row[key] === null || row[key] === undefined ? null : String(row[key]))
   const whole = read === 'all' || read === 'raw'
   const link = text('unsubscribe_url')
-  // The one-click link is a capability (a POST with it opts the recipient out): only an unmasked read carries it.
-  const linkShown = read !== 'none'
+  // The one-click link is a capability (a POST with it opts the recipient out): only an admin's
+  // unmasked read carries it; a viewer, who may change nothing, never gets it, even revealed.
+  const linkShown = read !== 'none' && c.get('operator').role === 'admin'
   const withLink = (value: string | null) => (value === null || linkShown ? value : maskUnsubscribeTokens(value))
   const timeline = await timelineOf(db, id)
   const revealed: Revealable[] = [
@@ -215,7 +217,7 @@ export const notifications = createRouter().openapi(show, async (c) => {
             transport: message.transport,
             messageId: message.message_id,
             sentAt: message.sent_at,
-            ...(read === 'raw' ? { raw: message.raw } : {}),
+            ...(read === 'raw' ? { raw: linkShown ? message.raw : maskUnsubscribeTokensInMime(message.raw) } : {}),
           }
         : null,
     },
