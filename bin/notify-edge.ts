@@ -8,7 +8,7 @@
  *   notify-edge dlq replay --filter [--status S] [--code C] … [--max N] [--dry-run]
  *   notify-edge dlq discard <id> --reason "…"
  *   notify-edge events show <eventId>
- *   notify-edge notifications show <id>
+ *   notify-edge notifications show <id> [--reveal] [--raw]
  *   notify-edge suppressions list [--cause C] [--source S] [--active true|false] [--all]
  *   notify-edge suppressions show|remove <address>
  *   notify-edge suppressions add <address> --reason "…" [--until ISO]
@@ -30,7 +30,8 @@ const USAGE = `usage:
   notify-edge dlq replay --filter [--status S] [--code C] [--queue Q] [--source S] [--kind K] [--max N] [--dry-run] [--json]
   notify-edge dlq discard <id> --reason "why" [--json]
   notify-edge events show <eventId> [--json]
-  notify-edge notifications show <id> [--json]
+  notify-edge notifications show <id> [--reveal] [--raw] [--json]
+                       (--reveal: the address, name and subject; --raw: the message as sent; both audited)
   notify-edge suppressions list [--cause C] [--source S] [--active true|false] [--limit N] [--all] [--json]
   notify-edge suppressions show <address> [--json]
   notify-edge suppressions add <address> --reason "why" [--until ISO] [--json]
@@ -60,6 +61,8 @@ const { values, positionals } = parseArgs({
     action: { type: 'string' },
     actor: { type: 'string' },
     target: { type: 'string' },
+    reveal: { type: 'boolean', default: false },
+    raw: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
 })

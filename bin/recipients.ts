@@ -17,21 +17,36 @@ export type RecipientOptions = {
   active?: string | undefined
   limit?: string | undefined
   all: boolean
+  reveal?: boolean | undefined
+  raw?: boolean | undefined
 }
 
 const text = (value: unknown) => (value === null || value === undefined ? '' : String(value))
 
-/** `notifications show <id>`: status, delivery status and the provider's timeline. */
+/**
+ * `notifications show <id> [--reveal] [--raw]`: status, delivery status and the
+ * provider's timeline, with the recipient masked and no content. `--reveal`
+ * shows the address, the name and the content; `--raw` prints the message as
+ * it was sent (to redirect into an .eml file). Both are reads the Worker
+ * records in the audit trail, as made through the CLI.
+ */
 export async function showNotification(api: Client, id: string, options: RecipientOptions): Promise<string> {
-  const notification = (await api.get(`/v1/notifications/${encodeURIComponent(id)}`)) as Summary & {
+  const query = options.raw ? '?raw=true' : options.reveal ? '?reveal=true' : ''
+  const notification = (await api.get(`/v1/notifications/${encodeURIComponent(id)}${query}`)) as Summary & {
     timeline: Summary[]
+    sentMessage: { raw?: string } | null
   }
   if (options.json) return JSON.stringify(notification, null, 2)
-  const fields = ['id', 'eventId', 'kind', 'channel', 'recipientUserId', 'status', 'statusReason', 'errorCode']
-  const more = ['deliveryStatus', 'deliveryAt', 'scheduledAt', 'sentAt', 'providerId', 'subject']
+  if (options.raw) {
+    if (notification.sentMessage?.raw === undefined) throw new Error(`notification ${id} has no sent message`)
+    return notification.sentMessage.raw
+  }
+  const fields = ['id', 'eventId', 'kind', 'channel', 'recipientUserId', 'recipientEmail', 'recipientName', 'status']
+  const more = ['statusReason', 'errorCode', 'deliveryStatus', 'deliveryAt', 'scheduledAt', 'sentAt', 'providerId']
+  const content = options.reveal ? ['subject'] : []
   const table = renderTable(
     ['FIELD', 'VALUE'],
-    [...fields, ...more].map((key) => [key, text(notification[key])]),
+    [...fields, ...more, ...content].map((key) => [key, text(notification[key])]),
   )
   const timeline = notification.timeline.length
     ? renderTable(
@@ -39,7 +54,8 @@ export async function showNotification(api: Client, id: string, options: Recipie
         notification.timeline.map((entry) => [entry.occurredAt, entry.provider, entry.status, entry.type]),
       )
     : 'no provider events yet'
-  return `${table}\n\ndelivery timeline:\n${timeline}`
+  const hint = options.reveal ? '' : '\n\n(address and name masked; --reveal shows them and the subject, audited)'
+  return `${table}\n\ndelivery timeline:\n${timeline}${hint}`
 }
 
 function suppressionTable(items: Summary[]): string {

@@ -240,7 +240,8 @@ export async function collectOutcomes(
       const processed = story.processed as { outcome: string }[]
       const [notification] = story.notifications as { id: string; status: string }[]
       if (!notification) return { ...item, outcome: processed[0]?.outcome ?? 'unknown' }
-      const { body } = await api(endpoints, `/v1/notifications/${notification.id}`)
+      // The subject and the address are shown only to a read that reveals them, recorded in the audit trail.
+      const { body } = await api(endpoints, `/v1/notifications/${notification.id}?reveal=true`)
       return {
         ...item,
         outcome: processed[0]?.outcome ?? 'unknown',

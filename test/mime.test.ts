@@ -10,6 +10,8 @@ import {
   MAX_SUBJECT_CHARACTERS,
 } from '../src/dispatch/limits.ts'
 import { buildMime, type Mail } from '../src/dispatch/mime.ts'
+import { maskUnsubscribeTokensInMime } from '../src/preferences/mask.ts'
+import { signUnsubscribe } from '../src/preferences/token.ts'
 
 const CRLF = '\r\n'
 const ENCODED_WORD = /=\?([^?\s]+)\?([BbQq])\?([^?\s]*)\?=/g
@@ -346,5 +348,57 @@ describe('checkMessageLimits (the Email Service limits, checked before sending)'
     const result = check(mail, withHeaders(raw, field(MAX_LINE_CHARACTERS + 1)))
     expect(result?.code).toBe('NTF_MESSAGE_INVALID')
     expect(result?.message).toMatch(/^line \d+ is 999 characters, over RFC 5322's limit of 998$/)
+  })
+})
+
+describe('a raw message with its unsubscribe tokens masked (what a viewer downloads)', () => {
+  it('has no token in any header or part, however encoded, and is otherwise the message that was sent', async () => {
+    const token = await signUnsubscribe(
+      { userId: crypto.randomUUID(), kind: 'ResponseCreated', channel: 'email' },
+      'test-unsubscribe-signing-key-0123456789',
+    )
+    const link = `https://notify-edge.example.workers.dev/u/${token}`
+    const mail = {
+      notificationId: 'ntf_privacy_mask_0123456789',
+      from: { address: 'notify@notify-edge.example', name: 'Notify Edge' },
+      to: { address: 'someone@example.com', name: null },
+      // A template may put the link anywhere: here the subject too, where it travels as encoded-words.
+      subject: `Новый отклик — отписаться: ${link}`,
+      text: `Здравствуйте!\nОтписаться: ${link}`,
+      html: `<p>Здравствуйте!</p><p><a href="${link}">Отписаться</a> ${encodeURIComponent(link)}</p>`,
+      unsubscribeUrl: link,
+    }
+    const raw = buildMime(mail)
+    const masked = maskUnsubscribeTokensInMime(raw)
+    const parsed = await PostalMime.parse(masked)
+    const everything = [masked, parsed.subject, parsed.text, parsed.html, ...parsed.headers.map((h) => h.value)].join(
+      '\n',
+    )
+    expect(everything).not.toContain(token)
+    expect(everything).not.toMatch(/v1\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{43}/)
+    const masker = 'https://notify-edge.example.workers.dev/u/[token]'
+    expect(parsed.subject).toBe(`Новый отклик — отписаться: ${masker}`)
+    expect(parsed.text).toBe(`Здравствуйте!\nОтписаться: ${masker}`)
+    expect(parsed.html).toContain(`<a href="${masker}">Отписаться</a>`)
+    expect(parsed.headers.find((h) => h.key === 'list-unsubscribe')?.value).toBe(`<${masker}>`)
+    // Everything else is as sent: the same header lines but the masked ones, the same parts.
+    const unmasked = await PostalMime.parse(raw)
+    expect(parsed.messageId).toBe(unmasked.messageId)
+    expect(parsed.to).toEqual(unmasked.to)
+    const otherLines = (text: string) =>
+      text
+        .slice(0, text.indexOf('\r\n\r\n'))
+        .split('\r\n')
+        .filter((line) => !/^(Subject|List-Unsubscribe):|^[ \t]/.test(line))
+    expect(otherLines(masked)).toEqual(otherLines(raw))
+    // A message without a token is left byte for byte.
+    const transactional = buildMime({
+      ...mail,
+      subject: 'Решение',
+      text: 'Текст',
+      html: '<p>Текст</p>',
+      unsubscribeUrl: null,
+    })
+    expect(maskUnsubscribeTokensInMime(transactional)).toBe(transactional)
   })
 })

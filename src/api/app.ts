@@ -7,7 +7,8 @@ import { type ApiCode, ApiError, type FieldIssue } from '../errors.ts'
 import { asyncApiDocument } from '../events/asyncapi.ts'
 import { ingest } from '../ingest/route.ts'
 import { loggerFor } from '../log.ts'
-import { requireOperator } from './auth.ts'
+import { maskUnsubscribeTokens } from '../preferences/mask.ts'
+import { type Operator, requireOperator } from './auth.ts'
 import { redactPaths } from './loggable-path.ts'
 import { createRouter, errors, json } from './openapi.ts'
 import { audit } from './routes/audit.ts'
@@ -54,6 +55,16 @@ const operatorBodyLimit = bodyLimit({
 })
 app.use('/v1/*', async (c, next) => (ownAuthentication(c.req.path) ? next() : operatorBodyLimit(c, next)))
 app.use('/metrics', admin)
+// Nothing a viewer reads may be a capability to write: an unsubscribe token in any JSON answer to a
+// viewer — a dead letter's body, an error that quotes a header — is masked on its way out,
+// whichever route made it. The notifications route masks its own fields and raw MIME itself (a
+// token in a base64 part is not in the JSON text); this catches everything else.
+app.use('/v1/*', async (c, next) => {
+  await next()
+  const operator = c.get('operator') as Operator | undefined
+  if (operator?.role !== 'viewer' || !(c.res.headers.get('content-type') ?? '').includes('json')) return
+  c.res = new Response(maskUnsubscribeTokens(await c.res.text()), c.res)
+})
 
 app.route('/v1/ingest', ingest)
 app.route('/v1/dead-letters', deadLetters)

@@ -16,3 +16,16 @@ export async function runAudited(
   const results = await c.env.DB.batch([...statements, audit])
   return results.slice(0, statements.length)
 }
+
+/**
+ * Records an operator's unmasked read of personal data — who, which record,
+ * what was revealed (never the data itself) — before the data is answered:
+ * when the row cannot be written the read fails, so no unmasked read goes
+ * unrecorded. Reads are recorded for every role, admins included.
+ */
+export async function recordRead(
+  c: Context<AppEnv>,
+  entry: Omit<AuditEntry, 'affected'> & { parameters: Record<string, unknown> },
+): Promise<void> {
+  await auditChange(c.env.DB, c.get('operator'), { ...entry, affected: 1 }, new Date().toISOString()).run()
+}

@@ -14,6 +14,7 @@ import { type Operator, scopeOfToken } from '../api/auth.ts'
 import { type Config, configOf } from '../config.ts'
 import { secretsEqual } from '../crypto.ts'
 import { readPause } from '../dispatch/pause.ts'
+import { maskUnsubscribeTokens, maskUnsubscribeTokensInMime } from '../preferences/mask.ts'
 import { accessIdentity } from './access.ts'
 import { consoleApi } from './api.ts'
 import type { ConsoleContext, ConsoleEnv } from './context.ts'
@@ -188,6 +189,19 @@ consoleApp.use('*', async (c, next) => {
   c.set('page', { ...c.get('page'), operator, csrf: session.csrf, paused: await pausedOf(c.env) })
   c.set('api', consoleApi(c, operator))
   await next()
+})
+
+// A viewer's pages and downloads carry no unsubscribe token, whatever they show: the API already
+// masks what it answers a viewer, and this covers what a page reads from D1 itself (the overview's
+// latest failures).
+consoleApp.use('*', async (c, next) => {
+  await next()
+  if (c.get('operator').role !== 'viewer') return
+  const type = c.res.headers.get('content-type') ?? ''
+  if (!/text\/html|message\/rfc822/.test(type)) return
+  const body = await c.res.text()
+  const masked = type.includes('rfc822') ? maskUnsubscribeTokensInMime(body) : maskUnsubscribeTokens(body)
+  c.res = new Response(masked, c.res)
 })
 
 /** The configured transport's pause with the count of notifications it holds, for the banner. */

@@ -190,13 +190,6 @@ export function ErrorNote(props: {
   )
 }
 
-/** `anna.client@example.com` → `a***@example.com`. */
-export function maskAddress(address: string | null | undefined): string {
-  if (!address) return ''
-  const at = address.indexOf('@')
-  return at <= 0 ? '***' : `${address[0]}***${address.slice(at)}`
-}
-
 /** A query string of the non-empty values. */
 export function queryOf(values: Record<string, string | undefined | null>): string {
   const query = new URLSearchParams()

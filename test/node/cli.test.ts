@@ -137,7 +137,7 @@ async function cliShowingAddresses(...args: string[]): Promise<string> {
   return stdout
 }
 
-test('suppressions add / list / show / remove, each in the audit trail; notifications show prints the delivery timeline', async () => {
+test('suppressions add / list / show / remove, each in the audit trail; notifications show prints the delivery timeline, masked unless revealed (audited)', async () => {
   const address = `cli-suppressed-${crypto.randomUUID().slice(0, 8)}@example.com`
   assert.match(
     await cliShowingAddresses('suppressions', 'add', address, '--reason', 'asked not to be mailed'),
@@ -202,5 +202,25 @@ test('suppressions add / list / show / remove, each in the audit trail; notifica
   const shown = await cli('notifications', 'show', notification.id)
   assert.match(shown, /status +sent/)
   assert.match(shown, /delivery timeline:\nno provider events yet/)
+  // Masked by default, and nothing recorded; --reveal and --raw show it, each one audit row.
+  assert.match(shown, /recipientEmail +c\*\*\*@example\.com/)
+  assert.ok(!shown.includes(address))
+  const revealed = await cliShowingAddresses('notifications', 'show', notification.id, '--reveal')
+  assert.ok(revealed.split('\n').some((line) => /^recipientEmail +/.test(line) && line.endsWith(address)))
+  assert.match(revealed, /subject +Вас пригласили в проект/)
+  const raw = await cliShowingAddresses('notifications', 'show', notification.id, '--raw')
+  assert.match(raw, /^List-Unsubscribe: <http.*\/u\/v1\./m)
+  const reads = JSON.parse(await cli('audit', 'list', '--target', notification.id, '--json')) as {
+    action: string
+    via: string
+    actor: string
+  }[]
+  assert.deepEqual(
+    reads.map((row) => [row.action, row.via, row.actor]),
+    [
+      ['notification.raw', 'cli', 'admin token'],
+      ['notification.reveal', 'cli', 'admin token'],
+    ],
+  )
   assert.match(await cli('events', 'show', sample.envelope.eventId), /DELIVERY/)
 })

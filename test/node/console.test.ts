@@ -162,18 +162,23 @@ test('an operator fixes a missing template and replays the filtered set, with Ja
   assert.match(trail, /admin token\s+console\s+template\.save\s+VerificationApproved\/kk\/email/)
   assert.match(trail, /admin token\s+console\s+dead-letters\.replay/)
 
-  // One notification: masked, then revealed (audited).
+  // One notification: masked and without its email, then revealed (audited), and its email in the
+  // sandboxed frame (a read of its own, audited too).
   const story = await api('GET', `/v1/events/${eventId}`, ADMIN)
   const [notification] = story.body.notifications as { id: string }[]
   assert.ok(notification)
   await page.goto(`${worker.url}/console/notifications/${notification.id}`)
   visit('notification', page)
   assert.ok(!(await page.locator('main').innerText()).includes(address))
-  assert.ok((await page.locator('iframe[sandbox=""]').count()) === 1)
+  assert.equal(await page.locator('iframe').count(), 0)
+  const audited = async (action: string) =>
+    (await api('GET', `/v1/audit?action=${action}&target=${notification.id}`, ADMIN)).body.items as unknown[]
+  assert.equal((await audited('notification.reveal')).length, 0)
   await page.getByRole('button', { name: /Reveal the address/ }).click()
   assert.ok((await page.locator('main').innerText()).includes(address))
-  const reveals = await api('GET', `/v1/audit?action=notification.reveal&target=${notification.id}`, ADMIN)
-  assert.equal((reveals.body.items as unknown[]).length, 1)
+  assert.equal(await page.locator('iframe[sandbox=""]').count(), 1)
+  assert.equal((await audited('notification.reveal')).length, 1)
+  await waitFor(async () => ((await audited('notification.html')).length === 1 ? true : undefined), 'the frame read')
   await context.close()
 })
 

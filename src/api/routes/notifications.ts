@@ -1,7 +1,11 @@
 import { createRoute, z } from '@hono/zod-openapi'
+import { maskEmails } from '@notify-edge/contracts'
 import { timelineOf } from '../../delivery/store.ts'
 import { ApiError } from '../../errors.ts'
 import { NOTIFICATION_STATUSES } from '../../notifications/status.ts'
+import { maskUnsubscribeTokens, maskUnsubscribeTokensInMime } from '../../preferences/mask.ts'
+import { maskAddress, maskName } from '../../privacy.ts'
+import { recordRead } from '../audited.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
 
 /** A notification row as read from D1. */
@@ -16,7 +20,10 @@ export const NotificationSummary = z
     urgency: z.string(),
     recipientUserId: z.string(),
     status: z.enum(NOTIFICATION_STATUSES),
-    statusReason: z.string().nullable(),
+    statusReason: z
+      .string()
+      .nullable()
+      .openapi({ description: 'why it has its status; an address in it (a provider may quote one) is masked' }),
     deliveryStatus: z
       .enum(['delivered', 'deferred', 'bounced', 'complained', 'failed'])
       .nullable()
@@ -33,7 +40,7 @@ export const NotificationSummary = z
   })
   .openapi('NotificationSummary')
 
-/** A notification as the API shows it in lists (no address, no content). */
+/** A notification as the API shows it in lists and event stories: no address, no name, no content. */
 export function notificationSummaryOf(row: NotificationRowView): z.infer<typeof NotificationSummary> {
   const text = (key: string) => (row[key] === null || row[key] === undefined ? null : String(row[key]))
   return {
@@ -44,7 +51,8 @@ export function notificationSummaryOf(row: NotificationRowView): z.infer<typeof 
     urgency: String(row.urgency),
     recipientUserId: String(row.recipient_user_id),
     status: row.status as z.infer<typeof NotificationSummary>['status'],
-    statusReason: text('status_reason'),
+    statusReason:
+      row.status_reason === null || row.status_reason === undefined ? null : maskEmails(String(row.status_reason)),
     deliveryStatus: text('delivery_status') as z.infer<typeof NotificationSummary>['deliveryStatus'],
     deliveryAt: text('delivery_at'),
     errorCode: text('error_code'),
@@ -58,16 +66,39 @@ export function notificationSummaryOf(row: NotificationRowView): z.infer<typeof 
   }
 }
 
+/** What a read of one notification may reveal, as the answer's `revealed` and its audit row name them. */
+const REVEALABLE = [
+  'recipientEmail',
+  'recipientName',
+  'statusReason',
+  'subject',
+  'text',
+  'html',
+  'unsubscribeUrl',
+  'timeline',
+  'raw',
+] as const
+type Revealable = (typeof REVEALABLE)[number]
+
 const Notification = NotificationSummary.extend({
-  recipientEmail: z.string().nullable(),
-  recipientName: z.string().nullable(),
+  recipientEmail: z
+    .string()
+    .nullable()
+    .openapi({ description: 'masked (`a***@example.com`) unless revealed', example: 'a***@example.com' }),
+  recipientName: z.string().nullable().openapi({ description: 'masked (its first letter) unless revealed' }),
   timeZone: z.string().nullable(),
-  subject: z.string().nullable(),
-  text: z.string().nullable(),
-  html: z.string().nullable(),
+  subject: z.string().nullable().openapi({ description: 'null unless revealed' }),
+  text: z.string().nullable().openapi({ description: 'null unless revealed' }),
+  html: z.string().nullable().openapi({ description: 'null unless revealed (`reveal=true` or `reveal=html`)' }),
   templateVersion: z.number().nullable(),
   traceId: z.string().nullable(),
-  unsubscribeUrl: z.string().nullable().openapi({ description: 'the one-click link of an optional kind' }),
+  unsubscribeUrl: z.string().nullable().openapi({
+    description:
+      'the one-click link of an optional kind; its token reads `[token]` except in what an admin reveals (a viewer never gets one: it would let them write)',
+  }),
+  revealed: z.array(z.enum(REVEALABLE)).openapi({
+    description: 'what this answer shows unmasked; empty by default. Each non-empty answer is one audit row.',
+  }),
   timeline: z
     .array(
       z.object({
@@ -77,19 +108,28 @@ const Notification = NotificationSummary.extend({
         status: z.string(),
         occurredAt: z.string(),
         receivedAt: z.string(),
-        detail: z.record(z.string(), z.unknown()),
+        detail: z.record(z.string(), z.unknown()).openapi({ description: 'addresses masked unless revealed' }),
       }),
     )
     .openapi({ description: 'the provider events about the sent message, oldest first' }),
   sentMessage: z
-    .object({ transport: z.string(), messageId: z.string(), sentAt: z.string(), raw: z.string().optional() })
+    .object({
+      transport: z.string(),
+      messageId: z.string(),
+      sentAt: z.string(),
+      raw: z.string().optional().openapi({
+        description: 'the exact message sent (`raw=true`); unsubscribe tokens masked for a viewer',
+      }),
+    })
     .nullable(),
 }).openapi('Notification')
 
 const show = createRoute({
   method: 'get',
   path: '/{id}',
-  summary: 'One notification: recipient snapshot, rendered content, status, and what was sent',
+  summary: 'One notification: status, what was sent, and — revealed on request, audited — its recipient and content',
+  description:
+    "By default, for every role, the address and name are masked, the content (subject, text, HTML) is null and the unsubscribe token reads `[token]`: such a read is not audited. `reveal=true` shows the recipient, the content and the provider events unmasked; `reveal=html` the HTML part alone (the console's email frame); `raw=true` adds the raw MIME to what `reveal=true` shows. Each unmasked read writes one audit row (`notification.reveal`, `notification.html`, `notification.raw`) naming the operator, the notification and what was revealed, before it is answered. Only an admin gets the real unsubscribe link: a viewer's token stays masked everywhere, raw MIME included.",
   security: ADMIN_SECURITY,
   request: {
     params: z.object({
@@ -100,15 +140,35 @@ const show = createRoute({
         .openapi({ param: { name: 'id', in: 'path' } }),
     }),
     query: z.object({
-      raw: z.enum(['true', 'false']).default('false').openapi({ description: 'include the raw MIME' }),
+      reveal: z.enum(['false', 'true', 'html']).default('false').openapi({
+        description:
+          '`true`: the recipient, the content and the provider events unmasked; `html`: the HTML part alone. Audited.',
+      }),
+      raw: z
+        .enum(['true', 'false'])
+        .default('false')
+        .openapi({ description: 'include the raw MIME (and all that `reveal=true` shows). Audited.' }),
     }),
   },
   responses: { 200: json(Notification, 'The notification'), ...errors(400, 404, ...ADMIN_ERRORS) },
 })
 
+type SentRow = { transport: string; message_id: string; raw: string; sent_at: string }
+
+/** The audit action of each kind of unmasked read. */
+const READ_ACTIONS = { all: 'notification.reveal', html: 'notification.html', raw: 'notification.raw' } as const
+
+/** Every address in the strings of a provider event's detail masked (an SMTP answer may quote the recipient). */
+function maskedDetail(detail: Record<string, unknown>): Record<string, unknown> {
+  return JSON.parse(maskEmails(JSON.stringify(detail))) as Record<string, unknown>
+}
+
 /** `/v1/notifications`. */
 export const notifications = createRouter().openapi(show, async (c) => {
   const { id } = c.req.valid('param')
+  const query = c.req.valid('query')
+  const read: keyof typeof READ_ACTIONS | 'none' =
+    query.raw === 'true' ? 'raw' : query.reveal === 'true' ? 'all' : query.reveal === 'html' ? 'html' : 'none'
   const db = c.env.DB
   const [found, sent] = await db.batch([
     db.prepare('SELECT * FROM notifications WHERE id = ?1').bind(id),
@@ -116,29 +176,48 @@ export const notifications = createRouter().openapi(show, async (c) => {
   ])
   const row = found?.results?.[0] as NotificationRowView | undefined
   if (!row) throw new ApiError('NOT_FOUND', 'no such notification')
-  const message = sent?.results?.[0] as
-    | { transport: string; message_id: string; raw: string; sent_at: string }
-    | undefined
+  const message = sent?.results?.[0] as SentRow | undefined
   const text = (key: string) => (row[key] === null || row[key] === undefined ? null : String(row[key]))
+  const whole = read === 'all' || read === 'raw'
+  const link = text('unsubscribe_url')
+  // The one-click link is a capability (a POST with it opts the recipient out): only an admin's
+  // unmasked read carries it; a viewer, who may change nothing, never gets it, even revealed.
+  const linkShown = read !== 'none' && c.get('operator').role === 'admin'
+  const withLink = (value: string | null) => (value === null || linkShown ? value : maskUnsubscribeTokens(value))
+  const timeline = await timelineOf(db, id)
+  const revealed: Revealable[] = [
+    ...(whole ? (['recipientEmail', 'recipientName', 'statusReason', 'subject', 'text'] as const) : []),
+    ...(read !== 'none' ? (['html'] as const) : []),
+    ...(linkShown && link !== null ? (['unsubscribeUrl'] as const) : []),
+    ...(whole ? (['timeline'] as const) : []),
+    ...(read === 'raw' && message ? (['raw'] as const) : []),
+  ]
+  if (read !== 'none') {
+    // Written before the answer: a read whose row cannot be written fails instead of going unrecorded.
+    // What was revealed is named; the address itself never enters the trail.
+    await recordRead(c, { action: READ_ACTIONS[read], target: id, parameters: { revealed } })
+  }
   return c.json(
     {
       ...notificationSummaryOf(row),
-      recipientEmail: text('recipient_email'),
-      recipientName: text('recipient_name'),
+      ...(whole ? { statusReason: text('status_reason') } : {}),
+      recipientEmail: whole ? text('recipient_email') : maskAddress(text('recipient_email')) || null,
+      recipientName: whole ? text('recipient_name') : maskName(text('recipient_name')) || null,
       timeZone: text('time_zone'),
-      subject: text('subject'),
-      text: text('text_body'),
-      html: text('html_body'),
+      subject: whole ? withLink(text('subject')) : null,
+      text: whole ? withLink(text('text_body')) : null,
+      html: read === 'none' ? null : withLink(text('html_body')),
       templateVersion: row.template_version === null ? null : Number(row.template_version),
       traceId: text('trace_id'),
-      unsubscribeUrl: text('unsubscribe_url'),
-      timeline: await timelineOf(db, id),
+      unsubscribeUrl: link === null || linkShown ? link : maskUnsubscribeTokens(link),
+      revealed,
+      timeline: whole ? timeline : timeline.map((event) => ({ ...event, detail: maskedDetail(event.detail) })),
       sentMessage: message
         ? {
             transport: message.transport,
             messageId: message.message_id,
             sentAt: message.sent_at,
-            ...(c.req.valid('query').raw === 'true' ? { raw: message.raw } : {}),
+            ...(read === 'raw' ? { raw: linkShown ? message.raw : maskUnsubscribeTokensInMime(message.raw) } : {}),
           }
         : null,
     },

@@ -1,13 +1,13 @@
 /**
  * An event's story (found by event id or source message id) and one
- * notification: its recipient masked until an operator reveals it (audited),
- * its email in a sandboxed frame that can run nothing and load nothing, and
- * the raw MIME to download (audited too: it holds the address).
+ * notification: its recipient masked and its content hidden until an operator
+ * reveals them (audited), its email in a sandboxed frame that can run nothing
+ * and load nothing (an audited read too), and the raw MIME to download
+ * (audited: it holds the address).
  */
 import { Hono } from 'hono'
-import { auditChange } from '../../audit/store.ts'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
-import { Csrf, ErrorNote, Layout, maskAddress, Table } from '../layout.tsx'
+import { Csrf, ErrorNote, Layout, Table } from '../layout.tsx'
 
 type NotificationSummary = {
   id: string
@@ -159,9 +159,21 @@ eventPages.get('/events/:eventId', async (c) => {
   )
 })
 
-async function notificationOf(c: ConsoleContext, raw = false) {
+/** What the notification page asks the API for: masked, everything revealed (with the raw MIME), or the HTML alone. */
+type Read = 'masked' | 'revealed' | 'raw' | 'html'
+
+const READ_QUERY: Record<Read, string> = {
+  masked: '',
+  revealed: '?reveal=true',
+  raw: '?raw=true',
+  html: '?reveal=html',
+}
+
+// Every unmasked read goes through the API's reveal, which writes its audit row: the console adds
+// none of its own, so each read is one row whoever makes it and however.
+async function notificationOf(c: ConsoleContext, read: Read) {
   const id = c.req.param('id') as string
-  return c.get('api')<Notification>('GET', `/v1/notifications/${encodeURIComponent(id)}${raw ? '?raw=true' : ''}`)
+  return c.get('api')<Notification>('GET', `/v1/notifications/${encodeURIComponent(id)}${READ_QUERY[read]}`)
 }
 
 function NotificationPage(props: { c: ConsoleContext; n: Notification; revealed: boolean }) {
@@ -182,18 +194,18 @@ function NotificationPage(props: { c: ConsoleContext; n: Notification; revealed:
         <dd>{n.deliveryStatus ?? 'no report yet'}</dd>
         <dt>Recipient</dt>
         <dd>
-          {props.revealed ? `${n.recipientName ?? ''} <${n.recipientEmail ?? ''}>` : maskAddress(n.recipientEmail)}
+          {n.recipientName ? `${n.recipientName} <${n.recipientEmail ?? ''}>` : (n.recipientEmail ?? '')}
           {props.revealed ? null : (
             <form method="post" action={`/console/notifications/${id}/reveal`}>
               <Csrf page={c.get('page')} />
               <button type="submit" class="secondary">
-                Reveal the address (recorded in the audit trail)
+                Reveal the address and the email (recorded in the audit trail)
               </button>
             </form>
           )}
         </dd>
         <dt>Subject</dt>
-        <dd>{n.subject ?? ''}</dd>
+        <dd>{props.revealed ? (n.subject ?? '') : 'shown when revealed'}</dd>
         <dt>Timeline</dt>
         <dd>{timelineOf(n)}</dd>
       </dl>
@@ -204,13 +216,20 @@ function NotificationPage(props: { c: ConsoleContext; n: Notification; revealed:
         rows={n.timeline.map((event) => [event.occurredAt, event.provider, event.type, event.status])}
       />
       <h2>The email</h2>
-      {n.html ? (
+      {!props.revealed ? (
+        <p>The email is shown when you reveal the address: it is addressed to the recipient by name.</p>
+      ) : n.html ? (
+        // The frame loads the HTML through its own audited read (`notification.html`).
         <iframe title="The rendered email" sandbox="" src={`/console/notifications/${id}/frame`} />
       ) : (
         <p>Nothing rendered.</p>
       )}
-      <h2>Text part</h2>
-      <pre>{n.text ?? ''}</pre>
+      {props.revealed ? (
+        <>
+          <h2>Text part</h2>
+          <pre>{n.text ?? ''}</pre>
+        </>
+      ) : null}
       {n.sentMessage ? (
         <form method="post" action={`/console/notifications/${id}/reveal`}>
           <Csrf page={c.get('page')} />
@@ -225,18 +244,17 @@ function NotificationPage(props: { c: ConsoleContext; n: Notification; revealed:
 }
 
 eventPages.get('/notifications/:id', async (c) => {
-  const answer = await notificationOf(c)
+  const answer = await notificationOf(c, 'masked')
   if (answer.status !== 200) return c.notFound()
   return c.html(<NotificationPage c={c} n={answer.body} revealed={false} />)
 })
 
+// A POST, not a link: revealing is recorded, and a prefetching browser or a crawler must not do it.
 eventPages.post('/notifications/:id/reveal', async (c) => {
   const form = (await c.req.parseBody()) as Record<string, string>
   const raw = form.raw === '1'
-  const answer = await notificationOf(c, raw)
+  const answer = await notificationOf(c, raw ? 'raw' : 'revealed')
   if (answer.status !== 200) return c.notFound()
-  const entry = { action: raw ? 'notification.raw' : 'notification.reveal', target: answer.body.id, affected: 1 }
-  await auditChange(c.env.DB, c.get('operator'), entry, new Date().toISOString()).run()
   if (raw) {
     c.header('content-disposition', `attachment; filename="${answer.body.id.replace(/[^\w.-]/g, '_')}.eml"`)
     return c.body(answer.body.sentMessage?.raw ?? '', 200, { 'content-type': 'message/rfc822' })
@@ -247,7 +265,7 @@ eventPages.post('/notifications/:id/reveal', async (c) => {
 // The email's HTML alone, for the frame: a policy that lets it load nothing and run nothing
 // (and the frame's own sandbox besides).
 eventPages.get('/notifications/:id/frame', async (c) => {
-  const answer = await notificationOf(c)
+  const answer = await notificationOf(c, 'html')
   if (answer.status !== 200) return c.notFound()
   c.header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox")
   return c.html(answer.body.html ?? '')

@@ -5,8 +5,9 @@
 import { Hono } from 'hono'
 import type { AuditRecord } from '../../audit/record.ts'
 import { isNotificationStatus } from '../../notifications/status.ts'
+import { maskAddress } from '../../privacy.ts'
 import type { ConsoleEnv } from '../context.ts'
-import { ErrorNote, Layout, maskAddress, queryOf, Table, TextFilter } from '../layout.tsx'
+import { ErrorNote, Layout, queryOf, Table, TextFilter } from '../layout.tsx'
 
 export const lookupPages = new Hono<ConsoleEnv>()
 
