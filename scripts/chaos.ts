@@ -8,14 +8,18 @@
  * RabbitMQ connections, restarts the Kafka broker, makes the Worker's ingest
  * answer 503 to one request in five (in pairs) and then takes the Worker away entirely for a minute
  * (CHAOS_OUTAGE_SECONDS) with `idle_in_transaction_session_timeout = 5s` on
- * the outbox database, fails 30 % of email sends transiently, and for a phase
- * makes every send slower than the dispatch lease while the cron runs. Then
+ * the outbox database, fails 25 % of email sends transiently and 5 % with a
+ * 429 and a `retry-after`, revokes the provider's API key for a while, sends
+ * PIN decisions whose owners' contacts arrive later, and for a phase makes
+ * every send slower than the dispatch lease while the cron runs. Then
  * it reconciles, prints a table, writes chaos-results.json, and exits non-zero
  * when an event was lost, an address got two emails, one notification was
  * being sent by two senders at once or retried with another payload (the
  * fake provider keeps Resend's idempotency rules), a valid event dead-lettered, a
  * source stalled behind a bad record, a dead letter's bytes differ from what
- * was published, or a bad record ended anywhere but where it should.
+ * was published, a bad record ended anywhere but where it should, a
+ * notification was ended by the revoked key (`burned`: it must pause), or a
+ * retry came before the time a 429 named (`early_retries`).
  */
 import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
@@ -70,8 +74,18 @@ async function readBody(request: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks)
 }
 
-// ── the fake email provider (Resend's API and its idempotency rules), 30 % transient failures, a slow phase ──
-const provider = await startProviderFake({ failureRate: 0.3 })
+// ── the fake email provider (Resend's API and its rules), 25 % transient failures, 5 % 429s with a
+// retry-after, a phase with the key revoked, a slow phase ──
+const RETRY_AFTER_SECONDS = 3
+const KEY_REVOKED_SECONDS = Number(process.env.CHAOS_KEY_REVOKED_SECONDS ?? '20')
+const LATE_CONTACTS = Math.max(3, Math.min(20, Math.floor(EVENTS / 15)))
+const LATE_CONTACT_DELAY_MS = 15_000
+const provider = await startProviderFake({
+  failureRate: 0.25,
+  rateLimitRate: 0.05,
+  retryAfterSeconds: RETRY_AFTER_SECONDS,
+  apiKey: 'chaos',
+})
 
 // ── the Worker under wrangler dev, with the resend transport pointed at the fake ──
 const ADMIN = 'chaos-admin-token-0123456789'
@@ -305,6 +319,63 @@ function slowDownTheProvider(): void {
     progress('  the provider is fast again')
   })()
 }
+/** The API key revoked (every send refused 403) for KEY_REVOKED_SECONDS, then restored: the transport must pause, not burn. */
+let keyOver: Promise<void> = Promise.resolve()
+function revokeTheKey(): void {
+  provider.setKeyRevoked(true)
+  keyOver = (async () => {
+    await sleep(KEY_REVOKED_SECONDS * 1000)
+    provider.setKeyRevoked(false)
+    progress('  the API key is valid again')
+  })()
+}
+/**
+ * PIN decisions over Kafka whose owners are not in the contact replica yet; each owner's
+ * contact-upserted follows LATE_CONTACT_DELAY_MS later. Every decision must still be emailed.
+ */
+const lateContacts: { to: string }[] = []
+let lateOver: Promise<void> = Promise.resolve()
+async function decisionsBeforeContacts(): Promise<void> {
+  const decision = JSON.parse(readFileSync('examples/pin/verification-completed.json', 'utf8'))
+  const contact = JSON.parse(readFileSync('examples/pin/contact-upserted.json', 'utf8'))
+  const owners = Array.from({ length: LATE_CONTACTS }, () => crypto.randomUUID())
+  for (const owner of owners) {
+    const messageId = crypto.randomUUID()
+    const value = { ...decision.value, RequestId: crypto.randomUUID(), PersonId: crypto.randomUUID(), UserId: owner }
+    await withRetries(() =>
+      producer.send({
+        topic,
+        messages: [
+          {
+            key: owner,
+            value: JSON.stringify(value),
+            headers: { ...decision.headers, 'message-id': messageId, 'aggregate-id': value.RequestId },
+          },
+        ],
+      }),
+    )
+    lateContacts.push({ to: `chaos+late-${owner}@example.com` })
+  }
+  lateOver = (async () => {
+    await sleep(LATE_CONTACT_DELAY_MS)
+    for (const owner of owners) {
+      const value = { ...contact.value, UserId: owner, Email: `chaos+late-${owner}@example.com`, Version: 1 }
+      await withRetries(() =>
+        producer.send({
+          topic,
+          messages: [
+            {
+              key: owner,
+              value: JSON.stringify(value),
+              headers: { ...contact.headers, 'message-id': crypto.randomUUID(), 'aggregate-id': owner },
+            },
+          ],
+        }),
+      )
+    }
+    progress(`  ${owners.length} late contacts published`)
+  })()
+}
 const schedule: [number, string, () => Promise<void> | void][] = [
   [0.1, 'SIGKILL the bridge, restart it', restartBridge],
   [
@@ -331,6 +402,12 @@ const schedule: [number, string, () => Promise<void> | void][] = [
       }
     },
   ],
+  [
+    0.2,
+    `${LATE_CONTACTS} PIN decisions whose contacts arrive ${LATE_CONTACT_DELAY_MS / 1000} s later`,
+    decisionsBeforeContacts,
+  ],
+  [0.45, `the provider refuses the API key for ${KEY_REVOKED_SECONDS} s (403 invalid_api_key)`, revokeTheKey],
   [0.5, 'SIGKILL the bridge, restart it', restartBridge],
   [
     0.6,
@@ -366,6 +443,7 @@ const schedule: [number, string, () => Promise<void> | void][] = [
   [0.65, `the Worker unreachable for ${OUTAGE_SECONDS} s`, takeTheWorkerAway],
   [0.8, 'SIGKILL the bridge, restart it', restartBridge],
 ]
+schedule.sort((a, b) => a[0] - b[0])
 progress(
   `sending ${EVENTS} events (1 in ${POISON_EVERY} poison) and ${hostile.length} hostile records over PostgreSQL, RabbitMQ and Kafka`,
 )
@@ -381,7 +459,7 @@ for (let index = 0; index < EVENTS; index += 1) {
   await send(index)
   if (index % 500 === 499) progress(`  sent ${index + 1}`)
 }
-await Promise.all([outageOver, slowOver])
+await Promise.all([outageOver, slowOver, keyOver, lateOver])
 
 // ── reconcile ────────────────────────────────────────────────────────────────
 const valid = planned.filter((event) => event.valid)
@@ -393,6 +471,7 @@ const expectedEmails = new Map<string, { source: Source; index: number }>([
   ...hostile.flatMap((record) =>
     'emailTo' in record.expect ? [[record.expect.emailTo, { source: record.source, index: -1 }] as const] : [],
   ),
+  ...lateContacts.map(({ to }) => [to, { source: 'kafka' as Source, index: -1 }] as const),
 ])
 const mailed = () => {
   const count = new Map<string, number>()
@@ -436,6 +515,18 @@ const duplicateDetails = [...mailed()]
     return `${count} notifications to one address: ${keys.join(', ')}`
   })
 const { stats } = provider
+// Notifications ended by our own configuration (the revoked key): they should have paused, not failed.
+const burned = Number(
+  (
+    await worker.query(
+      `SELECT count(*) AS n FROM notifications WHERE status = 'failed'
+       AND (status_reason LIKE '%HTTP 401%' OR status_reason LIKE '%HTTP 403%' OR status_reason LIKE '%invalid_api_key%')`,
+    )
+  )[0]?.n ?? 0,
+)
+const waitingAtTheEnd = await worker.query(
+  "SELECT status, count(*) AS n FROM notifications WHERE status IN ('paused', 'awaiting-contact', 'unknown') GROUP BY status",
+)
 
 const deadLetters: { eventId: string | null; code: string }[] = []
 let cursor: string | null = null
@@ -507,6 +598,14 @@ const result = {
   provider_409_running_after_timeout: stats.concurrentAfterTimeout,
   provider_two_senders_at_once: stats.concurrentSenders,
   provider_key_reused_with_other_payload: stats.otherPayload,
+  provider_refused_for_key: stats.refusedForKey,
+  provider_refused_without_user_agent: stats.missingUserAgent,
+  provider_rate_limited_with_retry_after: stats.rateLimited,
+  // Tries before the time a 429 named: the retry time is the row's, so there must be none.
+  early_retries: stats.earlyRetries,
+  burned,
+  late_contact_decisions: lateContacts.length,
+  left_waiting: waitingAtTheEnd,
   cron_runs: cronRuns,
   // What the bridge and wrangler printed, scanned like the Worker's test logs.
   log_lines_leaking_personal_data: leakedLines().length,
@@ -544,6 +643,11 @@ const ok =
   duplicates === 0 &&
   stats.concurrentSenders === 0 &&
   stats.otherPayload === 0 &&
+  // The key was refused (the fault happened), nothing was burned by it, and no retry came early.
+  stats.refusedForKey > 0 &&
+  burned === 0 &&
+  stats.earlyRetries === 0 &&
+  stats.missingUserAgent === 0 &&
   // The lost answers happened (the fault was exercised), and each was resolved by its retry.
   stats.answersLost > 0 &&
   stats.lostAnswersReplayed === stats.answersLost &&

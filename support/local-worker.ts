@@ -20,6 +20,8 @@ export type LocalWorker = {
   processGroup: number
   /** Runs the cron trigger once (needs `cron: true`). */
   runCron: () => Promise<void>
+  /** Reads its local D1 with SQL (`wrangler d1 execute --local`): for a harness's reconciliation. */
+  query: (sql: string) => Promise<Record<string, unknown>[]>
   stop: () => Promise<void>
   /** Kills it at once (for an `exit` handler: a harness that fails leaves nothing running). */
   kill: () => void
@@ -114,6 +116,17 @@ export async function startLocalWorker(
         body: body === undefined ? undefined : JSON.stringify(body),
       })
       return { status: response.status, body: (await response.json()) as Record<string, unknown> }
+    },
+    async query(sql) {
+      const out = execFileSync(
+        'npx',
+        ['wrangler', 'd1', 'execute', 'DB', '--local', '--persist-to', state, ...config, '--json', '--command', sql],
+        { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
+      )
+      return ((JSON.parse(out) as { results: Record<string, unknown>[] }[])[0]?.results ?? []) as Record<
+        string,
+        unknown
+      >[]
     },
     async runCron() {
       const response = await fetch(`${url}/__scheduled?cron=${encodeURIComponent('* * * * *')}`)

@@ -23,6 +23,14 @@ export type ProviderStats = {
   concurrentAfterTimeout: number
   /** A key repeated with a different payload: answered 409 invalid_idempotent_request. */
   otherPayload: number
+  /** Refused for a missing `User-Agent` (403, error 1010), as Resend does. */
+  missingUserAgent: number
+  /** Refused for the API key: missing (401) or not the one the fake knows, or revoked for a phase (403). */
+  refusedForKey: number
+  /** Answered 429 `rate_limit_exceeded` with a `retry-after`. */
+  rateLimited: number
+  /** Requests for a key before the time a 429 gave it: a retry the Worker should not have made yet. */
+  earlyRetries: number
 }
 
 /** One email the provider accepted, by its Idempotency-Key. */
@@ -35,11 +43,22 @@ export type AcceptedEmail = { to: string; payloadSha256: string; id: string }
  * same Idempotency-Key with the same payload returns the first answer and
  * sends nothing; with another payload it is refused (409
  * `invalid_idempotent_request`); while the first request with that key is
- * still running it is refused (409 `concurrent_idempotent_requests`). A share
- * of requests fail with 503 before anything is accepted, and a slow phase
- * holds each send for a while (a pattern of durations, in turn).
+ * still running it is refused (409 `concurrent_idempotent_requests`). Like
+ * Resend (https://resend.com/docs/api-reference/introduction, /errors) it
+ * refuses a request without `User-Agent` (403, error 1010), without its key
+ * (401 `missing_api_key`) or with another (403 `invalid_api_key`), and a
+ * phase can revoke the key. A share of requests fail with 503 before anything
+ * is accepted, another share answer 429 `rate_limit_exceeded` with a
+ * `retry-after` (a request for that key before then is counted as an early
+ * retry), and a slow phase holds each send for a while (a pattern of
+ * durations, in turn).
  */
-export async function startProviderFake(options: { failureRate: number }) {
+export async function startProviderFake(options: {
+  failureRate: number
+  apiKey: string
+  rateLimitRate?: number
+  retryAfterSeconds?: number
+}) {
   const emails = new Map<string, AcceptedEmail>()
   const running = new Map<string, { clientGone: boolean }>()
   const stats: ProviderStats = {
@@ -52,9 +71,15 @@ export async function startProviderFake(options: { failureRate: number }) {
     concurrentSenders: 0,
     concurrentAfterTimeout: 0,
     otherPayload: 0,
+    missingUserAgent: 0,
+    refusedForKey: 0,
+    rateLimited: 0,
+    earlyRetries: 0,
   }
   const lostAnswers = new Set<string>()
+  const notBefore = new Map<string, number>()
   let slowPattern: readonly number[] = []
+  let keyRevoked = false
 
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const raw = await readBody(request)
@@ -64,6 +89,21 @@ export async function startProviderFake(options: { failureRate: number }) {
       answer(response, 400, { name: 'validation_error', message: 'POST /emails with an Idempotency-Key' })
       return
     }
+    if (!request.headers['user-agent']) {
+      stats.missingUserAgent += 1
+      response.writeHead(403, { 'content-type': 'text/plain' }).end('error code: 1010')
+      return
+    }
+    const authorization = request.headers.authorization
+    if (!authorization || authorization !== `Bearer ${options.apiKey}` || keyRevoked) {
+      stats.refusedForKey += 1
+      if (!authorization) answer(response, 401, { name: 'missing_api_key', message: 'Missing API key' })
+      else answer(response, 403, { name: 'invalid_api_key', message: 'API key is invalid' })
+      return
+    }
+    const waitUntil = notBefore.get(key)
+    if (waitUntil !== undefined && Date.now() < waitUntil) stats.earlyRetries += 1
+    notBefore.delete(key)
     const payloadSha256 = createHash('sha256').update(raw).digest('hex')
     const done = emails.get(key)
     if (done) {
@@ -84,9 +124,22 @@ export async function startProviderFake(options: { failureRate: number }) {
       answer(response, 409, { name: 'concurrent_idempotent_requests', message: 'a request with this key is running' })
       return
     }
-    if (Math.random() < options.failureRate) {
+    const draw = Math.random()
+    if (draw < options.failureRate) {
       stats.transientFailures += 1
-      answer(response, 503, { message: 'try again' })
+      answer(response, 503, { name: 'internal_server_error', message: 'try again' })
+      return
+    }
+    if (draw < options.failureRate + (options.rateLimitRate ?? 0)) {
+      const seconds = options.retryAfterSeconds ?? 3
+      stats.rateLimited += 1
+      notBefore.set(key, Date.now() + seconds * 1000)
+      answer(
+        response,
+        429,
+        { name: 'rate_limit_exceeded', message: 'Too many requests' },
+        { 'retry-after': String(seconds) },
+      )
       return
     }
     const flight = { clientGone: false }
@@ -119,6 +172,10 @@ export async function startProviderFake(options: { failureRate: number }) {
     /** Emails accepted, by Idempotency-Key: one per key, however often it was sent. */
     emails: emails as ReadonlyMap<string, AcceptedEmail>,
     stats: stats as Readonly<ProviderStats>,
+    /** Revokes the API key (every request answered 403 invalid_api_key) or restores it. */
+    setKeyRevoked(revoked: boolean) {
+      keyRevoked = revoked
+    },
     /** Holds the sends from now on for these durations in turn, in ms (none: fast again). */
     setSlow(pattern: readonly number[]) {
       slowPattern = pattern
@@ -133,7 +190,7 @@ async function readBody(request: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks)
 }
 
-function answer(response: ServerResponse, status: number, body: unknown): void {
+function answer(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   if (response.destroyed) return
-  response.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+  response.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body))
 }

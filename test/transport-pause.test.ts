@@ -7,7 +7,7 @@
  */
 import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it } from 'vitest'
-import { takeProbe } from '../src/dispatch/pause.ts'
+import { pauseTransport, takeProbe } from '../src/dispatch/pause.ts'
 import { releaseProbe } from '../src/notifications/pause.ts'
 import { FAKE_RESEND_URL } from './fake-resend.ts'
 import { ADMIN_TOKEN, dispatchOnce, eventually, guid, runCron } from './helpers.ts'
@@ -139,6 +139,16 @@ describe('a paused transport', () => {
     expect(pause?.code).toBe('E_DAILY_LIMIT_EXCEEDED')
     expect((Date.parse(pause?.probe_at as string) - Date.now()) / 1000).toBeGreaterThan(3590)
     expect(await rowOf(quota)).toMatchObject({ status: 'paused', send_attempts: 0 })
+  })
+
+  it('sends already in flight when the pause began are refused too, and do not push the next probe out', async () => {
+    const now = new Date()
+    const refused = (id: string) =>
+      pauseTransport(env.DB, 'cloudflare', 'E_SENDER_NOT_VERIFIED', 'refused', now, null, id).run()
+    await refused('ntf_in_flight_1')
+    const first = await pauseOf('cloudflare')
+    for (const id of ['ntf_in_flight_2', 'ntf_in_flight_3', 'ntf_in_flight_4']) await refused(id)
+    expect(await pauseOf('cloudflare')).toMatchObject({ failures: 1, probe_at: first?.probe_at, probe_id: null })
   })
 
   it('resend: a wrong key pauses (403 invalid_api_key), and the probe with the fixed key resumes and releases the rest', async () => {

@@ -33,10 +33,13 @@ export function readPause(db: D1Database, transport: string): D1PreparedStatemen
 }
 
 /**
- * Pauses a transport, or records one more refused try of a paused one: the
- * next probe after the backoff of its failures, or at `notBefore` when the
- * provider named a later time (a quota's reset). The probe slot is freed.
- * Parameters: transport, code, reason, now, the earliest next probe (ISO or null).
+ * Pauses a transport, or records one more refusal while it is paused. Only a
+ * refused probe counts against the backoff (the next probe after 30 s,
+ * doubling to 10 min) and frees the probe slot: the sends that were already
+ * in flight when the pause began are refused too, and must not push the next
+ * probe out. A time the provider named (a quota's reset) is never probed
+ * before. Parameters: transport, code, reason, now, the earliest next probe
+ * (or null), the refused notification.
  */
 export function pauseTransport(
   db: D1Database,
@@ -45,20 +48,25 @@ export function pauseTransport(
   reason: string,
   now: Date,
   notBefore: Date | null,
+  notificationId: string,
 ): D1PreparedStatement {
   const nowIso = now.toISOString()
   // The backoff of the failure count after this one, computed in SQL from the stored count.
   const steps = [1, 2, 3, 4, 5, 6].map((n) => `WHEN ${n} THEN ${probeDelaySeconds(n)}`).join(' ')
+  const after = (seconds: string) => `strftime('%Y-%m-%dT%H:%M:%fZ', ?4, '+' || (${seconds}) || ' seconds')`
   return db
     .prepare(
       `INSERT INTO transport_pauses (transport, code, reason, since, failures, probe_at, probe_id, updated_at)
-       VALUES (?1, ?2, ?3, ?4, 1, max(?5, strftime('%Y-%m-%dT%H:%M:%fZ', ?4, '+${probeDelaySeconds(1)} seconds')), NULL, ?4)
+       VALUES (?1, ?2, ?3, ?4, 1, max(?5, ${after(String(probeDelaySeconds(1)))}), NULL, ?4)
        ON CONFLICT (transport) DO UPDATE SET code = excluded.code, reason = excluded.reason,
-         failures = transport_pauses.failures + 1, probe_id = NULL, updated_at = excluded.updated_at,
-         probe_at = max(?5, strftime('%Y-%m-%dT%H:%M:%fZ', ?4,
-           '+' || (CASE transport_pauses.failures + 1 ${steps} ELSE ${probeDelaySeconds(99)} END) || ' seconds'))`,
+         updated_at = excluded.updated_at,
+         failures = transport_pauses.failures + (transport_pauses.probe_id IS ?6),
+         probe_at = max(?5, CASE WHEN transport_pauses.probe_id IS ?6
+           THEN ${after(`CASE transport_pauses.failures + 1 ${steps} ELSE ${probeDelaySeconds(99)} END`)}
+           ELSE transport_pauses.probe_at END),
+         probe_id = CASE WHEN transport_pauses.probe_id IS ?6 THEN NULL ELSE transport_pauses.probe_id END`,
     )
-    .bind(transport, code, reason, nowIso, notBefore?.toISOString() ?? '')
+    .bind(transport, code, reason, nowIso, notBefore?.toISOString() ?? '', notificationId)
 }
 
 /**

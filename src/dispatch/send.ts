@@ -192,7 +192,7 @@ async function recordPaused(
   const notBefore = error.delaySeconds ? new Date(now.getTime() + error.delaySeconds * 1000) : null
   const marked = await record(context.marks, [
     markPaused(env.DB, row.id, 'NTF_TRANSPORT_PAUSED', reason, at, lease.token),
-    pauseTransport(env.DB, transport.name, code, reason, now, notBefore),
+    pauseTransport(env.DB, transport.name, code, reason, now, notBefore, row.id),
   ])
   if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
   log.error('transport.paused', { ...fieldsOf(row), transport: transport.name, code, error: reason })
