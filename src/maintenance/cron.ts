@@ -2,12 +2,10 @@ import { configOf } from '../config.ts'
 import { dispatchFor } from '../dispatch/message.ts'
 import { takeProbe } from '../dispatch/pause.ts'
 import type { Logger } from '../log.ts'
-import { deleteProcessedEventsBefore } from '../materialize/processed.ts'
 import { releaseProbe } from '../notifications/pause.ts'
 import { markEnqueued, selectStuckNotifications } from '../notifications/stuck.ts'
 import { sendAll } from '../queue/send.ts'
-
-const DAY_MS = 86_400_000
+import { runRetention } from './retention.ts'
 
 /** Stuck notifications re-enqueued per run; the next run takes the rest. */
 const STUCK_BATCH = 1000
@@ -17,16 +15,14 @@ const STUCK_BATCH = 1000
  * queue: whatever dispatch message was lost (a crash between commit and send,
  * local queue contents dropped on restart, a sender that died holding a lease)
  * is sent again here, and dispatch's claim makes that safe. A paused
- * transport gets its next probe. Then retention of processed-event keys. A
- * failure is thrown so the run shows as failed; the next one tries again.
+ * transport gets its next probe. Then retention: a bounded chunk of each kind
+ * of data past its retention (./retention.ts). A failure is thrown so the run
+ * shows as failed; the next one tries again.
  */
 export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<void> {
   await probePausedTransport(env, now, log)
   await reEnqueueStuck(env, now, log)
-  const config = configOf(env)
-  const before = new Date(now.getTime() - config.PROCESSED_EVENTS_RETENTION_DAYS * DAY_MS).toISOString()
-  const result = await deleteProcessedEventsBefore(env.DB, before).run()
-  log.info('maintenance.retention', { table: 'processed_events', before, deleted: result.meta.changes })
+  await runRetention(env, configOf(env), now, log)
 }
 
 async function reEnqueueStuck(env: Env, now: Date, log: Logger): Promise<void> {
