@@ -262,3 +262,32 @@ describe('retention', () => {
     expect((await notification(id)).status).toBe('failed')
   })
 })
+
+/** The console's overview, signed in with the admin token. */
+async function overview(): Promise<string> {
+  const call = (path: string, init: RequestInit = {}) =>
+    worker.fetch(new Request(`http://worker${path}`, { redirect: 'manual', ...init }), env, createExecutionContext())
+  const signedIn = await call('/console/sign-in', {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'http://worker' },
+    body: new URLSearchParams({ token: ADMIN_TOKEN }).toString(),
+  })
+  const cookie = (signedIn.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
+  return (await call('/console', { headers: { cookie } })).text()
+}
+
+describe("D1's size", () => {
+  it('is measured by the cron into the gauge notify_d1_size_bytes, served by /metrics and shown on the overview', async () => {
+    await runCron(new Date())
+    const gauge = await env.DB.prepare("SELECT value FROM gauges WHERE name = 'notify_d1_size_bytes'").first<{
+      value: number
+    }>()
+    expect(gauge?.value).toBeGreaterThan(0)
+    const metrics = await fetchWorker('/metrics', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+    const text = await metrics.text()
+    expect(text).toMatch(/^# TYPE notify_d1_size_bytes gauge$/m)
+    expect(text).toMatch(new RegExp(`^notify_d1_size_bytes ${gauge?.value}$`, 'm'))
+    const page = await overview()
+    expect(page).toMatch(/Database: <strong>[\d.]+ MB<\/strong> of D1(&#39;|')s 10\.0 GB limit/)
+  })
+})

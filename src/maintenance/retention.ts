@@ -4,6 +4,7 @@ import { pruneResolvedDeadLetters } from '../dead-letters/store.ts'
 import { pruneDeliveryEvents } from '../delivery/store.ts'
 import type { Logger } from '../log.ts'
 import { deleteProcessedEventsBefore } from '../materialize/processed.ts'
+import { GAUGES, setGauge } from '../metrics/counters.ts'
 import { pruneNotificationContent, pruneSentMessages } from '../notifications/prune.ts'
 
 const DAY_MS = 86_400_000
@@ -60,21 +61,31 @@ function prunings(config: Config): Pruning[] {
  * transaction and D1's single writer serves the queues between them. A run
  * is a handful of D1 queries, far inside the 1,000 an invocation may make.
  *
+ * Then the database's size: D1 reports it after every statement
+ * (`meta.size_after`); it cannot be read with `PRAGMA page_count`, which D1
+ * refuses. It is recorded as the gauge `notify_d1_size_bytes`.
+ *
  * A kind whose statement fails does not stop the others; the first failure is
  * thrown at the end so the run shows as failed.
  */
 export async function runRetention(env: Env, config: Config, now: Date, log: Logger): Promise<void> {
   const nowIso = now.toISOString()
+  let size: number | undefined
   let failure: unknown
   for (const { table, days, statement } of prunings(config)) {
     const before = new Date(now.getTime() - days * DAY_MS).toISOString()
     try {
       const result = await statement(env.DB, before, nowIso, config.RETENTION_CHUNK_ROWS).run()
+      size = result.meta.size_after ?? size
       log.info('maintenance.retention', { table, before, deleted: result.meta.changes })
     } catch (error) {
       log.error('maintenance.retention-failed', { table, before, error })
       failure ??= error
     }
+  }
+  size ??= (await env.DB.prepare('SELECT 1').run()).meta.size_after
+  if (typeof size === 'number' && size > 0) {
+    await setGauge(env.DB, GAUGES.d1Size, {}, size, nowIso).run()
   }
   if (failure !== undefined) throw failure
 }
