@@ -222,6 +222,14 @@ export const ConfigSchema = z
       .optional()
       .meta({ secret: true })
       .describe('signing secret of the Resend webhook; POST /v1/webhooks/resend refuses everything without it'),
+    // Not a rotation key: the pseudonyms of erased addresses are made with it, and a pseudonym made
+    // with another key never matches again. Without it the unsubscribe key is used, which is why
+    // that key's rotation says to copy its value here first.
+    ERASURE_HASH_KEY: SigningKey.optional()
+      .meta({ secret: true })
+      .describe(
+        'HMAC key of the pseudonym that replaces an erased address (suppression list, audit trail); defaults to UNSUBSCRIBE_SIGNING_KEY. Never change it once an address was erased (≥ 32 characters)',
+      ),
     SUPPRESSION_SOFT_BOUNCE_HOURS: Seconds.min(1)
       .default(24)
       .describe('how long a soft bounce (temporary failures the provider gave up on) suppresses an address'),
@@ -257,6 +265,8 @@ export type Config = z.infer<typeof ConfigSchema> & {
   maxAttempts: number
   /** The TEMPLATE_* limits, as the renderer takes them. */
   templateLimits: TemplateLimits
+  /** The key of erased addresses' pseudonyms (src/erasure/pseudonym.ts): ERASURE_HASH_KEY, else UNSUBSCRIBE_SIGNING_KEY. */
+  erasureKey: string
 }
 
 const parsed = new WeakMap<object, Config>()
@@ -284,6 +294,7 @@ export function configOf(env: object): Config {
       memory: data.TEMPLATE_MEMORY_LIMIT,
       outputBytes: data.TEMPLATE_OUTPUT_LIMIT_BYTES,
     },
+    erasureKey: data.ERASURE_HASH_KEY ?? data.UNSUBSCRIBE_SIGNING_KEY,
   }
   parsed.set(env, config)
   return config

@@ -34,6 +34,10 @@ export async function replayDeadLetters(
   const removed = await contentRemoved(env.DB, rows)
   for (const row of rows) {
     const body: unknown = JSON.parse(row.body)
+    if (isErased(body)) {
+      skipped.push({ id: row.id, reason: 'its message was erased with its recipient' })
+      continue
+    }
     if (row.queue === QUEUES.events) {
       events.push(body)
     } else if (row.queue === QUEUES.emailEvents) {
@@ -86,4 +90,9 @@ async function contentRemoved(db: D1Database, rows: readonly ReplayRow[]): Promi
     .bind(JSON.stringify(ids))
     .all<{ id: string }>()
   return new Set(results.map((row) => row.id))
+}
+
+/** Whether a dead letter's body is the placeholder an erasure left in place of the message (src/erasure/). */
+function isErased(body: unknown): boolean {
+  return typeof body === 'object' && body !== null && 'notifyEdgeErased' in body
 }

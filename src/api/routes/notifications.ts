@@ -68,6 +68,13 @@ const Notification = NotificationSummary.extend({
   templateVersion: z.number().nullable(),
   traceId: z.string().nullable(),
   unsubscribeUrl: z.string().nullable().openapi({ description: 'the one-click link of an optional kind' }),
+  contentRemoved: z
+    .object({ at: z.string(), by: z.enum(['retention', 'erasure']) })
+    .nullable()
+    .openapi({
+      description:
+        'when and why the recipient snapshot and content were removed (NOTIFICATION_CONTENT_RETENTION_DAYS, or an erasure); null while they are kept',
+    }),
   timeline: z
     .array(
       z.object({
@@ -132,6 +139,10 @@ export const notifications = createRouter().openapi(show, async (c) => {
       templateVersion: row.template_version === null ? null : Number(row.template_version),
       traceId: text('trace_id'),
       unsubscribeUrl: text('unsubscribe_url'),
+      contentRemoved:
+        row.content_removed_at === null || row.content_removed_at === undefined
+          ? null
+          : { at: String(row.content_removed_at), by: row.content_removed_by as 'retention' | 'erasure' },
       timeline: await timelineOf(db, id),
       sentMessage: message
         ? {

@@ -47,6 +47,7 @@ type Notification = NotificationSummary & {
   errorCode: string | null
   timeline: { provider: string; type: string; status: string; occurredAt: string }[]
   sentMessage: { transport: string; messageId: string; sentAt: string; raw?: string } | null
+  contentRemoved: { at: string; by: 'retention' | 'erasure' } | null
 }
 
 /** The event id of a source message id, from what was processed or dead-lettered. */
@@ -182,8 +183,14 @@ function NotificationPage(props: { c: ConsoleContext; n: Notification; revealed:
         <dd>{n.deliveryStatus ?? 'no report yet'}</dd>
         <dt>Recipient</dt>
         <dd>
+          {n.contentRemoved ? (
+            <p id="content-removed">
+              The recipient and the content were removed by{' '}
+              {n.contentRemoved.by === 'erasure' ? 'an erasure' : 'retention'} on {n.contentRemoved.at}.
+            </p>
+          ) : null}
           {props.revealed ? `${n.recipientName ?? ''} <${n.recipientEmail ?? ''}>` : maskAddress(n.recipientEmail)}
-          {props.revealed ? null : (
+          {props.revealed || n.contentRemoved ? null : (
             <form method="post" action={`/console/notifications/${id}/reveal`}>
               <Csrf page={c.get('page')} />
               <button type="submit" class="secondary">
