@@ -173,6 +173,30 @@ async function tracesOf(needle: string): Promise<string[]> {
   return found
 }
 
+/** A console session of `token`: a caller that keeps its cookie, and the form token of its pages. */
+async function consoleAs(token: string) {
+  const vars = { ...env, VIEWER_TOKEN } as Env
+  const raw = (path: string, init: RequestInit = {}) =>
+    worker.fetch(new Request(`http://worker${path}`, { redirect: 'manual', ...init }), vars, createExecutionContext())
+  const signedIn = await raw('/console/sign-in', {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'http://worker' },
+    body: new URLSearchParams({ token }).toString(),
+  })
+  const cookie = (signedIn.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
+  const page = async (path: string) => (await raw(path, { headers: { cookie } })).text()
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(await page('/console/erasures'))?.[1] ?? ''
+  const post = async (path: string, form: Record<string, string>) => {
+    const answer = await raw(path, {
+      method: 'POST',
+      headers: { cookie, origin: 'http://worker', 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ ...form, _csrf: csrf }).toString(),
+    })
+    return { status: answer.status, text: await answer.text() }
+  }
+  return { page, post }
+}
+
 const auditOfErasure = async (target: string) =>
   (await call('GET', `/v1/audit?action=recipient.erase&target=${encodeURIComponent(target)}`)).body
     .items as AuditRecord[]
@@ -271,6 +295,30 @@ describe('erasure', () => {
     expect(refused.body.error?.code).toBe('FORBIDDEN')
     expect((await call('GET', `/v1/contacts/${userId}`)).status).toBe(200)
     expect(await auditOfErasure(userId)).toEqual([])
+  })
+
+  it('from the console: an admin erases behind a confirmation and sees the counts; a viewer has no form and is refused', async () => {
+    const userId = guid()
+    const email = `console-erase-${guid().slice(0, 8)}@example.com`
+    expect((await call('PUT', `/v1/contacts/${userId}`, { email, displayName: 'Console Erased' })).status).toBe(200)
+
+    const viewer = await consoleAs(VIEWER_TOKEN)
+    expect(await viewer.page('/console/erasures')).not.toMatch(/<form method="post" action="\/console\/erasures"/)
+    expect((await viewer.post('/console/erasures', { who: userId, confirm: 'yes' })).status).toBe(403)
+
+    const admin = await consoleAs(ADMIN_TOKEN)
+    expect(await admin.page(`/console/contacts?userId=${userId}`)).toContain(`/console/erasures?userId=${userId}`)
+    expect(await admin.page(`/console/erasures?userId=${userId}`)).toContain(`value="${userId}"`)
+    expect((await admin.post('/console/erasures', { who: userId })).status).toBe(400)
+    expect((await call('GET', `/v1/contacts/${userId}`)).status).toBe(200)
+
+    const done = await admin.post('/console/erasures', { who: email, confirm: 'yes' })
+    expect(done.status).toBe(200)
+    const target = /names this recipient <code>(hmac:[0-9a-f]{64})<\/code>/.exec(done.text)?.[1] ?? ''
+    expect(target).not.toBe('')
+    expect(done.text).not.toContain(email)
+    expect((await call('GET', `/v1/contacts/${userId}`)).status).toBe(404)
+    expect(await auditOfErasure(target)).toMatchObject([{ via: 'console', actor: 'admin token', affected: 1 }])
   })
 
   it('refuses a body that names nobody, or both a user id and an address', async () => {
