@@ -77,7 +77,8 @@ export async function runRetention(env: Env, config: Config, now: Date, log: Log
     try {
       const result = await statement(env.DB, before, nowIso, config.RETENTION_CHUNK_ROWS).run()
       size = result.meta.size_after ?? size
-      log.info('maintenance.retention', { table, before, deleted: result.meta.changes })
+      // Only a run that pruned something says so: six lines a minute of nothing would drown the log.
+      if (result.meta.changes > 0) log.info('maintenance.retention', { table, before, deleted: result.meta.changes })
     } catch (error) {
       log.error('maintenance.retention-failed', { table, before, error })
       failure ??= error

@@ -9,7 +9,9 @@ import { finalStatusSql } from './sql.ts'
  * still hold, and `content_removed_at`/`content_removed_by` say what became of
  * the rest. A notification that is not final keeps everything: it may still
  * be sent. The rows are picked by a LIMITed search on the partial index
- * `notifications_unpruned`, so one run is one short write.
+ * `notifications_unpruned`, so one run is one short write. The index is named:
+ * left to itself, SQLite picks `notifications_due` for the status list and
+ * sorts every final notification there is, every minute.
  * Parameters: before, now, limit.
  */
 export function pruneNotificationContent(
@@ -23,7 +25,7 @@ export function pruneNotificationContent(
       `UPDATE notifications SET recipient_email = NULL, recipient_name = NULL, time_zone = NULL,
          recipient_hash = NULL, subject = NULL, text_body = NULL, html_body = NULL, unsubscribe_url = NULL,
          model = NULL, content_removed_at = ?2, content_removed_by = 'retention'
-       WHERE id IN (SELECT id FROM notifications
+       WHERE id IN (SELECT id FROM notifications INDEXED BY notifications_unpruned
                     WHERE content_removed_at IS NULL AND created_at < ?1 AND ${finalStatusSql()}
                     ORDER BY created_at LIMIT ?3)`,
     )
