@@ -12,6 +12,7 @@
  *   notify-edge suppressions list [--cause C] [--source S] [--active true|false] [--all]
  *   notify-edge suppressions show|remove <address>
  *   notify-edge suppressions add <address> --reason "…" [--until ISO]
+ *   notify-edge erase --user-id <id> | --address <address>
  *
  * Every command takes --json. NOTIFY_EDGE_URL (default http://127.0.0.1:8787) and
  * NOTIFY_EDGE_TOKEN (the admin token) come from the environment.
@@ -19,7 +20,7 @@
 import { parseArgs } from 'node:util'
 import { auditList } from './audit.ts'
 import { createClient } from './client.ts'
-import { showNotification, suppressionsCommand } from './recipients.ts'
+import { eraseCommand, showNotification, suppressionsCommand } from './recipients.ts'
 import { renderTable } from './table.ts'
 
 const USAGE = `usage:
@@ -37,6 +38,7 @@ const USAGE = `usage:
   notify-edge suppressions add <address> --reason "why" [--until ISO] [--json]
   notify-edge suppressions remove <address> [--json]
   notify-edge audit list [--action A] [--actor X] [--target T] [--since ISO] [--until ISO] [--limit N] [--all] [--json]
+  notify-edge erase --user-id <id> | --address <address> [--json]
 environment: NOTIFY_EDGE_URL (default http://127.0.0.1:8787), NOTIFY_EDGE_TOKEN (admin token)`
 
 const { values, positionals } = parseArgs({
@@ -63,6 +65,8 @@ const { values, positionals } = parseArgs({
     target: { type: 'string' },
     reveal: { type: 'boolean', default: false },
     raw: { type: 'boolean', default: false },
+    'user-id': { type: 'string' },
+    address: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 })
@@ -231,6 +235,10 @@ async function main(): Promise<number> {
   }
   if (area === 'audit' && command === 'list') {
     out(await auditList(api, values))
+    return 0
+  }
+  if (area === 'erase') {
+    out(await eraseCommand(api, values))
     return 0
   }
   if (area === 'suppressions') {

@@ -1,6 +1,6 @@
 /**
  * The recipient side in the command line: a notification with its delivery
- * timeline, and the suppression list.
+ * timeline, the suppression list, and a recipient's erasure.
  */
 import type { Client } from './client.ts'
 import { renderTable } from './table.ts'
@@ -19,6 +19,8 @@ export type RecipientOptions = {
   all: boolean
   reveal?: boolean | undefined
   raw?: boolean | undefined
+  'user-id'?: string | undefined
+  address?: string | undefined
 }
 
 const text = (value: unknown) => (value === null || value === undefined ? '' : String(value))
@@ -111,4 +113,26 @@ export async function suppressionsCommand(
     return options.json ? JSON.stringify({ removed: address }) : `removed ${address}`
   }
   return undefined
+}
+
+/**
+ * `erase --user-id <id>` or `erase --address <address>`: erases the recipient
+ * from every table (POST /v1/erasures) and prints the rows erased per table
+ * and how the audit trail names them — never the address.
+ */
+export async function eraseCommand(api: Client, options: RecipientOptions): Promise<string> {
+  const userId = options['user-id']
+  const { address } = options
+  if ((userId === undefined) === (address === undefined))
+    throw new Error('erase needs --user-id <id> or --address <address>')
+  const result = (await api.post('/v1/erasures', userId !== undefined ? { userId } : { address })) as {
+    target: string
+    erased: Record<string, number>
+  }
+  if (options.json) return JSON.stringify(result, null, 2)
+  const table = renderTable(
+    ['TABLE', 'ROWS'],
+    Object.entries(result.erased).map(([name, count]) => [name, count]),
+  )
+  return `erased; the audit trail names the recipient ${result.target}\n\n${table}`
 }

@@ -21,6 +21,9 @@ const UrgencyList = commaList(z.enum(['low', 'normal', 'high']))
 
 const Seconds = z.coerce.number().int().nonnegative()
 
+/** Days of retention, at least `min`. */
+const RetentionDays = (min: number, fallback: number) => z.coerce.number().int().min(min).default(fallback)
+
 /** An HMAC key: long enough that guessing it is not an attack. */
 const SigningKey = z.string().min(32, 'at least 32 characters')
 
@@ -84,6 +87,32 @@ export const ConfigSchema = z
       .min(7)
       .default(30)
       .describe('how long processed-event keys are kept for deduplication (≥ 7)'),
+    // Retention per kind of data (src/maintenance/retention.ts). Each is pruned by the cron, a
+    // bounded chunk a minute, so that the database stays far from D1's size limit, where every write fails.
+    NOTIFICATION_CONTENT_RETENTION_DAYS: RetentionDays(7, 90).describe(
+      'days after its creation that a final notification keeps its content — recipient snapshot, subject, bodies, unsubscribe link; the row (ids, kind, status, times) stays for stories and counts (≥ 7)',
+    ),
+    SENT_MESSAGE_RETENTION_DAYS: RetentionDays(1, 30).describe(
+      'days the exact MIME of a sent message is kept (the largest rows; the notification keeps its content longer) (≥ 1)',
+    ),
+    DELIVERY_EVENT_RETENTION_DAYS: RetentionDays(7, 180).describe(
+      'days a provider delivery event is kept (the timeline of a notification); suppressions it caused stay (≥ 7)',
+    ),
+    DEAD_LETTER_RETENTION_DAYS: RetentionDays(1, 30).describe(
+      'days a replayed or discarded dead letter is kept after it was resolved; open ones wait for an operator however old (≥ 1)',
+    ),
+    // The audit trail's delete trigger refuses any row younger than 364 days (migration 0010), so
+    // a shorter retention could only fail.
+    AUDIT_RETENTION_DAYS: RetentionDays(365, 365).describe('days an audit row is kept (≥ 365)'),
+    RETENTION_CHUNK_ROWS: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(5000)
+      .default(1000)
+      .describe(
+        'rows the cron prunes per table per run (every minute), oldest first; the rest waits for the next run (≤ 5000)',
+      ),
     LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info').describe('lowest level logged'),
     DEFAULT_LOCALE: Locale.default('ru').describe(
       'last step of the template locale fallback (ru-RU → ru → DEFAULT_LOCALE)',
@@ -206,6 +235,14 @@ export const ConfigSchema = z
       .optional()
       .meta({ secret: true })
       .describe('signing secret of the Resend webhook; POST /v1/webhooks/resend refuses everything without it'),
+    // Not a rotation key: the pseudonyms of erased addresses are made with it, and a pseudonym made
+    // with another key never matches again. Without it the unsubscribe key is used, which is why
+    // that key's rotation says to copy its value here first.
+    ERASURE_HASH_KEY: SigningKey.optional()
+      .meta({ secret: true })
+      .describe(
+        'HMAC key of the pseudonym that replaces an erased address (suppression list, audit trail); defaults to UNSUBSCRIBE_SIGNING_KEY. Never change it once an address was erased (≥ 32 characters)',
+      ),
     SUPPRESSION_SOFT_BOUNCE_HOURS: Seconds.min(1)
       .default(24)
       .describe('how long a soft bounce (temporary failures the provider gave up on) suppresses an address'),
@@ -241,6 +278,8 @@ export type Config = z.infer<typeof ConfigSchema> & {
   maxAttempts: number
   /** The TEMPLATE_* limits, as the renderer takes them. */
   templateLimits: TemplateLimits
+  /** The key of erased addresses' pseudonyms (src/erasure/pseudonym.ts): ERASURE_HASH_KEY, else UNSUBSCRIBE_SIGNING_KEY. */
+  erasureKey: string
 }
 
 const parsed = new WeakMap<object, Config>()
@@ -268,6 +307,7 @@ export function configOf(env: object): Config {
       memory: data.TEMPLATE_MEMORY_LIMIT,
       outputBytes: data.TEMPLATE_OUTPUT_LIMIT_BYTES,
     },
+    erasureKey: data.ERASURE_HASH_KEY ?? data.UNSUBSCRIBE_SIGNING_KEY,
   }
   parsed.set(env, config)
   return config

@@ -134,6 +134,7 @@ describe('/openapi.json', () => {
         'DELETE /v1/suppressions/{address}',
         'GET /v1/preferences/{userId}',
         'PUT /v1/preferences/{userId}',
+        'POST /v1/erasures',
         'POST /v1/webhooks/resend',
         'GET /u/{token}',
         'POST /u/{token}',

@@ -14,6 +14,7 @@ import { createRouter, errors, json } from './openapi.ts'
 import { audit } from './routes/audit.ts'
 import { contacts } from './routes/contacts.ts'
 import { deadLetters } from './routes/dead-letters.ts'
+import { erasures } from './routes/erasures.ts'
 import { events } from './routes/events.ts'
 import { metrics } from './routes/metrics.ts'
 import { notifications } from './routes/notifications.ts'
@@ -75,6 +76,7 @@ app.route('/v1/contacts', contacts)
 app.route('/v1/reviewers', reviewers)
 app.route('/v1/suppressions', suppressions)
 app.route('/v1/preferences', preferences)
+app.route('/v1/erasures', erasures)
 app.route('/v1/webhooks', webhooks)
 app.route('/u', unsubscribeLinks)
 app.route('/v1/audit', audit)
@@ -126,7 +128,7 @@ app.doc31('/openapi.json', {
     title: 'notify-edge',
     version: '0.1.0',
     description:
-      'Ingest for the bridge; provider webhooks; one-click unsubscribe links; dead letters, event traces, notifications, templates, contacts, preferences, suppressions and metrics for operators.',
+      'Ingest for the bridge; provider webhooks; one-click unsubscribe links; dead letters, event traces, notifications, templates, contacts, preferences, suppressions, erasures and metrics for operators.',
   },
 })
 

@@ -44,3 +44,15 @@ export function auditChange(db: D1Database, operator: Operator, entry: AuditEntr
       entry.affected ?? null,
     )
 }
+
+/**
+ * Retention of the audit trail: deletes the oldest rows older than `before`,
+ * at most `limit`. The delete trigger lets only rows older than 364 days go
+ * (migration 0010), so an audit retention configured shorter could not delete
+ * a younger row even by mistake. Parameters: before, limit.
+ */
+export function pruneAudit(db: D1Database, before: string, limit: number): D1PreparedStatement {
+  return db
+    .prepare('DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE at < ?1 ORDER BY at LIMIT ?2)')
+    .bind(before, limit)
+}

@@ -20,6 +20,7 @@ import { consoleApi } from './api.ts'
 import type { ConsoleContext, ConsoleEnv } from './context.ts'
 import { Layout, type PageContext } from './layout.tsx'
 import { deadLetterPages } from './pages/dead-letters.tsx'
+import { erasurePages } from './pages/erasures.tsx'
 import { eventPages } from './pages/events.tsx'
 import { lookupPages } from './pages/lookups.tsx'
 import { overviewPage } from './pages/overview.tsx'
@@ -241,6 +242,7 @@ consoleApp.get('/', overviewPage)
 consoleApp.route('/dead-letters', deadLetterPages)
 consoleApp.route('/', eventPages)
 consoleApp.route('/templates', templatePages)
+consoleApp.route('/erasures', erasurePages)
 consoleApp.route('/', lookupPages)
 // Last: any other path under /console (a route's notFound does not carry over when mounted).
 consoleApp.all('*', (c) => c.html(problemPage(c.get('page'), 'Not found', 'No such page.'), 404))

@@ -111,15 +111,17 @@ export function deadLettersOfEvent(db: D1Database, eventId: string): D1PreparedS
 export function markReplayed(db: D1Database, ids: readonly string[], now: string): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE dead_letters SET status = 'replayed', replays = replays + 1, replayed_at = ?2
+      `UPDATE dead_letters SET status = 'replayed', replays = replays + 1, replayed_at = ?2, resolved_at = ?2
        WHERE id IN (SELECT value FROM json_each(?1))`,
     )
     .bind(JSON.stringify(ids), now)
 }
 
-/** Discards a dead letter with the operator's reason. Parameters: id, reason. */
-export function markDiscarded(db: D1Database, id: string, reason: string): D1PreparedStatement {
-  return db.prepare(`UPDATE dead_letters SET status = 'discarded', discard_reason = ?2 WHERE id = ?1`).bind(id, reason)
+/** Discards a dead letter with the operator's reason; its retention counts from now. Parameters: id, reason, now. */
+export function markDiscarded(db: D1Database, id: string, reason: string, now: string): D1PreparedStatement {
+  return db
+    .prepare(`UPDATE dead_letters SET status = 'discarded', discard_reason = ?2, resolved_at = ?3 WHERE id = ?1`)
+    .bind(id, reason, now)
 }
 
 /** Opaque cursor text for a row. */

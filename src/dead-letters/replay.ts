@@ -34,8 +34,13 @@ export async function replayDeadLetters(
   const dispatches: Outgoing[] = []
   const resets: D1PreparedStatement[] = []
   const replayed: string[] = []
+  const removed = await contentRemoved(env.DB, rows)
   for (const row of rows) {
     const body: unknown = JSON.parse(row.body)
+    if (isErased(body)) {
+      skipped.push({ id: row.id, reason: 'its message was erased with its recipient' })
+      continue
+    }
     if (row.queue === QUEUES.events) {
       events.push(body)
     } else if (row.queue === QUEUES.emailEvents) {
@@ -44,6 +49,10 @@ export async function replayDeadLetters(
       const message = DispatchMessageSchema.safeParse(body)
       if (!message.success) {
         skipped.push({ id: row.id, reason: 'the dead message is not a dispatch message' })
+        continue
+      }
+      if (removed.has(message.data.notificationId)) {
+        skipped.push({ id: row.id, reason: 'its notification no longer has content to send (retention or an erasure)' })
         continue
       }
       // A fresh message for the reset's due time: the dead one names a time the row no longer has.
@@ -67,4 +76,26 @@ export async function replayDeadLetters(
   await sendAll(env.DISPATCH, dispatches)
   if (replayed.length > 0) await env.DB.batch([markReplayed(env.DB, replayed, nowIso), ...(audit ? [audit] : [])])
   return { replayed, skipped }
+}
+
+/** The notifications named by these dispatch dead letters whose content retention or an erasure removed. */
+async function contentRemoved(db: D1Database, rows: readonly ReplayRow[]): Promise<Set<string>> {
+  const ids = rows.flatMap((row) => {
+    if (row.queue !== QUEUES.dispatch) return []
+    const message = DispatchMessageSchema.safeParse(JSON.parse(row.body))
+    return message.success ? [message.data.notificationId] : []
+  })
+  if (ids.length === 0) return new Set()
+  const { results } = await db
+    .prepare(
+      'SELECT id FROM notifications WHERE id IN (SELECT value FROM json_each(?1)) AND content_removed_at IS NOT NULL',
+    )
+    .bind(JSON.stringify(ids))
+    .all<{ id: string }>()
+  return new Set(results.map((row) => row.id))
+}
+
+/** Whether a dead letter's body is the placeholder an erasure left in place of the message (src/erasure/). */
+function isErased(body: unknown): boolean {
+  return typeof body === 'object' && body !== null && 'notifyEdgeErased' in body
 }

@@ -60,3 +60,19 @@ export function upsertDeadLetter(db: D1Database, row: DeadLetterRow): D1Prepared
       row.kind,
     )
 }
+
+/**
+ * Retention of resolved dead letters: deletes the oldest replayed or
+ * discarded before `before`, at most `limit`, by primary key from a LIMITed
+ * search on `dead_letters_resolved`. An open dead letter waits for an
+ * operator however old it is; deleting resolved ones leaves the open-count
+ * triggers untouched. Parameters: before, limit.
+ */
+export function pruneResolvedDeadLetters(db: D1Database, before: string, limit: number): D1PreparedStatement {
+  return db
+    .prepare(
+      `DELETE FROM dead_letters WHERE id IN
+         (SELECT id FROM dead_letters WHERE status <> 'open' AND resolved_at < ?1 ORDER BY resolved_at LIMIT ?2)`,
+    )
+    .bind(before, limit)
+}

@@ -82,3 +82,18 @@ export async function timelineOf(db: D1Database, notificationId: string) {
     detail: row.detail ? (JSON.parse(row.detail) as Record<string, unknown>) : {},
   }))
 }
+
+/**
+ * Retention of provider events: deletes the oldest received before `before`,
+ * at most `limit`, by primary key from a LIMITed search on
+ * `delivery_events_received_at`. The notification keeps the delivery status
+ * they set, and the suppressions they caused stay. Parameters: before, limit.
+ */
+export function pruneDeliveryEvents(db: D1Database, before: string, limit: number): D1PreparedStatement {
+  return db
+    .prepare(
+      `DELETE FROM delivery_events WHERE (provider, provider_event_id) IN
+         (SELECT provider, provider_event_id FROM delivery_events WHERE received_at < ?1 ORDER BY received_at LIMIT ?2)`,
+    )
+    .bind(before, limit)
+}

@@ -3,7 +3,6 @@ import type { DeadLetterEnvelope } from '../dead-letters/envelope.ts'
 import { type DispatchMessage, dispatchFor } from '../dispatch/message.ts'
 import { takeProbe } from '../dispatch/pause.ts'
 import type { Logger } from '../log.ts'
-import { deleteProcessedEventsBefore } from '../materialize/processed.ts'
 import { releaseWaiting } from '../materialize/release.ts'
 import { markExpired, selectExpired } from '../notifications/contact-wait.ts'
 import { retryUnknownOutcomes } from '../notifications/marks.ts'
@@ -11,8 +10,7 @@ import { releaseProbe } from '../notifications/pause.ts'
 import { markEnqueued, selectStuckNotifications } from '../notifications/stuck.ts'
 import { QUEUES } from '../queue/names.ts'
 import { sendAll } from '../queue/send.ts'
-
-const DAY_MS = 86_400_000
+import { runRetention } from './retention.ts'
 
 /** Stuck notifications re-enqueued per run; the next run takes the rest. */
 const STUCK_BATCH = 1000
@@ -24,8 +22,10 @@ const STUCK_BATCH = 1000
  * is sent again here, and dispatch's claim makes that safe. A paused
  * transport gets its next probe; notifications whose contact exists by now
  * are released, and those that waited longer than CONTACT_WAIT_HOURS become
- * dead letters. Then retention of processed-event keys. A
- * failure is thrown so the run shows as failed; the next one tries again.
+ * dead letters. Then retention: a bounded chunk of each kind of data past
+ * its retention (./retention.ts). Each step runs even when one before it
+ * failed; a failure is thrown so the run shows as failed, and the next one
+ * tries again.
  */
 export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<void> {
   const steps: [string, () => Promise<unknown>][] = [
@@ -34,7 +34,7 @@ export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<
     ['contact-wait', () => expireContactWaits(env, now, log)],
     ['unknown-outcomes', () => retryUnknownOutcomes(env.DB, now.toISOString()).run()],
     ['stuck', () => reEnqueueStuck(env, now, log)],
-    ['retention', () => pruneProcessedEvents(env, now, log)],
+    ['retention', () => runRetention(env, configOf(env), now, log)],
   ]
   // Each step on its own: one that fails (a bug, D1 for a moment) must not keep the others from running.
   let failed: unknown
@@ -47,13 +47,6 @@ export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<
     }
   }
   if (failed !== undefined) throw failed
-}
-
-async function pruneProcessedEvents(env: Env, now: Date, log: Logger): Promise<void> {
-  const config = configOf(env)
-  const before = new Date(now.getTime() - config.PROCESSED_EVENTS_RETENTION_DAYS * DAY_MS).toISOString()
-  const result = await deleteProcessedEventsBefore(env.DB, before).run()
-  log.info('maintenance.retention', { table: 'processed_events', before, deleted: result.meta.changes })
 }
 
 async function reEnqueueStuck(env: Env, now: Date, log: Logger): Promise<void> {

@@ -1,4 +1,5 @@
 import type { Config } from '../config.ts'
+import { pseudonymOf } from '../erasure/pseudonym.ts'
 import { PipelineError } from '../errors.ts'
 import type { Intent, RecipientRef, Urgency } from '../events/define.ts'
 import { kindOf } from '../events/registry.ts'
@@ -206,6 +207,7 @@ async function baseRow(
   const { event } = work
   const contact = context.contacts.get(recipient.userId)
   const { decision } = intent
+  const recipientEmail = recipient.inline?.email ?? contact?.email ?? null
   return {
     id: await notificationId(event.eventId, recipient.userId, channel, intent.kind),
     idempotencyKey: event.idempotencyKey,
@@ -215,7 +217,8 @@ async function baseRow(
     channel,
     urgency: intent.urgency,
     recipientUserId: recipient.userId,
-    recipientEmail: recipient.inline?.email ?? contact?.email ?? null,
+    recipientEmail,
+    recipientHash: recipientEmail === null ? null : await pseudonymOf(recipientEmail, config.erasureKey),
     recipientName: recipient.inline?.displayName ?? contact?.displayName ?? null,
     locale: contact?.locale ?? config.DEFAULT_LOCALE,
     timeZone: contact?.timeZone ?? config.DEFAULT_TIME_ZONE,

@@ -51,9 +51,16 @@ export function insertProcessedEvent(
 }
 
 /**
- * Deletes processed-event keys older than `before` (retention): past it, a
- * redelivery would be processed again, so the window must exceed any redelivery.
+ * Deletes the oldest processed-event keys older than `before`, at most
+ * `limit` of them (retention, a bounded chunk per cron run): past it, a
+ * redelivery would be processed again, so the window must exceed any
+ * redelivery. Parameters: before, limit.
  */
-export function deleteProcessedEventsBefore(db: D1Database, before: string): D1PreparedStatement {
-  return db.prepare('DELETE FROM processed_events WHERE processed_at < ?1').bind(before)
+export function deleteProcessedEventsBefore(db: D1Database, before: string, limit: number): D1PreparedStatement {
+  return db
+    .prepare(
+      `DELETE FROM processed_events WHERE idempotency_key IN
+         (SELECT idempotency_key FROM processed_events WHERE processed_at < ?1 ORDER BY processed_at LIMIT ?2)`,
+    )
+    .bind(before, limit)
 }

@@ -1,5 +1,6 @@
 import type { Config } from '../config.ts'
 import { dispatchFor } from '../dispatch/message.ts'
+import { pseudonymOf } from '../erasure/pseudonym.ts'
 import type { Urgency } from '../events/define.ts'
 import type { Logger } from '../log.ts'
 import {
@@ -86,9 +87,11 @@ async function releaseOf(
     now,
   )
   if ('error' in made) return made
+  const email = contact?.email as string
   const release: Release = {
     id: row.id,
-    email: contact?.email as string,
+    email,
+    recipientHash: await pseudonymOf(email, config.erasureKey),
     name: contact?.displayName ?? null,
     locale: made.locale,
     timeZone,

@@ -10,7 +10,15 @@ export const COUNTERS = {
 export const GAUGES = {
   consumerLag: 'notify_consumer_lag_seconds',
   transportPaused: 'notify_transport_paused',
+  d1Size: 'notify_d1_size_bytes',
 } as const
+
+/**
+ * D1's largest database (Workers Paid), in bytes: Cloudflare says "10 GB", read
+ * here as 10^9 bytes a GB, the smaller reading, so a warning comes early
+ * rather than late. Past it every write fails.
+ */
+export const D1_SIZE_LIMIT_BYTES = 10_000_000_000
 
 /** Canonical label JSON: keys sorted, as the triggers of migration 0004 write them. */
 export function canonicalLabels(labels: Record<string, string>): string {

@@ -29,6 +29,11 @@ const HELP: Record<string, { help: string; labels: string[]; type: 'counter' | '
     labels: ['transport', 'code'],
     type: 'gauge',
   },
+  [GAUGES.d1Size]: {
+    help: "Size of the D1 database in bytes, as D1 reported it after the cron's last statement; every write fails at D1's 10 GB.",
+    labels: [],
+    type: 'gauge',
+  },
   [GAUGES.consumerLag]: {
     help: 'Age of the events in the latest notify-events batch (event time to processing), by source.',
     labels: ['source'],

@@ -39,6 +39,8 @@ export function selectReleasable(db: D1Database, userIds: readonly string[] | nu
 export type Release = {
   id: string
   email: string
+  /** The address's keyed pseudonym, which the suppression gate matches after an erasure. */
+  recipientHash: string
   name: string | null
   locale: string | null
   timeZone: string
@@ -62,7 +64,7 @@ export function releaseAwaiting(db: D1Database, release: Release, now: string): 
       `UPDATE notifications SET status = 'pending', recipient_email = ?2, recipient_name = ?3, locale = ?4,
          time_zone = ?5, subject = ?6, text_body = ?7, html_body = ?8, template_version = ?9, unsubscribe_url = ?10,
          scheduled_at = ?11, enqueued_at = ?12, updated_at = ?12, model = NULL, error_code = NULL,
-         status_reason = 'released: the contact arrived'
+         recipient_hash = ?13, status_reason = 'released: the contact arrived'
        WHERE id = ?1 AND status = 'awaiting-contact'`,
     )
     .bind(
@@ -78,6 +80,7 @@ export function releaseAwaiting(db: D1Database, release: Release, now: string): 
       release.unsubscribeUrl,
       release.scheduledAt,
       now,
+      release.recipientHash,
     )
 }
 

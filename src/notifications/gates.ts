@@ -34,9 +34,14 @@ export function optOutGate(
     .bind(id, now, JSON.stringify(optionalKinds))
 }
 
+// An entry is kept under the address, or under its pseudonym once the address was erased
+// (src/erasure/): the row carries both forms, so each is one primary-key lookup.
+const SUPPRESSED_ADDRESS = 's.address IN (lower(notifications.recipient_email), notifications.recipient_hash)'
+
 /**
  * Ends a claimable notification as `suppressed` (NTF_RECIPIENT_SUPPRESSED)
- * when its address is on the suppression list and the entry has not ended.
+ * when its address — in clear, or as the pseudonym an erasure left on the
+ * list — is suppressed and the entry has not ended.
  * Parameters: id, now.
  */
 export function suppressionGate(db: D1Database, id: string, now: string): D1PreparedStatement {
@@ -45,10 +50,10 @@ export function suppressionGate(db: D1Database, id: string, now: string): D1Prep
       `UPDATE notifications SET status = 'suppressed', error_code = 'NTF_RECIPIENT_SUPPRESSED', lease_until = NULL,
          updated_at = ?2,
          status_reason = (SELECT 'the address is suppressed (' || s.cause || ', ' || s.source || ')'
-                          FROM suppressions s WHERE s.address = lower(notifications.recipient_email))
+                          FROM suppressions s WHERE ${SUPPRESSED_ADDRESS} AND (s.until IS NULL OR s.until > ?2)
+                          LIMIT 1)
        WHERE ${CLAIMABLE}
-         AND EXISTS (SELECT 1 FROM suppressions s WHERE s.address = lower(notifications.recipient_email)
-                     AND (s.until IS NULL OR s.until > ?2))
+         AND EXISTS (SELECT 1 FROM suppressions s WHERE ${SUPPRESSED_ADDRESS} AND (s.until IS NULL OR s.until > ?2))
        RETURNING id, kind, channel`,
     )
     .bind(id, now)

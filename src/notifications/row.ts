@@ -13,6 +13,8 @@ export type NotificationRow = {
   urgency: Urgency
   recipientUserId: string
   recipientEmail: string | null
+  /** The pseudonym of `recipientEmail` (src/erasure/pseudonym.ts), for the suppression gate to match an erased address. */
+  recipientHash: string | null
   recipientName: string | null
   locale: string | null
   timeZone: string | null

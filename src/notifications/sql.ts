@@ -1,3 +1,5 @@
+import { FINAL_STATUSES } from './status.ts'
+
 /**
  * SQL fragments that more than one state change must agree on. Each is
  * written once, here; a statement that needs one interpolates it.
@@ -34,4 +36,12 @@ export function sameDecisionSql(other: string, windowSeconds: string): string {
            ELSE ${other}.decision_at IS NULL OR notifications.decision_at IS NULL
              OR round(abs(julianday(${other}.decision_at) - julianday(notifications.decision_at)) * 86400000) <= ${windowSeconds} * 1000
       END`
+}
+
+/**
+ * `status IN (…)` of the final statuses (./status.ts), as SQL literals: a
+ * constant list, so it is written into the statement rather than bound.
+ */
+export function finalStatusSql(): string {
+  return `status IN (${FINAL_STATUSES.map((status) => `'${status}'`).join(', ')})`
 }

@@ -24,3 +24,19 @@ export type NotificationStatus = (typeof NOTIFICATION_STATUSES)[number]
 export function isNotificationStatus(value: unknown): value is NotificationStatus {
   return (NOTIFICATION_STATUSES as readonly unknown[]).includes(value)
 }
+
+/**
+ * The statuses nothing moves a notification out of by itself: retention may
+ * remove their content. The others — pending, sending, paused,
+ * awaiting-contact, unknown — still have a send, a wait or a settlement
+ * ahead and are kept whole. (A `failed` one goes back to `pending` only by
+ * an operator's replay, which refuses once its content is gone.)
+ */
+export const FINAL_STATUSES = [
+  'sent',
+  'failed',
+  'undeliverable',
+  'superseded',
+  'suppressed',
+  'opted-out',
+] as const satisfies readonly NotificationStatus[]

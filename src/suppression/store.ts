@@ -115,16 +115,27 @@ function bindings(entry: SuppressionEntry) {
   ] as const
 }
 
-/** The entry of an address, active or expired. */
-export async function suppressionOf(db: D1Database, address: string): Promise<Suppression | undefined> {
+/**
+ * The entry of an address, active or expired: under the address itself, or
+ * under its pseudonym (src/erasure/pseudonym.ts) when the address was erased —
+ * then the entry shows the pseudonym, which is all the list keeps.
+ */
+export async function suppressionOf(
+  db: D1Database,
+  address: string,
+  pseudonym: string,
+): Promise<Suppression | undefined> {
   const row = await db
-    .prepare('SELECT * FROM suppressions WHERE address = ?1')
-    .bind(normalizeAddress(address))
+    .prepare('SELECT * FROM suppressions WHERE address IN (?1, ?2) ORDER BY address = ?1 DESC LIMIT 1')
+    .bind(normalizeAddress(address), pseudonym)
     .first<SuppressionRow>()
   return row ? suppressionFromRow(row) : undefined
 }
 
-/** Removes an address from the list (its `changes` say whether there was one). */
-export function deleteSuppression(db: D1Database, address: string): D1PreparedStatement {
-  return db.prepare('DELETE FROM suppressions WHERE address = ?1').bind(normalizeAddress(address))
+/**
+ * Removes an address from the list, in clear and as its pseudonym (its
+ * `changes` say whether there was one).
+ */
+export function deleteSuppression(db: D1Database, address: string, pseudonym: string): D1PreparedStatement {
+  return db.prepare('DELETE FROM suppressions WHERE address IN (?1, ?2)').bind(normalizeAddress(address), pseudonym)
 }

@@ -224,3 +224,29 @@ test('suppressions add / list / show / remove, each in the audit trail; notifica
   )
   assert.match(await cli('events', 'show', sample.envelope.eventId), /DELIVERY/)
 })
+
+test('erase by user id or by address prints the rows erased per table and the audit name, never the address', async () => {
+  const userId = crypto.randomUUID()
+  const address = `cli-erased-${crypto.randomUUID().slice(0, 8)}@example.com`
+  assert.equal((await api('PUT', `/v1/contacts/${userId}`, ADMIN, { email: address })).status, 200)
+  const table = await cli('erase', '--user-id', userId)
+  assert.match(table, new RegExp(`the audit trail names the recipient ${userId}`))
+  assert.match(table, /contacts\s+1/)
+  assert.equal((await api('GET', `/v1/contacts/${userId}`, ADMIN)).status, 404)
+  // Nothing is left under that address: an erasure by address finds nothing, and says how the trail would name it.
+  const again = JSON.parse(await cli('erase', '--address', address, '--json')) as {
+    target: string
+    erased: Record<string, number>
+  }
+  assert.match(again.target, /^hmac:[0-9a-f]{64}$/)
+  assert.ok(Object.values(again.erased).every((count) => count === 0))
+  await assert.rejects(cli('erase'), /--user-id <id> or --address <address>/)
+  const trail = JSON.parse(await cli('audit', 'list', '--action', 'recipient.erase', '--target', userId, '--json')) as {
+    via: string
+    affected: number
+  }[]
+  assert.deepEqual(
+    trail.map((row) => [row.via, row.affected]),
+    [['cli', 1]],
+  )
+})

@@ -263,9 +263,10 @@ export const deadLetters = createRouter()
     const { reason } = c.req.valid('json')
     const entry = { action: 'dead-letter.discard', target: id, parameters: { reason } }
     // The audit row only when the discard changed a row: a 404 leaves no trace in D1.
+    const now = new Date().toISOString()
     const [discarded] = await c.env.DB.batch([
-      markDiscarded(c.env.DB, id, reason),
-      auditChange(c.env.DB, c.get('operator'), entry, new Date().toISOString()),
+      markDiscarded(c.env.DB, id, reason, now),
+      auditChange(c.env.DB, c.get('operator'), entry, now),
     ])
     if (!discarded?.meta.changes) throw new ApiError('NOT_FOUND', 'no such dead letter')
     const row = await getDeadLetter(c.env.DB, id).first<DeadLetterSummaryRow>()
@@ -299,20 +300,20 @@ export const deadLetters = createRouter()
     const ids = results.map((row) => row.id)
     if (dryRun || ids.length === 0) return c.json({ dryRun, matched, discarded: [] }, 200)
     const entry = { action: 'dead-letters.discard', target: null, parameters: { ...filter, reason, max } }
-    const [changed] = await runAudited(c, [discardOpen(c.env.DB, ids, reason)], entry)
+    const [changed] = await runAudited(c, [discardOpen(c.env.DB, ids, reason, new Date().toISOString())], entry)
     // Anything replayed or discarded meanwhile kept its state; the answer names what this call changed.
     const discarded = changed?.meta.changes === ids.length ? ids : await stillDiscarded(c.env.DB, ids, reason)
     return c.json({ dryRun, matched, discarded }, 200)
   })
 
-/** Discards the open ones of `ids` with one reason. Parameters: JSON array of ids, reason. */
-function discardOpen(db: D1Database, ids: string[], reason: string): D1PreparedStatement {
+/** Discards the open ones of `ids` with one reason. Parameters: JSON array of ids, reason, now. */
+function discardOpen(db: D1Database, ids: string[], reason: string, now: string): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE dead_letters SET status = 'discarded', discard_reason = ?2
+      `UPDATE dead_letters SET status = 'discarded', discard_reason = ?2, resolved_at = ?3
        WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'open'`,
     )
-    .bind(JSON.stringify(ids), reason)
+    .bind(JSON.stringify(ids), reason, now)
 }
 
 async function stillDiscarded(db: D1Database, ids: string[], reason: string): Promise<string[]> {

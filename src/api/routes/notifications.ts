@@ -99,6 +99,13 @@ const Notification = NotificationSummary.extend({
   revealed: z.array(z.enum(REVEALABLE)).openapi({
     description: 'what this answer shows unmasked; empty by default. Each non-empty answer is one audit row.',
   }),
+  contentRemoved: z
+    .object({ at: z.string(), by: z.enum(['retention', 'erasure']) })
+    .nullable()
+    .openapi({
+      description:
+        'when and why the recipient snapshot and content were removed (NOTIFICATION_CONTENT_RETENTION_DAYS, or an erasure); null while they are kept',
+    }),
   timeline: z
     .array(
       z.object({
@@ -212,6 +219,10 @@ export const notifications = createRouter().openapi(show, async (c) => {
       unsubscribeUrl: link === null || linkShown ? link : maskUnsubscribeTokens(link),
       revealed,
       timeline: whole ? timeline : timeline.map((event) => ({ ...event, detail: maskedDetail(event.detail) })),
+      contentRemoved:
+        row.content_removed_at === null || row.content_removed_at === undefined
+          ? null
+          : { at: String(row.content_removed_at), by: row.content_removed_by as 'retention' | 'erasure' },
       sentMessage: message
         ? {
             transport: message.transport,

@@ -1,4 +1,6 @@
 import { createRoute, z } from '@hono/zod-openapi'
+import { configOf } from '../../config.ts'
+import { pseudonymOf } from '../../erasure/pseudonym.ts'
 import { ApiError } from '../../errors.ts'
 import {
   deleteSuppression,
@@ -134,7 +136,8 @@ export const suppressions = createRouter()
     )
   })
   .openapi(get, async (c) => {
-    const entry = await suppressionOf(c.env.DB, c.req.valid('param').address)
+    const { address } = c.req.valid('param')
+    const entry = await suppressionOf(c.env.DB, address, await pseudonymOf(address, configOf(c.env).erasureKey))
     if (!entry) throw new ApiError('NOT_FOUND', 'the address is not on the suppression list')
     return c.json(show(entry, new Date().toISOString()), 200)
   })
@@ -167,9 +170,12 @@ export const suppressions = createRouter()
   })
   .openapi(remove, async (c) => {
     const { address } = c.req.valid('param')
-    const [result] = await runAudited(c, [deleteSuppression(c.env.DB, address)], {
+    const pseudonym = await pseudonymOf(address, configOf(c.env).erasureKey)
+    // The trail names the entry as the list keeps it: an erased address stays a pseudonym there too.
+    const stored = await suppressionOf(c.env.DB, address, pseudonym)
+    const [result] = await runAudited(c, [deleteSuppression(c.env.DB, address, pseudonym)], {
       action: 'suppression.delete',
-      target: normalizeAddress(address),
+      target: stored?.address ?? normalizeAddress(address),
     })
     if (!result?.meta.changes) {
       throw new ApiError('NOT_FOUND', 'the address is not on the suppression list')

@@ -47,6 +47,7 @@ type Notification = NotificationSummary & {
   errorCode: string | null
   timeline: { provider: string; type: string; status: string; occurredAt: string }[]
   sentMessage: { transport: string; messageId: string; sentAt: string; raw?: string } | null
+  contentRemoved: { at: string; by: 'retention' | 'erasure' } | null
 }
 
 /** The event id of a source message id, from what was processed or dead-lettered. */
@@ -194,6 +195,12 @@ function NotificationPage(props: { c: ConsoleContext; n: Notification; revealed:
         <dd>{n.deliveryStatus ?? 'no report yet'}</dd>
         <dt>Recipient</dt>
         <dd>
+          {n.contentRemoved ? (
+            <p id="content-removed">
+              The recipient and the content were removed by{' '}
+              {n.contentRemoved.by === 'erasure' ? 'an erasure' : 'retention'} on {n.contentRemoved.at}.
+            </p>
+          ) : null}
           {n.recipientName ? `${n.recipientName} <${n.recipientEmail ?? ''}>` : (n.recipientEmail ?? '')}
           {props.revealed ? null : (
             <form method="post" action={`/console/notifications/${id}/reveal`}>

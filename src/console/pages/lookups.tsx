@@ -67,6 +67,16 @@ lookupPages.get('/contacts', async (c) => {
           <dd>{contact.body.version}</dd>
         </dl>
       ) : null}
+      {c.get('operator').role === 'admin' ? (
+        <p>
+          <a
+            class="button secondary"
+            href={`/console/erasures${queryOf({ userId: contact?.status === 200 ? userId : undefined })}`}
+          >
+            {contact?.status === 200 ? 'Erase this recipient…' : 'Erase a recipient…'}
+          </a>
+        </p>
+      ) : null}
       <h2>Reviewer pool</h2>
       <Table
         label="Reviewer pool"

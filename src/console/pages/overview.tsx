@@ -1,14 +1,16 @@
 /**
  * The overview: what waits for an operator (open dead letters by code and
  * queue), what the last 24 hours did (notifications by status), how far behind
- * each source is, and the latest failures — each number a link to its list.
+ * each source is, how full the database is, and the latest failures — each
+ * number a link to its list.
  */
+import { D1_SIZE_LIMIT_BYTES, GAUGES } from '../../metrics/counters.ts'
 import type { ConsoleContext } from '../context.ts'
 import { Layout, queryOf, Table } from '../layout.tsx'
 
 type Row = Record<string, string | number | null>
 
-/** The overview's four reads, in one D1 batch. */
+/** The overview's five reads, in one D1 batch. */
 async function overviewData(db: D1Database): Promise<Row[][]> {
   const since = new Date(Date.now() - 24 * 3600_000).toISOString()
   const results = await db.batch([
@@ -26,6 +28,7 @@ async function overviewData(db: D1Database): Promise<Row[][]> {
     db.prepare(
       `SELECT id, code, queue, event_id, last_seen, error FROM dead_letters ORDER BY last_seen DESC, id LIMIT 10`,
     ),
+    db.prepare('SELECT value, updated_at FROM gauges WHERE name = ?1').bind(GAUGES.d1Size),
   ])
   return results.map((result) => (result.results ?? []) as Row[])
 }
@@ -81,8 +84,31 @@ function Cards(props: { open: Row[]; statuses: Row[]; lag: Row[] }) {
   )
 }
 
+/** Bytes as an operator reads them: GB (10^9) or MB with one decimal. */
+function bytes(value: number): string {
+  return value >= 1e9 ? `${(value / 1e9).toFixed(1)} GB` : `${(value / 1e6).toFixed(1)} MB`
+}
+
+/**
+ * The database's size beside D1's limit, as the cron last measured it; past
+ * the limit every write fails and the pipeline stops. Retention keeps it down
+ * (docs/operating.md, "Retention").
+ */
+function DatabaseSize(props: { size: Row | undefined }) {
+  const { size } = props
+  if (!size) return <p id="d1-size">Database: not measured yet (the cron measures it every minute).</p>
+  const value = Number(size.value)
+  const share = (value / D1_SIZE_LIMIT_BYTES) * 100
+  return (
+    <p id="d1-size">
+      Database: <strong>{bytes(value)}</strong> of D1's {bytes(D1_SIZE_LIMIT_BYTES)} limit ({share.toFixed(1)} %),
+      measured {size.updated_at}.{share >= 80 ? <strong> Past 80 %: shorten the retention.</strong> : null}
+    </p>
+  )
+}
+
 export async function overviewPage(c: ConsoleContext) {
-  const [open = [], statuses = [], lag = [], latest = []] = await overviewData(c.env.DB)
+  const [open = [], statuses = [], lag = [], latest = [], size = []] = await overviewData(c.env.DB)
   const { paused } = c.get('page')
   return c.html(
     <Layout page={c.get('page')} title="Overview">
@@ -96,6 +122,7 @@ export async function overviewPage(c: ConsoleContext) {
           'Transport: sending.'
         )}
       </p>
+      <DatabaseSize size={size[0]} />
       <Cards open={open} statuses={statuses} lag={lag} />
       <h2>Latest failures</h2>
       <Table

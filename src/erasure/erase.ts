@@ -1,0 +1,124 @@
+import type { Operator } from '../api/auth.ts'
+import { normalizeAddress } from '../suppression/store.ts'
+import type { ErasureParameters } from './parameters.ts'
+import { pseudonymOf } from './pseudonym.ts'
+import { ERASED_TABLES, type ErasedCounts, erasureStatements } from './statements.ts'
+
+/** Whom to erase: a recipient's user id, or an address. */
+export type ErasureRequest = { userId: string } | { address: string }
+
+/** What an erasure did: the audit trail's name for the person, and the rows changed per table. */
+export type ErasureResult = { target: string; erased: ErasedCounts }
+
+/**
+ * The person an erasure is about, as far as D1 knows them: a user id leads to
+ * the addresses of their contact and of their notifications' snapshots; an
+ * address leads to the users whose contact or notifications carry it, and on
+ * to those users' other addresses. Either way the same person is found,
+ * whichever of their names the request gave.
+ */
+async function personOf(db: D1Database, request: ErasureRequest): Promise<{ users: string[]; addresses: string[] }> {
+  const users =
+    'userId' in request
+      ? [request.userId]
+      : (
+          await db
+            .prepare(
+              `SELECT user_id FROM contacts WHERE lower(email) = ?1
+               UNION SELECT recipient_user_id FROM notifications WHERE lower(recipient_email) = ?1`,
+            )
+            .bind(normalizeAddress(request.address))
+            .all<{ user_id: string }>()
+        ).results.map((row) => row.user_id)
+  const { results } = await db
+    .prepare(
+      `SELECT lower(email) AS address FROM contacts WHERE user_id IN (SELECT value FROM json_each(?1))
+       UNION SELECT lower(recipient_email) FROM notifications
+       WHERE recipient_user_id IN (SELECT value FROM json_each(?1)) AND recipient_email IS NOT NULL`,
+    )
+    .bind(JSON.stringify(users))
+    .all<{ address: string }>()
+  const given = 'address' in request ? [normalizeAddress(request.address)] : []
+  return { users, addresses: [...new Set([...given, ...results.map((row) => row.address)])] }
+}
+
+/**
+ * Dead letters of inbound events whose original body travelled as base64 (it
+ * was not UTF-8): SQL cannot look inside them, so they are decoded here and
+ * searched like the others.
+ */
+async function base64DeadLetters(db: D1Database, users: string[], addresses: string[]): Promise<string[]> {
+  const { results } = await db
+    .prepare(
+      `SELECT id, body FROM dead_letters
+       WHERE instr(body, '"encoding":"base64"') > 0 AND body NOT LIKE '{"notifyEdgeErased":%'`,
+    )
+    .all<{ id: string; body: string }>()
+  return results
+    .filter((row) => {
+      const message = JSON.parse(row.body) as { body?: unknown; encoding?: unknown }
+      if (message.encoding !== 'base64' || typeof message.body !== 'string') return false
+      let text: string
+      try {
+        text = new TextDecoder().decode(Uint8Array.from(atob(message.body), (char) => char.charCodeAt(0)))
+      } catch {
+        return false
+      }
+      const lower = normalizeAddress(text)
+      return addresses.some((address) => lower.includes(address)) || users.some((id) => text.includes(`"${id}"`))
+    })
+    .map((row) => row.id)
+}
+
+/**
+ * Erases a recipient from every table, in one D1 batch (one transaction) with
+ * its audit row:
+ *
+ * - contacts, preferences and the reviewer pool: their rows are deleted;
+ * - notifications: the recipient snapshot, subject, bodies, unsubscribe link
+ *   and model go, ids, status and times stay; one not yet sent ends
+ *   `undeliverable`;
+ * - sent messages: deleted; delivery events: their detail goes;
+ * - dead letters whose message names the person: the message is replaced by
+ *   a placeholder (replay refuses it), an open one is discarded;
+ * - suppressions: kept, under the address's pseudonym only, so an address that
+ *   bounced stays suppressed (the dispatch gate matches the pseudonym);
+ * - the audit trail: a target that was one of the addresses becomes its
+ *   pseudonym, and the erasure's own row names the user id or the pseudonym.
+ *
+ * Erasing again finds nothing left and changes nothing (no second audit row).
+ * What cannot be reached from here: events still on a queue, and a name that
+ * appears in other people's emails (an actor's name is not stored apart).
+ */
+export async function eraseRecipient(
+  db: D1Database,
+  erasureKey: string,
+  operator: Operator,
+  request: ErasureRequest,
+  now: Date,
+): Promise<ErasureResult> {
+  const { users, addresses } = await personOf(db, request)
+  const pairs = await Promise.all(addresses.map(async (address) => [address, await pseudonymOf(address, erasureKey)]))
+  const letters = await base64DeadLetters(db, users, addresses)
+  const parameters: ErasureParameters = [
+    JSON.stringify(users),
+    JSON.stringify(addresses),
+    JSON.stringify(pairs),
+    now.toISOString(),
+    JSON.stringify(letters),
+  ]
+  const target = 'userId' in request ? request.userId : await pseudonymOf(request.address, erasureKey)
+  const statements = erasureStatements(db, parameters, {
+    actor: operator.name,
+    role: operator.role,
+    via: operator.via,
+    target,
+    by: 'userId' in request ? 'userId' : 'address',
+  })
+  const [audited] = await db.batch<{ parameters: string }>(statements)
+  const row = audited?.results[0]
+  const erased = row
+    ? (JSON.parse(row.parameters) as { erased: ErasedCounts }).erased
+    : (Object.fromEntries(ERASED_TABLES.map(({ name }) => [name, 0])) as ErasedCounts)
+  return { target, erased }
+}

@@ -1,0 +1,58 @@
+import { bindErasure, type ErasureParameters } from '../erasure/parameters.ts'
+import { finalStatusSql } from './sql.ts'
+
+/**
+ * A recipient's erasure, on the notification's side (src/erasure/ runs the
+ * whole of it), with the parameters of every erasure statement
+ * (src/erasure/parameters.ts: ?1 user ids, ?2 addresses, ?4 now).
+ */
+
+/** The notifications of the person: by recipient id, or by the address in their snapshot. */
+export function notificationsOfPerson(alias = 'notifications'): string {
+  return `(${alias}.recipient_user_id IN (SELECT value FROM json_each(?1))
+           OR lower(${alias}.recipient_email) IN (SELECT value FROM json_each(?2)))`
+}
+
+/** Those of the person's notifications an erasure has not been through yet. */
+export const NOTIFICATIONS_TO_ERASE = `${notificationsOfPerson()}
+  AND (notifications.content_removed_by IS NULL OR notifications.content_removed_by <> 'erasure')`
+
+/** The exact messages sent to the person: the raw MIME holds the address, the name and the content. */
+export const SENT_MESSAGES_TO_ERASE = `sent_messages.notification_id IN
+  (SELECT n.id FROM notifications n WHERE ${notificationsOfPerson('n')})`
+
+/**
+ * Removes the recipient snapshot (address, name, time zone, pseudonym),
+ * subject, bodies, unsubscribe link and template model of the person's
+ * notifications; ids, kind, status, delivery status and times stay, so stories
+ * and counts still hold, and `content_removed_by = 'erasure'` says why the rest
+ * is gone. A notification that was still to be sent — pending, sending,
+ * paused, awaiting its contact, or of unknown outcome — ends `undeliverable`:
+ * there is no one left to send it to. A final one keeps its status and its
+ * reason, unless the reason (a provider's words) names an address of the
+ * person. Run after the statements that find rows through the snapshot.
+ */
+export function eraseNotifications(db: D1Database, parameters: ErasureParameters): D1PreparedStatement {
+  return bindErasure(
+    db,
+    `UPDATE notifications SET
+       status = CASE WHEN ${finalStatusSql()} THEN status ELSE 'undeliverable' END,
+       status_reason = CASE
+         WHEN NOT ${finalStatusSql()} THEN 'the recipient was erased before it was sent'
+         WHEN EXISTS (SELECT 1 FROM json_each(?2) a WHERE instr(lower(status_reason), a.value) > 0)
+           THEN 'the recipient was erased'
+         ELSE status_reason END,
+       updated_at = CASE WHEN ${finalStatusSql()} THEN updated_at ELSE ?4 END,
+       lease_until = NULL,
+       recipient_email = NULL, recipient_name = NULL, time_zone = NULL, recipient_hash = NULL,
+       subject = NULL, text_body = NULL, html_body = NULL, unsubscribe_url = NULL, model = NULL,
+       content_removed_at = ?4, content_removed_by = 'erasure'
+     WHERE ${NOTIFICATIONS_TO_ERASE}`,
+    parameters,
+  )
+}
+
+/** Deletes the exact messages sent to the person. Run before `eraseNotifications`, which clears the snapshot it matches. */
+export function eraseSentMessages(db: D1Database, parameters: ErasureParameters): D1PreparedStatement {
+  return bindErasure(db, `DELETE FROM sent_messages WHERE ${SENT_MESSAGES_TO_ERASE}`, parameters)
+}

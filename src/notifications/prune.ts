@@ -1,0 +1,48 @@
+import { finalStatusSql } from './sql.ts'
+
+/**
+ * Retention of a notification's content: the recipient snapshot (address,
+ * name, time zone, the address's pseudonym), subject, text and HTML bodies,
+ * unsubscribe link and template model of the oldest final notifications
+ * created before `before`, at most `limit` of them. The row stays — ids,
+ * kind, status, delivery status, times — so an event's story and the counts
+ * still hold, and `content_removed_at`/`content_removed_by` say what became of
+ * the rest. A notification that is not final keeps everything: it may still
+ * be sent. The rows are picked by a LIMITed search on the partial index
+ * `notifications_unpruned`, so one run is one short write. The index is named:
+ * left to itself, SQLite picks `notifications_due` for the status list and
+ * sorts every final notification there is, every minute.
+ * Parameters: before, now, limit.
+ */
+export function pruneNotificationContent(
+  db: D1Database,
+  before: string,
+  now: string,
+  limit: number,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET recipient_email = NULL, recipient_name = NULL, time_zone = NULL,
+         recipient_hash = NULL, subject = NULL, text_body = NULL, html_body = NULL, unsubscribe_url = NULL,
+         model = NULL, content_removed_at = ?2, content_removed_by = 'retention'
+       WHERE id IN (SELECT id FROM notifications INDEXED BY notifications_unpruned
+                    WHERE content_removed_at IS NULL AND created_at < ?1 AND ${finalStatusSql()}
+                    ORDER BY created_at LIMIT ?3)`,
+    )
+    .bind(before, now, limit)
+}
+
+/**
+ * Retention of the exact messages sent: deletes the oldest `sent_messages`
+ * rows sent before `before`, at most `limit`, by primary key from a LIMITed
+ * search on `sent_messages_sent_at`. The notification keeps its provider id
+ * and sent time. Parameters: before, limit.
+ */
+export function pruneSentMessages(db: D1Database, before: string, limit: number): D1PreparedStatement {
+  return db
+    .prepare(
+      `DELETE FROM sent_messages WHERE notification_id IN
+         (SELECT notification_id FROM sent_messages WHERE sent_at < ?1 ORDER BY sent_at LIMIT ?2)`,
+    )
+    .bind(before, limit)
+}

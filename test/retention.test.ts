@@ -1,0 +1,293 @@
+/**
+ * Retention: the cron prunes each kind of data once it is past its retention,
+ * a bounded chunk per run, and never touches a notification that may still be
+ * sent. The rows here are written straight into D1 with timestamps decades
+ * old, older than anything the rest of this file writes, so each run's chunk
+ * (oldest first) is made of them.
+ */
+import { createExecutionContext, createMessageBatch } from 'cloudflare:test'
+import { env } from 'cloudflare:workers'
+import { describe, expect, it } from 'vitest'
+import worker from '../src/index.ts'
+import { NOTIFICATION_STATUSES } from '../src/notifications/status.ts'
+import { ADMIN_TOKEN, guid, runCron } from './helpers.ts'
+import { fetchWorker } from './worker-fetch.ts'
+
+const DAY_MS = 86_400_000
+const FUTURE = '2100-01-01T00:00:00.000Z'
+
+/** A notification row with every content column filled, created at `createdAt`. */
+async function insertNotification(id: string, status: string, createdAt: string): Promise<void> {
+  await env.DB.prepare(
+    `INSERT INTO notifications
+       (id, idempotency_key, event_id, source, kind, channel, urgency, recipient_user_id, recipient_email,
+        recipient_name, locale, time_zone, subject, text_body, html_body, template_version, status, scheduled_at,
+        enqueued_at, lease_until, created_at, updated_at, unsubscribe_url, recipient_hash, model)
+     VALUES (?1, 'key:' || ?1, 'event:' || ?1, 'http', 'InvitationCreated', 'email', 'normal', 'user:' || ?1,
+        'retention-' || ?1 || '@example.com', 'Тест Пользователь', 'ru', 'Europe/Moscow', 'Subject', 'Text',
+        '<p>HTML</p>', 1, ?2, ?4, ?4, ?4, ?3, ?3, 'https://notify-edge.example.workers.dev/u/x', 'hmac:00', '{}')`,
+  )
+    // Not due and leased far ahead: the cron's search for lost notifications leaves these alone.
+    .bind(id, status, createdAt, FUTURE)
+    .run()
+}
+
+type Row = Record<string, string | number | null>
+
+async function notification(id: string): Promise<Row> {
+  return (await env.DB.prepare('SELECT * FROM notifications WHERE id = ?1').bind(id).first<Row>()) as Row
+}
+
+const CONTENT = [
+  'recipient_email',
+  'recipient_name',
+  'time_zone',
+  'subject',
+  'text_body',
+  'html_body',
+  'unsubscribe_url',
+  'recipient_hash',
+  'model',
+]
+
+async function countOf(sql: string, ...bindings: unknown[]): Promise<number> {
+  return Number(
+    (
+      await env.DB.prepare(sql)
+        .bind(...bindings)
+        .first<{ n: number }>()
+    )?.n,
+  )
+}
+
+describe('retention', () => {
+  it('removes the content of final notifications past 90 days, keeps their rows, and keeps every other notification whole', async () => {
+    const prefix = guid().slice(0, 8)
+    const old = '2000-01-01T00:00:00.000Z'
+    for (const status of NOTIFICATION_STATUSES) await insertNotification(`${prefix}-old-${status}`, status, old)
+    const recent = new Date(Date.now() - 89 * DAY_MS).toISOString()
+    await insertNotification(`${prefix}-recent-sent`, 'sent', recent)
+
+    await runCron(new Date())
+
+    const final = ['sent', 'failed', 'undeliverable', 'superseded', 'suppressed', 'opted-out']
+    for (const status of NOTIFICATION_STATUSES) {
+      const row = await notification(`${prefix}-old-${status}`)
+      // The row itself stays: its status, kind, recipient id and times.
+      expect(row).toMatchObject({
+        status,
+        kind: 'InvitationCreated',
+        recipient_user_id: `user:${prefix}-old-${status}`,
+      })
+      expect(row.created_at).toBe(old)
+      if (final.includes(status)) {
+        for (const column of CONTENT) expect(row[column], `${status}: ${column}`).toBeNull()
+        expect(row.content_removed_by).toBe('retention')
+      } else {
+        // pending, sending, paused, awaiting-contact, unknown: may still be sent, so kept whole.
+        for (const column of CONTENT) expect(row[column], `${status}: ${column}`).not.toBeNull()
+        expect(row.content_removed_at).toBeNull()
+      }
+    }
+    const young = await notification(`${prefix}-recent-sent`)
+    expect(young.subject).toBe('Subject')
+    expect(young.content_removed_at).toBeNull()
+  })
+
+  it('prunes each kind of data a bounded chunk per run, oldest first, and leaves the rest to the next run', async () => {
+    const tag = guid().slice(0, 8)
+    const at = (index: number) => new Date(Date.UTC(1990, 0, 1) + index * 1000).toISOString()
+    const statements: D1PreparedStatement[] = []
+    for (let index = 0; index < 25; index += 1) {
+      const id = `${tag}-${index}`
+      statements.push(
+        env.DB.prepare(
+          `INSERT INTO processed_events (idempotency_key, event_id, contract, event_type, source, origin,
+             source_message_id, outcome, received_at, processed_at)
+           VALUES (?1, ?1, 'arthunt', 'response.created', 'http', 'test', ?1, 'enqueued', ?2, ?2)`,
+        ).bind(`chunk:${id}`, at(index)),
+        env.DB.prepare(
+          `INSERT INTO sent_messages (notification_id, transport, message_id, raw, sent_at)
+           VALUES (?1, 'cloudflare', ?1, 'raw MIME', ?2)`,
+        ).bind(`chunk:${id}`, at(index)),
+        env.DB.prepare(
+          `INSERT INTO delivery_events (provider, provider_event_id, provider_message_id, type, status, occurred_at,
+             received_at, detail)
+           VALUES ('resend', ?1, ?1, 'email.delivered', 'delivered', ?2, ?2, '{}')`,
+        ).bind(`chunk:${id}`, at(index)),
+        env.DB.prepare(
+          `INSERT INTO dead_letters (id, queue, code, error, body, history, failure_id, first_seen, last_seen, status,
+             resolved_at)
+           VALUES (?1, 'notify-events', 'NTF_TEST_CHUNK', 'test', '{}', '[]', ?1, ?2, ?2, 'discarded', ?2)`,
+        ).bind(`chunk:${id}`, at(index)),
+        env.DB.prepare(
+          `INSERT INTO audit_log (at, actor, role, via, action, target, affected)
+           VALUES (?1, 'admin token', 'admin', 'api', 'test.chunk', ?2, 1)`,
+        ).bind(at(index), `chunk:${id}`),
+      )
+      await insertNotification(`chunk:${id}`, 'sent', at(index))
+    }
+    // Open dead letters wait for an operator however old they are.
+    for (let index = 0; index < 3; index += 1) {
+      statements.push(
+        env.DB.prepare(
+          `INSERT INTO dead_letters (id, queue, code, error, body, history, failure_id, first_seen, last_seen)
+           VALUES (?1, 'notify-events', 'NTF_TEST_CHUNK', 'test', '{}', '[]', ?1, ?2, ?2)`,
+        ).bind(`chunk-open:${tag}-${index}`, at(index)),
+      )
+    }
+    await env.DB.batch(statements)
+
+    const like = `chunk:${tag}-%`
+    const left = async () => ({
+      processed_events: await countOf('SELECT count(*) AS n FROM processed_events WHERE idempotency_key LIKE ?1', like),
+      notifications: await countOf(
+        'SELECT count(*) AS n FROM notifications WHERE id LIKE ?1 AND content_removed_at IS NULL',
+        like,
+      ),
+      sent_messages: await countOf('SELECT count(*) AS n FROM sent_messages WHERE notification_id LIKE ?1', like),
+      delivery_events: await countOf('SELECT count(*) AS n FROM delivery_events WHERE provider_event_id LIKE ?1', like),
+      dead_letters: await countOf('SELECT count(*) AS n FROM dead_letters WHERE id LIKE ?1', like),
+      audit_log: await countOf('SELECT count(*) AS n FROM audit_log WHERE target LIKE ?1', like),
+    })
+    const all = (n: number) => ({
+      processed_events: n,
+      notifications: n,
+      sent_messages: n,
+      delivery_events: n,
+      dead_letters: n,
+      audit_log: n,
+    })
+    expect(await left()).toEqual(all(25))
+    const chunk = { RETENTION_CHUNK_ROWS: '10' }
+    await runCron(new Date(), chunk)
+    expect(await left()).toEqual(all(15))
+    // The oldest went first.
+    expect(
+      await countOf('SELECT count(*) AS n FROM processed_events WHERE idempotency_key = ?1', `chunk:${tag}-9`),
+    ).toBe(0)
+    expect(
+      await countOf('SELECT count(*) AS n FROM processed_events WHERE idempotency_key = ?1', `chunk:${tag}-10`),
+    ).toBe(1)
+    await runCron(new Date(), chunk)
+    expect(await left()).toEqual(all(5))
+    await runCron(new Date(), chunk)
+    expect(await left()).toEqual(all(0))
+    expect(
+      await countOf(
+        "SELECT count(*) AS n FROM dead_letters WHERE id LIKE ?1 AND status = 'open'",
+        `chunk-open:${tag}-%`,
+      ),
+    ).toBe(3)
+    // The notification rows stay; only their content went.
+    expect(await countOf('SELECT count(*) AS n FROM notifications WHERE id LIKE ?1', like)).toBe(25)
+  })
+
+  it('keeps a dead letter for its retention from when it was resolved, not from when it failed', async () => {
+    const id = `resolved:${guid()}`
+    await env.DB.prepare(
+      `INSERT INTO dead_letters (id, queue, code, error, body, history, failure_id, first_seen, last_seen)
+       VALUES (?1, 'notify-events', 'NTF_TEST_RESOLVED', 'test', '{}', '[]', ?1, '1991-01-01T00:00:00.000Z',
+         '1991-01-01T00:00:00.000Z')`,
+    )
+      .bind(id)
+      .run()
+    const discarded = await fetchWorker(`/v1/dead-letters/${encodeURIComponent(id)}/discard`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ reason: 'a test: discarded today' }),
+    })
+    expect(discarded.status).toBe(200)
+    await runCron(new Date())
+    expect(await countOf('SELECT count(*) AS n FROM dead_letters WHERE id = ?1', id)).toBe(1)
+    await runCron(new Date(Date.now() + 31 * DAY_MS))
+    expect(await countOf('SELECT count(*) AS n FROM dead_letters WHERE id = ?1', id)).toBe(0)
+  })
+
+  it('deletes audit rows past the audit retention (365 days) only; the trigger refuses any younger delete', async () => {
+    const tag = guid()
+    const ago = (days: number) => new Date(Date.now() - days * DAY_MS).toISOString()
+    const insert = (days: number) =>
+      env.DB.prepare(
+        `INSERT INTO audit_log (at, actor, role, via, action, target, affected)
+         VALUES (?1, 'admin token', 'admin', 'api', 'test.audit-retention', ?2, 1) RETURNING id`,
+      )
+        .bind(ago(days), `${tag}:${days}`)
+        .first<{ id: number }>()
+    await insert(400)
+    const young = await insert(300)
+    await runCron(new Date())
+    const { results } = await env.DB.prepare('SELECT target FROM audit_log WHERE target LIKE ?1 ORDER BY id')
+      .bind(`${tag}:%`)
+      .all<{ target: string }>()
+    expect(results.map((row) => row.target)).toEqual([`${tag}:300`])
+    // Whoever asks, a row younger than a year stays, and no row is changed.
+    await expect(env.DB.prepare('DELETE FROM audit_log WHERE id = ?1').bind(young?.id).run()).rejects.toThrow(
+      /never deleted/,
+    )
+    await expect(
+      env.DB.prepare("UPDATE audit_log SET at = '1990-01-01T00:00:00.000Z' WHERE id = ?1").bind(young?.id).run(),
+    ).rejects.toThrow(/never changed/)
+  })
+
+  it('refuses to replay a failed send whose notification lost its content to retention', async () => {
+    const id = `replay-${guid()}`
+    await insertNotification(id, 'failed', '1995-01-01T00:00:00.000Z')
+    await runCron(new Date())
+    expect((await notification(id)).content_removed_by).toBe('retention')
+    const envelope = {
+      notifyEdgeDeadLetter: 1,
+      queue: 'notify-dispatch',
+      code: 'NTF_SEND_TRANSIENT',
+      error: 'test: the provider failed ten times',
+      attempts: 10,
+      failureId: guid(),
+      failedAt: new Date().toISOString(),
+      message: { notificationId: id },
+    }
+    createExecutionContext()
+    await worker.queue(
+      createMessageBatch('notify-dlq', [{ id: `dlq-${guid()}`, timestamp: new Date(), attempts: 1, body: envelope }]),
+      env,
+    )
+    const { id: letter } = (await env.DB.prepare('SELECT id FROM dead_letters WHERE body LIKE ?1')
+      .bind(`%${id}%`)
+      .first<{ id: string }>()) as { id: string }
+    const answer = await fetchWorker(`/v1/dead-letters/${letter}/replay`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    })
+    expect(answer.status).toBe(409)
+    expect(((await answer.json()) as { error: { message: string } }).error.message).toMatch(/no longer has content/)
+    expect((await notification(id)).status).toBe('failed')
+  })
+})
+
+/** The console's overview, signed in with the admin token. */
+async function overview(): Promise<string> {
+  const call = (path: string, init: RequestInit = {}) =>
+    worker.fetch(new Request(`http://worker${path}`, { redirect: 'manual', ...init }), env, createExecutionContext())
+  const signedIn = await call('/console/sign-in', {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'http://worker' },
+    body: new URLSearchParams({ token: ADMIN_TOKEN }).toString(),
+  })
+  const cookie = (signedIn.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
+  return (await call('/console', { headers: { cookie } })).text()
+}
+
+describe("D1's size", () => {
+  it('is measured by the cron into the gauge notify_d1_size_bytes, served by /metrics and shown on the overview', async () => {
+    await runCron(new Date())
+    const gauge = await env.DB.prepare("SELECT value FROM gauges WHERE name = 'notify_d1_size_bytes'").first<{
+      value: number
+    }>()
+    expect(gauge?.value).toBeGreaterThan(0)
+    const metrics = await fetchWorker('/metrics', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+    const text = await metrics.text()
+    expect(text).toMatch(/^# TYPE notify_d1_size_bytes gauge$/m)
+    expect(text).toMatch(new RegExp(`^notify_d1_size_bytes ${gauge?.value}$`, 'm'))
+    const page = await overview()
+    expect(page).toMatch(/Database: <strong>[\d.]+ MB<\/strong> of D1(&#39;|')s 10\.0 GB limit/)
+  })
+})
