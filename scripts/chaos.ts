@@ -77,7 +77,7 @@ async function readBody(request: IncomingMessage): Promise<Buffer> {
 // ── the fake email provider (Resend's API and its rules), 25 % transient failures, 5 % 429s with a
 // retry-after, a phase with the key revoked, a slow phase ──
 const RETRY_AFTER_SECONDS = 3
-const KEY_REVOKED_SECONDS = Number(process.env.CHAOS_KEY_REVOKED_SECONDS ?? '20')
+const KEY_REVOKED_SECONDS = Number(process.env.CHAOS_KEY_REVOKED_SECONDS ?? '60')
 const LATE_CONTACTS = Math.max(3, Math.min(20, Math.floor(EVENTS / 15)))
 const LATE_CONTACT_DELAY_MS = 15_000
 const provider = await startProviderFake({

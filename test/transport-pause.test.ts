@@ -198,3 +198,26 @@ describe('a paused transport', () => {
     expect((await rowOf(id))?.status).toBe('sent')
   })
 })
+
+describe("the binding's documented limits, before sending", () => {
+  it('a subject over 998 characters is not sent: NTF_MESSAGE_INVALID, failed, a dead letter naming the limit', async () => {
+    const id = await pending(`long-${guid().slice(0, 8)}@example.com`)
+    await env.DB.prepare('UPDATE notifications SET subject = ?2 WHERE id = ?1').bind(id, 'Я'.repeat(999)).run()
+    const calls: unknown[] = []
+    const accepting = {
+      send: async (message: unknown) => {
+        calls.push(message)
+        return { messageId: 'never' }
+      },
+    } as unknown as SendEmail
+    const result = await dispatchOnce({ notificationId: id }, { EMAIL: accepting })
+    expect(result.explicitAcks).toHaveLength(1)
+    expect(calls).toHaveLength(0)
+    expect(await rowOf(id)).toMatchObject({ status: 'failed', error_code: 'NTF_MESSAGE_INVALID' })
+    expect((await rowOf(id))?.status_reason).toContain('998')
+    await eventually(async () => {
+      const dead = await env.DB.prepare('SELECT code FROM dead_letters WHERE body LIKE ?1').bind(`%${id}%`).first()
+      expect(dead).toEqual({ code: 'NTF_MESSAGE_INVALID' })
+    })
+  })
+})
