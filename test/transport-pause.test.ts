@@ -185,6 +185,15 @@ describe('a paused transport', () => {
     for (const id of [first, second, third]) expect(await deadLettersOf(id)).toBe(0)
   })
 
+  it('paused notifications of a transport switched away from (or whose pause was removed by hand) are released', async () => {
+    const id = await pending(`switched-${guid().slice(0, 8)}@example.com`)
+    await dispatchOnce({ notificationId: id }, resendEnv('re_revoked_key'))
+    expect((await rowOf(id))?.status).toBe('paused')
+    // EMAIL_TRANSPORT is now cloudflare, which is not paused: the next cron run lets it go.
+    await runCron(new Date())
+    await eventually(async () => expect((await rowOf(id))?.status).toBe('sent'))
+  })
+
   it('the provider fake refuses what Resend refuses: no User-Agent → 403 (1010); our requests carry one', async () => {
     const bare = await fetch(`${FAKE_RESEND_URL}/emails`, {
       method: 'POST',

@@ -6,7 +6,7 @@ import type { Logger } from '../log.ts'
 import { releaseWaiting } from '../materialize/release.ts'
 import { markExpired, selectExpired } from '../notifications/contact-wait.ts'
 import { retryUnknownOutcomes } from '../notifications/marks.ts'
-import { releaseProbe } from '../notifications/pause.ts'
+import { releaseOrphanedPaused, releaseProbe } from '../notifications/pause.ts'
 import { markEnqueued, selectStuckNotifications } from '../notifications/stuck.ts'
 import { QUEUES } from '../queue/names.ts'
 import { sendAll } from '../queue/send.ts'
@@ -73,7 +73,8 @@ async function reEnqueueStuck(env: Env, now: Date, log: Logger): Promise<void> {
 /**
  * When the configured transport is paused and its next probe is due, one of
  * its waiting notifications is released and enqueued: the claim lets only
- * that one through. Its slot is held for two leases, so a probe that never
+ * that one through. When it is not paused (switched, or the pause removed by
+ * hand), whatever still waits `paused` is released for the stuck search. Its slot is held for two leases, so a probe that never
  * reports back is replaced, never joined by a second one.
  */
 async function probePausedTransport(env: Env, now: Date, log: Logger): Promise<void> {
@@ -84,6 +85,7 @@ async function probePausedTransport(env: Env, now: Date, log: Logger): Promise<v
   const [taken, released] = await env.DB.batch<{ id: string; scheduled_at: string; probe_id: string | null }>([
     takeProbe(env.DB, transport, nowIso, holdUntil),
     releaseProbe(env.DB, transport, nowIso),
+    releaseOrphanedPaused(env.DB, transport, nowIso),
   ])
   const probe = released?.results[0]
   if (!taken?.results[0] || !probe) return

@@ -81,3 +81,19 @@ export function releasePaused(db: D1Database, now: string): D1PreparedStatement 
     )
     .bind(now)
 }
+
+/**
+ * Releases paused notifications that no pause holds any more: the transport
+ * they waited for was switched (EMAIL_TRANSPORT changed) or its pause was
+ * ended by hand. Without it they would wait for a probe that never comes.
+ * Parameters: the configured transport, now.
+ */
+export function releaseOrphanedPaused(db: D1Database, transport: string, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'pending', scheduled_at = ?2, enqueued_at = NULL, updated_at = ?2,
+         error_code = NULL, status_reason = 'released: no pause holds it'
+       WHERE status = 'paused' AND NOT EXISTS (SELECT 1 FROM transport_pauses WHERE transport = ?1)`,
+    )
+    .bind(transport, now)
+}
