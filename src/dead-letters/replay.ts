@@ -4,6 +4,7 @@ import { resetForReplay } from '../notifications/replay.ts'
 import { QUEUES } from '../queue/names.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
 import { markReplayed } from './query.ts'
+import { reducedBodyOf } from './store.ts'
 
 /** What a replay needs of a dead letter. */
 export type ReplayRow = { id: string; queue: string; body: string }
@@ -15,7 +16,8 @@ export type ReplayResult = { replayed: string[]; skipped: { id: string; reason: 
  * Sends each dead letter's original message back to the queue it died on and
  * marks it `replayed` (counting replays). A notification that failed to send is
  * first put back to `pending`, so the replayed dispatch message can claim it;
- * one that never had content waits for its contact again.
+ * one that never had content waits for its contact again. A dead letter
+ * stored without its body is skipped: there is nothing to send.
  * An event that was processed since comes back as a duplicate: no second email.
  * `audit`, when given, runs in the same D1 batch right after the marks (its
  * `changes()` is their count).
@@ -36,6 +38,14 @@ export async function replayDeadLetters(
   const replayed: string[] = []
   for (const row of rows) {
     const body: unknown = JSON.parse(row.body)
+    const reduced = reducedBodyOf(body)
+    if (reduced) {
+      skipped.push({
+        id: row.id,
+        reason: `its body was not stored (${reduced.cause}): the original is where its origin says, send it again from there`,
+      })
+      continue
+    }
     if (row.queue === QUEUES.events) {
       events.push(body)
     } else if (row.queue === QUEUES.emailEvents) {
