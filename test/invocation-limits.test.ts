@@ -6,11 +6,16 @@
 
 import { createExecutionContext, createMessageBatch, getQueueResult } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
-import { QUEUE_BATCH_MAX_MESSAGES, QUEUE_MESSAGE_MAX_BYTES } from '@notify-edge/contracts'
+import {
+  INBOUND_EVENT_MAX_BYTES,
+  QUEUE_BATCH_MAX_MESSAGES,
+  QUEUE_MESSAGE_MAX_BYTES,
+  utf8Length,
+} from '@notify-edge/contracts'
 import { describe, expect, it } from 'vitest'
 import worker from '../src/index.ts'
 import { D1_LIMITS, KV_LIMITS, WORKER_LIMITS } from '../src/platform-limits.ts'
-import { freshInbound, guid, seedContact } from './helpers.ts'
+import { ADMIN_TOKEN, freshInbound, guid, seedContact } from './helpers.ts'
 import { meterEnv, type Usage } from './invocation-meter.ts'
 
 /** Cloudflare Queues: a `sendBatch` holds at most 256 KB (https://developers.cloudflare.com/queues/platform/limits/). */
@@ -78,4 +83,122 @@ describe('per-invocation limits', () => {
     expect(usage.d1.statements).toBeGreaterThan(2000)
     expectWithinLimits(usage)
   })
+
+  it('a bulk replay of 1,000 dead letters of 120 KB each keeps every invocation within the limits', async () => {
+    const code = `NTF_TEST_${guid().slice(0, 6).toUpperCase()}`
+    for (let page = 0; page < 10; page += 1) {
+      // Storing a full notify-dlq batch of them is itself one invocation within the limits.
+      expectWithinLimits(await storeLargeDeadLetters(100, code))
+    }
+
+    const usages: Usage[] = []
+    let replayed = 0
+    let cursor: string | null | undefined
+    do {
+      const meter = meterEnv(env)
+      const response = await worker.fetch(
+        new Request('http://worker/v1/dead-letters/replay', {
+          method: 'POST',
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ code, max: 1000, ...(cursor ? { cursor } : {}) }),
+        }),
+        meter.env,
+        createExecutionContext(),
+      )
+      expect(response.status).toBe(200)
+      const body = (await response.json()) as { replayed: string[]; nextCursor?: string | null }
+      replayed += body.replayed.length
+      cursor = body.nextCursor
+      usages.push(meter.usage())
+      expect(usages.length).toBeLessThanOrEqual(1000)
+    } while (cursor)
+    console.log(`invocation-limits: bulk replay ${JSON.stringify(usages)}`)
+
+    expect(replayed).toBe(1000)
+    const rows = await env.DB.prepare(
+      "SELECT count(*) AS n, sum(status = 'replayed' AND replays = 1) AS once FROM dead_letters WHERE code = ?1",
+    )
+      .bind(code)
+      .first()
+    expect(rows).toEqual({ n: 1000, once: 1000 })
+    expect(usages.reduce((sum, usage) => sum + usage.queues.messages, 0)).toBe(1000)
+    for (const usage of usages) expectWithinLimits(usage)
+  })
+
+  it("the console's bulk replay follows the pages over the whole set, a replayed one too", async () => {
+    const code = `NTF_TEST_${guid().slice(0, 6).toUpperCase()}`
+    await storeLargeDeadLetters(100, code)
+    await storeLargeDeadLetters(50, code)
+    await env.DB.prepare("UPDATE dead_letters SET status = 'replayed' WHERE code = ?1").bind(code).run()
+    const visit = async (path: string, init: RequestInit = {}) =>
+      worker.fetch(new Request(`http://worker${path}`, { redirect: 'manual', ...init }), env, createExecutionContext())
+    const signedIn = await visit('/console/sign-in', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'http://worker' },
+      body: new URLSearchParams({ token: ADMIN_TOKEN }).toString(),
+    })
+    const cookie = (signedIn.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
+    const preview = await (
+      await visit(`/console/dead-letters/bulk?action=replay&code=${code}&status=replayed`, { headers: { cookie } })
+    ).text()
+    const csrf = /name="_csrf" value="([^"]+)"/.exec(preview)?.[1] ?? ''
+    expect(preview).toContain('Replay 150')
+    const done = await visit('/console/dead-letters/bulk', {
+      method: 'POST',
+      headers: { cookie, 'content-type': 'application/x-www-form-urlencoded', origin: 'http://worker' },
+      body: new URLSearchParams({ _csrf: csrf, action: 'replay', code, status: 'replayed' }).toString(),
+    })
+    expect(done.status).toBe(200)
+    expect(await done.text()).toContain('Replayed 150 dead letters')
+    const rows = await env.DB.prepare(
+      'SELECT count(*) AS n, sum(replays = 1) AS once FROM dead_letters WHERE code = ?1',
+    )
+      .bind(code)
+      .first()
+    expect(rows).toEqual({ n: 150, once: 150 })
+  })
 })
+
+const padding = 'x'.repeat(INBOUND_EVENT_MAX_BYTES - 1_500)
+
+/**
+ * Stores `count` dead letters of `code` through the notify-dlq consumer (one invocation, metered),
+ * each a response.created event of nearly INBOUND_EVENT_MAX_BYTES — the largest ingest takes. Their
+ * events are marked processed in KV, so a replay brings them back as duplicates that send nothing.
+ */
+async function storeLargeDeadLetters(count: number, code: string): Promise<Usage> {
+  const events = Array.from({ length: count }, () =>
+    freshInbound('response.created', (value) => {
+      ;(value.data as Record<string, unknown>).attachmentNote = padding
+    }),
+  )
+  expect(utf8Length(JSON.stringify(events[0]))).toBeGreaterThan(INBOUND_EVENT_MAX_BYTES - 1_000)
+  await Promise.all(
+    events.map((event) =>
+      env.IDEMPOTENCY.put(`arthunt:response.created:${JSON.parse(event.body).envelope.eventId}`, '1'),
+    ),
+  )
+  const meter = meterEnv(env)
+  const batch = createMessageBatch(
+    'notify-dlq',
+    events.map((message, index) => ({
+      id: `large-${guid()}-${index}`,
+      timestamp: new Date(),
+      attempts: 1,
+      body: {
+        notifyEdgeDeadLetter: 1,
+        queue: 'notify-events',
+        code,
+        error: 'test',
+        attempts: 3,
+        failureId: guid(),
+        failedAt: new Date().toISOString(),
+        message,
+      },
+    })),
+  )
+  const ctx = createExecutionContext()
+  await worker.queue(batch, meter.env)
+  expect((await getQueueResult(batch, ctx)).explicitAcks).toHaveLength(count)
+  return meter.usage()
+}

@@ -1,10 +1,37 @@
 import { configOf } from '../config.ts'
 import { DispatchMessageSchema, dispatchFor } from '../dispatch/message.ts'
 import { resetForReplay } from '../notifications/replay.ts'
+import { WORKER_LIMITS } from '../platform-limits.ts'
 import { QUEUES } from '../queue/names.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
 import { markReplayed } from './query.ts'
 import { reducedBodyOf } from './store.ts'
+
+/**
+ * Bytes of dead-letter bodies one bulk replay call reads and sends. A body is
+ * held several times over while it is replayed — D1's answer, the row, the
+ * parsed value, the queue request — in an isolate of 128 MB that also holds
+ * the code and other invocations, so a call keeps to a sixteenth of it. That
+ * is also at most about 70 `sendBatch` calls (a message is at most 128 KB), far
+ * below the invocation's subrequests.
+ */
+export const REPLAY_PAGE_BYTES = WORKER_LIMITS.memoryBytes / 16
+
+/**
+ * The rows of `candidates`, in order, that one bulk replay call takes: at
+ * most `max`, and bodies of at most REPLAY_PAGE_BYTES together — the first
+ * one always, so a page is never empty while something matches.
+ */
+export function replayPage<T extends { body_bytes: number | null }>(candidates: readonly T[], max: number): T[] {
+  const page: T[] = []
+  let bytes = 0
+  for (const candidate of candidates.slice(0, max)) {
+    bytes += candidate.body_bytes ?? 0
+    if (page.length > 0 && bytes > REPLAY_PAGE_BYTES) break
+    page.push(candidate)
+  }
+  return page
+}
 
 /** What a replay needs of a dead letter. */
 export type ReplayRow = { id: string; queue: string; body: string }
