@@ -153,13 +153,24 @@ async function main(): Promise<number> {
   }
   if (area === 'dlq' && command === 'replay') {
     if (values.filter) {
-      const body = { ...filters(), dryRun: values['dry-run'], ...(values.max ? { max: Number(values.max) } : {}) }
-      const result = (await api.post('/v1/dead-letters/replay', body)) as {
-        matched: Summary[]
-        replayed: string[]
-        skipped: Summary[]
-      }
-      if (values.json) out(JSON.stringify(result, null, 2))
+      const dryRun = values['dry-run']
+      const max = values.max ? Number(values.max) : 100
+      const result = { dryRun, matched: [] as Summary[], replayed: [] as string[], skipped: [] as Summary[] }
+      // The API replays one page per call (at most 1000, and a few MB of bodies): follow its cursor up to --max.
+      let cursor: string | null = null
+      do {
+        const page = (await api.post('/v1/dead-letters/replay', {
+          ...filters(),
+          dryRun,
+          max: Math.min(1000, max - result.matched.length),
+          ...(cursor ? { cursor } : {}),
+        })) as { matched: Summary[]; replayed: string[]; skipped: Summary[]; nextCursor: string | null }
+        result.matched.push(...page.matched)
+        result.replayed.push(...page.replayed)
+        result.skipped.push(...page.skipped)
+        cursor = page.nextCursor
+      } while (!dryRun && cursor && result.matched.length < max)
+      if (values.json) out(JSON.stringify({ ...result, nextCursor: cursor }, null, 2))
       else {
         out(values['dry-run'] ? `dry run: would replay ${result.matched.length}` : `replayed ${result.replayed.length}`)
         if (result.matched.length) out(deadLetterTable(result.matched))

@@ -2,9 +2,13 @@ import { createExecutionContext, createMessageBatch, getQueueResult } from 'clou
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import type { InboundEvent } from '../src/contracts/index.ts'
+import { sha256Hex } from '../src/crypto.ts'
+import { DLQ_MAX_RETRIES } from '../src/dead-letters/consumer.ts'
 import { deadLetterEnvelope } from '../src/dead-letters/envelope.ts'
 import worker from '../src/index.ts'
-import { freshInbound, guid } from './helpers.ts'
+import wranglerToml from '../wrangler.toml?raw'
+import { ADMIN_TOKEN, deliverBatch, freshInbound, guid } from './helpers.ts'
+import { fetchWorker } from './worker-fetch.ts'
 
 type Row = {
   id: string
@@ -44,6 +48,32 @@ async function rowsOf(eventId: string): Promise<Row[]> {
 function envelopeFor(event: InboundEvent, messageId: string, attempts: number, error: string) {
   const message = { id: messageId, attempts, body: event, timestamp: new Date() } as unknown as Message<unknown>
   return deadLetterEnvelope('notify-events', message, { code: 'NTF_DEPENDENCY_FAILED', error })
+}
+
+/** Makes D1 refuse every dead-letter row matching `condition` (SQL over NEW); returns the repair. */
+async function refuseDeadLetters(condition: string): Promise<() => Promise<void>> {
+  const name = `refuse_${guid().replaceAll('-', '_')}`
+  await env.DB.prepare(
+    `CREATE TRIGGER ${name} BEFORE INSERT ON dead_letters WHEN ${condition}
+     BEGIN SELECT RAISE(ABORT, 'string or blob too big'); END`,
+  ).run()
+  return async () => {
+    await env.DB.prepare(`DROP TRIGGER ${name}`).run()
+  }
+}
+
+/** notify_dead_letters_unstorable_total for notify-events dead letters of `code` with `outcome`. */
+async function unstorable(outcome: 'reduced' | 'dropped', code = 'NTF_DEPENDENCY_FAILED'): Promise<number> {
+  const row = await env.DB.prepare(
+    "SELECT value FROM counters WHERE name = 'notify_dead_letters_unstorable_total' AND labels = ?1",
+  )
+    .bind(JSON.stringify({ code, outcome, queue: 'notify-events' }))
+    .first<{ value: number }>()
+  return row?.value ?? 0
+}
+
+function eventIdOf(event: InboundEvent): string {
+  return JSON.parse(event.body).envelope.eventId
 }
 
 describe('notify-dlq consumer', () => {
@@ -97,19 +127,120 @@ describe('notify-dlq consumer', () => {
     ])
   })
 
-  it('retries the whole batch, acking nothing, while D1 refuses the write', async () => {
+  it('one dead letter whose row always fails among 99: the 99 are stored and acked at once, it alone is retried, then stored reduced and counted', async () => {
+    // Local D1 does not enforce D1's 2 MB value limit (a 3 MB string is stored), so a trigger stands in for a
+    // rule D1 applies to one row's values: this body is refused, whatever else the batch holds.
+    const token = `refused-${guid()}`
+    const refuse = await refuseDeadLetters(`instr(NEW.body, '${token}') > 0`)
+    const events = Array.from({ length: 99 }, () => freshInbound('response.created'))
+    const bad = freshInbound('response.created', (value) => {
+      ;(value.data as Record<string, unknown>).projectTitle = token
+    })
+    const badId = eventIdOf(bad)
+    const envelopes = events.map((event, index) => envelopeFor(event, `good-${index}`, 3, 'kept'))
+    const badEnvelope = envelopeFor(bad, 'bad', 3, 'the original failure')
+    const before = await unstorable('reduced')
+    const delivery = (attempts: number) => ({ id: 'bad', attempts, body: badEnvelope })
+    try {
+      const first = await deliverBatch(
+        [
+          ...envelopes.slice(0, 50).map((body, index) => ({ id: `good-${index}`, attempts: 1, body })),
+          delivery(1),
+          ...envelopes.slice(50).map((body, index) => ({ id: `good-${index + 50}`, attempts: 1, body })),
+        ],
+        'notify-dlq',
+      )
+      expect(first.explicitAcks).toHaveLength(99)
+      expect(first.explicitAcks).not.toContain('bad')
+      expect(first.retryMessages).toEqual([{ msgId: 'bad', delaySeconds: 30 }])
+      for (const event of events) expect(await rowsOf(eventIdOf(event))).toMatchObject([{ error: 'kept' }])
+      expect(await rowsOf(badId)).toEqual([])
+
+      // Retried alone with a growing delay while its whole row may still go in.
+      for (const [attempts, delaySeconds] of [
+        [2, 60],
+        [3, 120],
+        [4, 240],
+      ] as const) {
+        const again = await deliverBatch([delivery(attempts)], 'notify-dlq')
+        expect(again.explicitAcks).toEqual([])
+        expect(again.retryMessages).toEqual([{ msgId: 'bad', delaySeconds }])
+      }
+      expect(await rowsOf(badId)).toEqual([])
+
+      // Then it is stored without its body, naming why, and counted; it is not silently dropped.
+      const last = await deliverBatch([delivery(5)], 'notify-dlq')
+      expect(last.explicitAcks).toEqual(['bad'])
+      const [row, ...rest] = await rowsOf(badId)
+      expect(rest).toEqual([])
+      expect(row).toMatchObject({ code: 'NTF_DEPENDENCY_FAILED', status: 'open', source: 'http', origin: bad.origin })
+      expect(row?.error).toContain('the original failure')
+      expect(row?.error).toContain('stored without its body')
+      const original = JSON.stringify(bad)
+      expect(JSON.parse(row?.body as string)).toEqual({
+        notifyEdgeReduced: 1,
+        cause: expect.stringContaining('string or blob too big'),
+        bytes: new TextEncoder().encode(original).byteLength,
+        sha256: await sha256Hex(original),
+      })
+      expect(await unstorable('reduced')).toBe(before + 1)
+      const metrics = await fetchWorker('/metrics', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+      expect(await metrics.text()).toContain(
+        `notify_dead_letters_unstorable_total{queue="notify-events",code="NTF_DEPENDENCY_FAILED",outcome="reduced"} ${before + 1}`,
+      )
+
+      // Its body is gone, so a replay cannot send it: refused, naming why.
+      const replay = await fetchWorker(`/v1/dead-letters/${row?.id}/replay`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      })
+      expect(replay.status).toBe(409)
+      expect(((await replay.json()) as { error: { message: string } }).error.message).toContain('origin')
+    } finally {
+      await refuse()
+    }
+  })
+
+  it('retries every message, acking and reducing nothing, while D1 refuses every write of the batch', async () => {
+    const events = [freshInbound('person-upserted'), freshInbound('person-upserted')]
+    const ids = events.map((event) => event.headers['message-id'] as string)
+    const refuse = await refuseDeadLetters(`NEW.event_id IN ('${ids.join("', '")}')`)
+    try {
+      for (const attempts of [1, 5, 50]) {
+        const result = await deliverBatch(
+          events.map((body, index) => ({ id: `outage-${index}`, attempts, body })),
+          'notify-dlq',
+        )
+        expect(result.explicitAcks).toEqual([])
+        expect(result.retryMessages.map((retry) => retry.msgId)).toEqual(['outage-0', 'outage-1'])
+      }
+      for (const id of ids) expect(await rowsOf(id)).toEqual([])
+    } finally {
+      await refuse()
+    }
+  })
+
+  it('a dead letter that cannot be stored even reduced is counted as dropped on its last delivery', async () => {
     const event = freshInbound('person-upserted')
-    const eventId = event.headers['message-id'] as string
-    await env.DB.prepare(
-      `CREATE TRIGGER fail_dlq BEFORE INSERT ON dead_letters WHEN NEW.event_id = '${eventId}'
-       BEGIN SELECT RAISE(ABORT, 'injected'); END`,
-    ).run()
-    const other = freshInbound('person-upserted')
-    const result = await deliverToDlq([event, other])
-    await env.DB.prepare('DROP TRIGGER fail_dlq').run()
-    expect(result.explicitAcks).toEqual([])
-    expect(result.retryMessages).toHaveLength(2)
-    expect(await rowsOf(eventId)).toEqual([])
-    expect(await rowsOf(other.headers['message-id'] as string)).toEqual([])
+    const id = event.headers['message-id'] as string
+    const refuse = await refuseDeadLetters(`NEW.event_id = '${id}'`)
+    const before = await unstorable('dropped', 'NTF_RETRIES_EXHAUSTED')
+    try {
+      const beforeLast = await deliverBatch([{ id: 'doomed', attempts: 100, body: event }], 'notify-dlq')
+      expect(beforeLast.retryMessages).toEqual([{ msgId: 'doomed', delaySeconds: 3600 }])
+      expect(await unstorable('dropped', 'NTF_RETRIES_EXHAUSTED')).toBe(before)
+      // notify-dlq's max_retries is 100: Cloudflare drops the message after its 101st delivery.
+      const last = await deliverBatch([{ id: 'doomed', attempts: 101, body: event }], 'notify-dlq')
+      expect(last.explicitAcks).toEqual([])
+      expect(await unstorable('dropped', 'NTF_RETRIES_EXHAUSTED')).toBe(before + 1)
+      expect(await rowsOf(id)).toEqual([])
+    } finally {
+      await refuse()
+    }
+  })
+
+  it("the consumer's last delivery is the one wrangler.toml's max_retries for notify-dlq allows", () => {
+    const section = /\[\[queues\.consumers\]\]\s*queue = "notify-dlq"([\s\S]*?)(?:\n\[|$)/.exec(wranglerToml)?.[1]
+    expect(Number(/max_retries = (\d+)/.exec(section ?? '')?.[1])).toBe(DLQ_MAX_RETRIES)
   })
 })

@@ -1,44 +1,105 @@
+import { utf8Length } from '@notify-edge/contracts'
 import { InboundEventSchema, peekIdentity } from '../contracts/index.ts'
 import { sha256Hex } from '../crypto.ts'
 import { DispatchMessageSchema } from '../dispatch/message.ts'
 import { onlyKindOf } from '../events/registry.ts'
 import type { Logger } from '../log.ts'
+import { COUNTERS, canonicalLabels, incrementCounter } from '../metrics/counters.ts'
 import { QUEUES } from '../queue/names.ts'
+import { persistEvents } from '../queue/persist.ts'
+import { describeError } from '../queue/policy.ts'
 import { DeadLetterEnvelopeSchema } from './envelope.ts'
-import { type DeadLetterRow, upsertDeadLetter } from './store.ts'
+import { type DeadLetterRow, type ReducedBody, upsertDeadLetter, upsertReducedDeadLetter } from './store.ts'
 
 /** Longest wait between attempts to store a dead letter while D1 is failing. */
 const MAX_RETRY_DELAY_SECONDS = 3600
 
 /**
- * Consumer of `notify-dlq`: stores every dead letter in D1 in one batch. Our
- * own dead letters arrive wrapped in a `DeadLetterEnvelope`; anything else was
- * moved here by Cloudflare after `max_retries` and is stored as
- * `NTF_RETRIES_EXHAUSTED`. When D1 fails the whole batch is retried with a
- * growing delay; nothing is acked before it is stored.
+ * `max_retries` of the notify-dlq consumer in wrangler.toml: the message's
+ * delivery `max_retries + 1` is its last, since the queue has no dead-letter
+ * queue of its own and Cloudflare drops what is retried after it.
+ */
+export const DLQ_MAX_RETRIES = 100
+
+/**
+ * Deliveries on which a dead letter's whole row is tried before it is stored
+ * without its body. A row D1 refuses while it takes the others is refused for
+ * what it holds (a value over a limit, a constraint, a trigger), which a retry
+ * does not change; the first few retries are for a failure that only looked
+ * like that. About eight minutes (30 s, 1, 2, 4 min).
+ */
+const WHOLE_ROW_ATTEMPTS = 5
+
+type Unstored = { message: Message<unknown>; row: DeadLetterRow; cause: unknown }
+
+/**
+ * Consumer of `notify-dlq`: stores every dead letter in D1. Our own dead
+ * letters arrive wrapped in a `DeadLetterEnvelope`; anything else was moved
+ * here by Cloudflare after `max_retries` and is stored as
+ * `NTF_RETRIES_EXHAUSTED`. The batch is written in one D1 batch; when that
+ * fails, each dead letter on its own (persistEvents), so one row D1 refuses
+ * holds back none of the others. What is not stored is retried with a growing
+ * delay (nothing is acked before it is stored); a row still refused after
+ * `WHOLE_ROW_ATTEMPTS` is stored without its body (counted as `reduced`), and
+ * one that cannot be stored even so is counted as `dropped` on its last
+ * delivery — never lost without a trace.
  */
 export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env, log: Logger): Promise<void> {
   const rows = await Promise.all(batch.messages.map((message) => toRow(message)))
+  const { results } = await persistEvents(
+    env.DB,
+    rows.map((row, index) => ({ item: index, statements: [upsertDeadLetter(env.DB, row)] })),
+    [],
+  )
+  const unstored: Unstored[] = []
+  batch.messages.forEach((message, index) => {
+    const row = rows[index] as DeadLetterRow
+    const result = results.get(index)
+    if (result?.committed) {
+      message.ack()
+      log.warn('dead-letter.stored', logFields(row))
+    } else unstored.push({ message, row, cause: result?.cause })
+  })
+  if (unstored.length === 0) return
+  log.error('dead-letter.store-failed', { count: unstored.length, of: rows.length, error: unstored[0]?.cause })
+  await Promise.all(unstored.map((entry) => settleUnstored(env.DB, entry, log)))
+}
+
+/** A dead letter D1 did not store: retried, stored reduced, or counted as dropped on its last delivery. */
+async function settleUnstored(db: D1Database, { message, row, cause }: Unstored, log: Logger): Promise<void> {
+  const retry = () =>
+    message.retry({ delaySeconds: Math.min(MAX_RETRY_DELAY_SECONDS, 30 * 2 ** Math.min(message.attempts - 1, 10)) })
+  if (message.attempts < WHOLE_ROW_ATTEMPTS) return retry()
+  const reduced: ReducedBody = {
+    notifyEdgeReduced: 1,
+    cause: describeError(cause).slice(0, 500),
+    bytes: utf8Length(row.body),
+    sha256: await sha256Hex(row.body),
+  }
+  const labels = { queue: row.queue, code: row.code }
   try {
-    await env.DB.batch(rows.map((row) => upsertDeadLetter(env.DB, row)))
-  } catch (error) {
-    for (const message of batch.messages) {
-      const delaySeconds = Math.min(MAX_RETRY_DELAY_SECONDS, 30 * 2 ** Math.min(message.attempts - 1, 10))
-      message.retry({ delaySeconds })
-    }
-    log.error('dead-letter.store-failed', { count: rows.length, error })
+    await db.batch([
+      upsertReducedDeadLetter(db, row, reduced),
+      incrementCounter(db, COUNTERS.deadLettersUnstorable, canonicalLabels({ ...labels, outcome: 'reduced' }), 1),
+    ])
+    message.ack()
+    log.error('dead-letter.stored-reduced', { ...logFields(row), cause: reduced.cause, bytes: reduced.bytes })
     return
+  } catch (error) {
+    // D1 refuses even the reduced row: an outage, or a rule on the fields that are left. Retried.
+    if (message.attempts <= DLQ_MAX_RETRIES) return retry()
+    await incrementCounter(db, COUNTERS.deadLettersUnstorable, canonicalLabels({ ...labels, outcome: 'dropped' }), 1)
+      .run()
+      .catch(() => undefined)
+    log.error('dead-letter.dropped', { ...logFields(row), attempts: message.attempts, cause: reduced.cause, error })
+    // Cloudflare drops it after this delivery; were max_retries raised, it would be tried again.
+    retry()
   }
-  for (const message of batch.messages) message.ack()
-  for (const row of rows) {
-    log.warn('dead-letter.stored', {
-      id: row.id,
-      queue: row.queue,
-      code: row.code,
-      eventId: row.eventId,
-      origin: row.origin,
-    })
-  }
+}
+
+/** What a log line says of a dead letter: where it came from, never its body. */
+function logFields(row: DeadLetterRow) {
+  return { id: row.id, queue: row.queue, code: row.code, eventId: row.eventId, origin: row.origin }
 }
 
 async function toRow(message: Message<unknown>): Promise<DeadLetterRow> {

@@ -63,18 +63,21 @@ const SUMMARY = `id, queue, code, error, attempts, source, origin, event_id, eve
 /**
  * Lists dead letters in a stable keyset order, (first_seen, id): a page starts
  * strictly after the cursor, so rows inserted meanwhile never shift a page.
+ * With `bodyBytes`, each row also has `body_bytes`, its body's UTF-8 size.
  * Parameters: status, code, queue, source, kind, since, until, cursor first_seen,
  * cursor id, limit, free text (NULL filters match everything).
  */
 export function listDeadLetters(
   db: D1Database,
   filter: DeadLetterFilter,
-  options: { cursor?: Cursor; limit: number; order: 'asc' | 'desc' },
+  options: { cursor?: Cursor; limit: number; order: 'asc' | 'desc'; bodyBytes?: boolean },
 ): D1PreparedStatement {
   const after = options.order === 'asc' ? '>' : '<'
+  // octet_length reads the size SQLite keeps with the value, not the body itself.
+  const columns = options.bodyBytes ? `${SUMMARY}, octet_length(body) AS body_bytes` : SUMMARY
   return db
     .prepare(
-      `SELECT ${SUMMARY} FROM dead_letters
+      `SELECT ${columns} FROM dead_letters
        WHERE ${filterWhere(11)} AND (?8 IS NULL OR (first_seen, id) ${after} (?8, ?9))
        ORDER BY first_seen ${options.order}, id ${options.order}
        LIMIT ?10`,
@@ -95,6 +98,13 @@ export async function countDeadLetters(db: D1Database, filter: DeadLetterFilter)
     .bind(...filterBindings(filter), filter.q ?? null)
     .first<{ n: number }>()
   return row?.n ?? 0
+}
+
+/** The queue and body of each of `ids` (in no order), for a replay. Parameters: JSON array of ids. */
+export function bodiesOf(db: D1Database, ids: readonly string[]): D1PreparedStatement {
+  return db
+    .prepare('SELECT id, queue, body FROM dead_letters WHERE id IN (SELECT value FROM json_each(?1))')
+    .bind(JSON.stringify(ids))
 }
 
 /** One dead letter, whole. Parameters: id. */

@@ -1,9 +1,37 @@
 import { configOf } from '../config.ts'
 import { DispatchMessageSchema, dispatchFor } from '../dispatch/message.ts'
 import { resetForReplay } from '../notifications/replay.ts'
+import { WORKER_LIMITS } from '../platform-limits.ts'
 import { QUEUES } from '../queue/names.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
 import { markReplayed } from './query.ts'
+import { reducedBodyOf } from './store.ts'
+
+/**
+ * Bytes of dead-letter bodies one bulk replay call reads and sends. A body is
+ * held several times over while it is replayed — D1's answer, the row, the
+ * parsed value, the queue request — in an isolate of 128 MB that also holds
+ * the code and other invocations, so a call keeps to a sixteenth of it. That
+ * is also at most about 70 `sendBatch` calls (a message is at most 128 KB), far
+ * below the invocation's subrequests.
+ */
+export const REPLAY_PAGE_BYTES = WORKER_LIMITS.memoryBytes / 16
+
+/**
+ * The rows of `candidates`, in order, that one bulk replay call takes: at
+ * most `max`, and bodies of at most REPLAY_PAGE_BYTES together — the first
+ * one always, so a page is never empty while something matches.
+ */
+export function replayPage<T extends { body_bytes: number | null }>(candidates: readonly T[], max: number): T[] {
+  const page: T[] = []
+  let bytes = 0
+  for (const candidate of candidates.slice(0, max)) {
+    bytes += candidate.body_bytes ?? 0
+    if (page.length > 0 && bytes > REPLAY_PAGE_BYTES) break
+    page.push(candidate)
+  }
+  return page
+}
 
 /** What a replay needs of a dead letter. */
 export type ReplayRow = { id: string; queue: string; body: string }
@@ -15,7 +43,8 @@ export type ReplayResult = { replayed: string[]; skipped: { id: string; reason: 
  * Sends each dead letter's original message back to the queue it died on and
  * marks it `replayed` (counting replays). A notification that failed to send is
  * first put back to `pending`, so the replayed dispatch message can claim it;
- * one that never had content waits for its contact again.
+ * one that never had content waits for its contact again. A dead letter
+ * stored without its body is skipped: there is nothing to send.
  * An event that was processed since comes back as a duplicate: no second email.
  * `audit`, when given, runs in the same D1 batch right after the marks (its
  * `changes()` is their count).
@@ -39,6 +68,14 @@ export async function replayDeadLetters(
     const body: unknown = JSON.parse(row.body)
     if (isErased(body)) {
       skipped.push({ id: row.id, reason: 'its message was erased with its recipient' })
+      continue
+    }
+    const reduced = reducedBodyOf(body)
+    if (reduced) {
+      skipped.push({
+        id: row.id,
+        reason: `its body was not stored (${reduced.cause}): the original is where its origin says, send it again from there`,
+      })
       continue
     }
     if (row.queue === QUEUES.events) {

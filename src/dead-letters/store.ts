@@ -18,47 +18,90 @@ export type DeadLetterRow = {
 }
 
 /**
+ * The upsert of a dead letter, with `history` the SQL that gives an existing
+ * row its history when it dies again.
+ */
+const upsertSql = (history: string) => `INSERT INTO dead_letters
+     (id, queue, code, error, attempts, source, origin, source_message_id, event_id, event_type, body,
+      history, failure_id, first_seen, last_seen, kind)
+   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
+      json_array(json_object('at', ?13, 'code', ?3, 'error', ?4, 'attempts', ?5)), ?12, ?13, ?13, ?14)
+   ON CONFLICT (id) DO UPDATE SET
+     code = excluded.code,
+     error = excluded.error,
+     attempts = excluded.attempts,
+     kind = coalesce(excluded.kind, dead_letters.kind),
+     failure_id = excluded.failure_id,
+     last_seen = excluded.last_seen,
+     failures = dead_letters.failures + 1,
+     history = ${history},
+     status = 'open'
+   WHERE dead_letters.failure_id <> excluded.failure_id`
+
+function bindRow(statement: D1PreparedStatement, row: DeadLetterRow): D1PreparedStatement {
+  return statement.bind(
+    row.id,
+    row.queue,
+    row.code,
+    row.error,
+    row.attempts,
+    row.source,
+    row.origin,
+    row.sourceMessageId,
+    row.eventId,
+    row.eventType,
+    row.body,
+    row.failureId,
+    row.failedAt,
+    row.kind,
+  )
+}
+
+/**
  * Inserts a dead letter, or, when the same message died before, records the
  * new failure on its row (last error, attempts, history) and opens it again.
  * A redelivery of the same failure (same `failureId`) changes nothing.
  * Parameters: the fields of `DeadLetterRow`, in order.
  */
 export function upsertDeadLetter(db: D1Database, row: DeadLetterRow): D1PreparedStatement {
-  return db
-    .prepare(
-      `INSERT INTO dead_letters
-         (id, queue, code, error, attempts, source, origin, source_message_id, event_id, event_type, body,
-          history, failure_id, first_seen, last_seen, kind)
-       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
-          json_array(json_object('at', ?13, 'code', ?3, 'error', ?4, 'attempts', ?5)), ?12, ?13, ?13, ?14)
-       ON CONFLICT (id) DO UPDATE SET
-         code = excluded.code,
-         error = excluded.error,
-         attempts = excluded.attempts,
-         kind = coalesce(excluded.kind, dead_letters.kind),
-         failure_id = excluded.failure_id,
-         last_seen = excluded.last_seen,
-         failures = dead_letters.failures + 1,
-         history = json_insert(dead_letters.history, '$[#]', json(excluded.history) -> '$[0]'),
-         status = 'open'
-       WHERE dead_letters.failure_id <> excluded.failure_id`,
-    )
-    .bind(
-      row.id,
-      row.queue,
-      row.code,
-      row.error,
-      row.attempts,
-      row.source,
-      row.origin,
-      row.sourceMessageId,
-      row.eventId,
-      row.eventType,
-      row.body,
-      row.failureId,
-      row.failedAt,
-      row.kind,
-    )
+  return bindRow(
+    db.prepare(upsertSql(`json_insert(dead_letters.history, '$[#]', json(excluded.history) -> '$[0]')`)),
+    row,
+  )
+}
+
+/** What a reduced dead letter keeps in place of a body D1 would not store. */
+export type ReducedBody = {
+  notifyEdgeReduced: 1
+  /** Why the whole row could not be written: D1's error. */
+  cause: string
+  /** UTF-8 bytes and sha256 of the body that was not kept, to recognise it at its origin. */
+  bytes: number
+  sha256: string
+}
+
+/** The reduced body in a stored dead letter's JSON, if it is one. */
+export function reducedBodyOf(body: unknown): ReducedBody | undefined {
+  const value = body as Partial<ReducedBody> | null
+  return typeof value === 'object' && value !== null && value.notifyEdgeReduced === 1
+    ? (value as ReducedBody)
+    : undefined
+}
+
+/**
+ * The dead letter again when its whole row cannot be written (D1 refuses one
+ * of its values for good): every field but the body, which becomes a
+ * `ReducedBody`, and an error that says so. The history starts over with this
+ * failure, since a history too long to take one more entry is one way a row
+ * stops fitting; a body an earlier failure already stored stays.
+ * Parameters: as `upsertDeadLetter`.
+ */
+export function upsertReducedDeadLetter(db: D1Database, row: DeadLetterRow, reduced: ReducedBody): D1PreparedStatement {
+  return bindRow(db.prepare(upsertSql('excluded.history')), {
+    ...row,
+    error: `${row.error} [stored without its body: ${reduced.cause}]`,
+    body: JSON.stringify(reduced),
+  })
 }
 
 /**

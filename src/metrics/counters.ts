@@ -3,6 +3,7 @@ export const COUNTERS = {
   events: 'notify_events_total',
   notifications: 'notify_notifications_total',
   deadLettersOpen: 'notify_dead_letters_open',
+  deadLettersUnstorable: 'notify_dead_letters_unstorable_total',
   deliveries: 'notify_deliveries_total',
 } as const
 

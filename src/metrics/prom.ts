@@ -19,6 +19,11 @@ const HELP: Record<string, { help: string; labels: string[]; type: 'counter' | '
     labels: ['queue', 'code'],
     type: 'gauge',
   },
+  [COUNTERS.deadLettersUnstorable]: {
+    help: 'Dead letters D1 would not store whole: stored without their body (reduced), or dropped when even that failed on the last delivery; alert when it grows.',
+    labels: ['queue', 'code', 'outcome'],
+    type: 'counter',
+  },
   [COUNTERS.deliveries]: {
     help: 'Provider delivery events recorded (each once), by transport and status.',
     labels: ['transport', 'status'],

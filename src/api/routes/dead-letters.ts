@@ -1,6 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi'
 import { auditChange } from '../../audit/store.ts'
 import {
+  bodiesOf,
   type DeadLetterSummaryRow,
   decodeCursor,
   encodeCursor,
@@ -8,7 +9,7 @@ import {
   listDeadLetters,
   markDiscarded,
 } from '../../dead-letters/query.ts'
-import { replayDeadLetters } from '../../dead-letters/replay.ts'
+import { REPLAY_PAGE_BYTES, replayDeadLetters, replayPage } from '../../dead-letters/replay.ts'
 import { ApiError } from '../../errors.ts'
 import { loggerFor } from '../../log.ts'
 import { runAudited } from '../audited.ts'
@@ -159,18 +160,26 @@ const bulk = createRoute({
   method: 'post',
   path: '/replay',
   summary: 'Replay every dead letter matching the filters (open ones by default)',
+  description: `One page per call, in (firstSeen, id) order: at most \`max\`, and at most ${REPLAY_PAGE_BYTES} bytes of bodies, so one call stays within a Worker's memory and subrequests; \`nextCursor\` continues.`,
   security: ADMIN_SECURITY,
   request: {
     body: jsonBody(
       Filters.extend({
         dryRun: z.boolean().default(false),
         max: z.number().int().min(1).max(1000).default(100),
+        cursor: z.string().max(500).optional().openapi({ description: 'nextCursor of the previous call' }),
       }),
     ),
   },
   responses: {
     200: json(
-      ReplayResult.extend({ dryRun: z.boolean(), matched: z.array(DeadLetterSummary) }),
+      ReplayResult.extend({
+        dryRun: z.boolean(),
+        matched: z.array(DeadLetterSummary),
+        nextCursor: z.string().nullable().openapi({
+          description: 'set when more may match after this page: send the same request again with it as `cursor`',
+        }),
+      }),
       'What was (or, with dryRun, would be) replayed',
     ),
     ...errors(...BODY_ERRORS, 503, ...ADMIN_ERRORS),
@@ -273,21 +282,39 @@ export const deadLetters = createRouter()
     return c.json(summaryOf(row as DeadLetterSummaryRow), 200)
   })
   .openapi(bulk, async (c) => {
-    const { dryRun, max, ...filter } = c.req.valid('json')
+    const { dryRun, max, cursor: cursorText, ...filter } = c.req.valid('json')
+    const cursor = cursorText === undefined ? undefined : decodeCursor(cursorText)
+    if (cursorText !== undefined && !cursor) {
+      throw new ApiError('INVALID_REQUEST', 'cursor is not one this API gave out', [
+        { field: 'cursor', message: 'unknown cursor' },
+      ])
+    }
+    // The sizes first, without the bodies: the page is cut to what one call can hold.
     const { results } = await listDeadLetters(
       c.env.DB,
       { ...filter, status: filter.status ?? 'open' },
-      { limit: max, order: 'asc' },
-    ).all<DeadLetterSummaryRow>()
-    const matched = results.map(summaryOf)
-    if (dryRun) return c.json({ dryRun, matched, replayed: [], skipped: [] }, 200)
-    // Nothing matched: nothing to read (D1 refuses an empty batch) and nothing to replay.
-    const full = results.length > 0 ? await c.env.DB.batch(results.map((row) => getDeadLetter(c.env.DB, row.id))) : []
-    const rows = full.flatMap((result) => (result.results ?? []) as { id: string; queue: string; body: string }[])
+      { cursor, limit: max + 1, order: 'asc', bodyBytes: true },
+    ).all<DeadLetterSummaryRow & { body_bytes: number | null }>()
+    const page = replayPage(results, max)
+    const last = page.at(-1)
+    const nextCursor = page.length < results.length && last ? encodeCursor(last) : null
+    const matched = page.map(summaryOf)
+    if (dryRun || page.length === 0) return c.json({ dryRun, matched, replayed: [], skipped: [], nextCursor }, 200)
+    const { results: found } = await bodiesOf(
+      c.env.DB,
+      page.map((row) => row.id),
+    ).all<{ id: string; queue: string; body: string }>()
+    const byId = new Map(found.map((row) => [row.id, row]))
+    const rows = page.flatMap((row) => byId.get(row.id) ?? [])
     const now = new Date()
-    const entry = { action: 'dead-letters.replay', target: null, parameters: { ...filter, max } }
-    const audit = auditChange(c.env.DB, c.get('operator'), entry, now.toISOString())
-    return c.json({ dryRun, matched, ...(await replayOrUnavailable(c.env, rows, now, audit)) }, 200)
+    const parameters = { ...filter, max, ...(cursorText === undefined ? {} : { cursor: cursorText }) }
+    const audit = auditChange(
+      c.env.DB,
+      c.get('operator'),
+      { action: 'dead-letters.replay', target: null, parameters },
+      now.toISOString(),
+    )
+    return c.json({ dryRun, matched, ...(await replayOrUnavailable(c.env, rows, now, audit)), nextCursor }, 200)
   })
   .openapi(bulkDiscard, async (c) => {
     const { dryRun, max, reason, ...filter } = c.req.valid('json')

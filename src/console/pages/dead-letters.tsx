@@ -5,6 +5,7 @@
  */
 import { Hono } from 'hono'
 import { countDeadLetters, type DeadLetterFilter } from '../../dead-letters/query.ts'
+import type { Answer } from '../api.ts'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
 import { Csrf, ErrorNote, Layout, queryOf, Table, TextFilter } from '../layout.tsx'
 
@@ -33,7 +34,10 @@ type Whole = Summary & {
 const FILTERS = ['status', 'code', 'queue', 'source', 'kind', 'q'] as const
 /** A bulk action applies to this many per API call; the console calls until the set is done. */
 const BULK_STEP = 1000
-/** At most this many API calls per bulk action (a set of 100,000): beyond, the operator runs it again. */
+/**
+ * At most this many API calls per bulk action — 100,000 dead letters, fewer for a replay of large
+ * ones, whose pages hold 8 MiB of bodies: beyond, the operator runs it again.
+ */
 const BULK_CALLS = 100
 
 function filtersOf(values: Record<string, string | undefined>): DeadLetterFilter {
@@ -182,6 +186,9 @@ deadLetterPages.get('/bulk', async (c) => {
   )
 })
 
+/** What a bulk replay or discard call answers. */
+type BulkAnswer = { replayed?: string[]; discarded?: string[]; skipped?: unknown[]; nextCursor?: string | null }
+
 deadLetterPages.post('/bulk', async (c) => {
   const form = (await c.req.parseBody()) as Record<string, string>
   const action = form.action === 'discard' ? 'discard' : 'replay'
@@ -190,14 +197,16 @@ deadLetterPages.post('/bulk', async (c) => {
   let done = 0
   let skipped = 0
   let error: { code: string; message: string } | undefined
-  // The API takes up to 1000 per call; a replayed or discarded dead letter leaves the set, so
-  // calling until a call changes nothing covers the whole set, however large.
+  let cursor: string | null = null
+  // The API takes up to 1000 per call. A discarded dead letter leaves the open set, so discarding
+  // calls until a call changes nothing. A replay goes once over the set, page after page (a page is
+  // cut to what one call can hold) by each answer's nextCursor, which also passes over what it skipped.
   for (let call = 0; call < BULK_CALLS; call += 1) {
-    const answer = await api<{ replayed?: string[]; discarded?: string[]; skipped?: unknown[] }>(
-      'POST',
-      `/v1/dead-letters/${action}`,
-      { ...filter, ...(action === 'discard' ? { reason: form.reason } : {}), max: BULK_STEP },
-    )
+    const answer: Answer<BulkAnswer> = await api<BulkAnswer>('POST', `/v1/dead-letters/${action}`, {
+      ...filter,
+      ...(action === 'discard' ? { reason: form.reason } : cursor ? { cursor } : {}),
+      max: BULK_STEP,
+    })
     if (answer.status !== 200) {
       error = answer.body.error
       break
@@ -205,8 +214,10 @@ deadLetterPages.post('/bulk', async (c) => {
     const changed = (answer.body.replayed ?? answer.body.discarded ?? []).length
     done += changed
     skipped += answer.body.skipped?.length ?? 0
-    // Only an open set shrinks as it is worked through; replaying a replayed set is one pass.
-    if (changed === 0 || (action === 'replay' && (filter.status ?? 'open') !== 'open')) break
+    if (action === 'replay') {
+      cursor = answer.body.nextCursor ?? null
+      if (cursor === null) break
+    } else if (changed === 0) break
   }
   return c.html(
     <Layout page={c.get('page')} title={action === 'replay' ? 'Replayed' : 'Discarded'}>
