@@ -621,6 +621,34 @@ describe('unknown outcomes through the binding (no idempotency key): resolved, n
     expect(await rowOf(viaResend)).toMatchObject({ status: 'sent', provider_id: `re_${viaResend}` })
   })
 
+  it('a delivery event stored before its notification was found unknown (a crash right after the send) settles it at the next cron', async () => {
+    const email = `crash-${guid().slice(0, 8)}@example.com`
+    const id = await pending(email)
+    await env.DB.prepare(
+      "UPDATE notifications SET status = 'sending', claim_token = 'crashed', lease_until = ?2, send_attempts = 1 WHERE id = ?1",
+    )
+      .bind(id, new Date(Date.now() - 1000).toISOString())
+      .run()
+    // The provider's event came while the row was still `sending` with no provider id: after its waits, stored unlinked.
+    const stored = await deliver(
+      cloudflareEvent('delivered', `<${id}@notify-edge.example>`, email),
+      3,
+      `e-${guid()}`,
+      'notify-email-events',
+    )
+    expect(stored.explicitAcks).toHaveLength(1)
+    const { binding, calls } = losingBinding()
+    await dispatchOnce({ notificationId: id }, { EMAIL: binding })
+    expect((await rowOf(id))?.status).toBe('unknown')
+    await runCron(new Date())
+    expect(await rowOf(id)).toMatchObject({ status: 'sent', send_attempts: 1 })
+    expect(calls).toHaveLength(0)
+    const linked = await env.DB.prepare('SELECT notification_id FROM delivery_events WHERE provider_message_id = ?1')
+      .bind(`${id}@notify-edge.example`)
+      .first()
+    expect(linked).toEqual({ notification_id: id })
+  })
+
   it('a delivery event that beats the sent mark waits for it and is linked, not left without its notification', async () => {
     const email = `early-${guid().slice(0, 8)}@example.com`
     const id = await pending(email)

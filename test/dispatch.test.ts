@@ -2,6 +2,7 @@ import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import { FAKE_RESEND_URL } from './fake-resend.ts'
 import { type DispatchOutcome, deliver, dispatchOnce, eventually, guid, parseMime, runCron } from './helpers.ts'
+import { fetchWorker } from './worker-fetch.ts'
 
 type Row = {
   id: string
@@ -145,6 +146,26 @@ describe('notify-dispatch consumer', () => {
         .first()
       expect(dead).toEqual({ code: 'NTF_SEND_TRANSIENT', queue: 'notify-dispatch' })
     })
+  })
+
+  it('a replayed notification starts its attempts again: the whole retry policy, not one last try', async () => {
+    const id = await pendingNotification(`transient-${guid().slice(0, 8)}@example.com`)
+    await dispatch(id, 1, resendEnv({ DISPATCH_RETRY_DELAYS_SECONDS: '5' }))
+    await dispatchOnce(await retryTimeReached(id), resendEnv({ DISPATCH_RETRY_DELAYS_SECONDS: '5' }))
+    expect(await rowOf(id)).toMatchObject({ status: 'failed', send_attempts: 2 })
+    const dead = await eventually(async () => {
+      const row = await env.DB.prepare('SELECT id FROM dead_letters WHERE body LIKE ?1')
+        .bind(`%${id}%`)
+        .first<{ id: string }>()
+      expect(row).toBeTruthy()
+      return row as { id: string }
+    })
+    const answer = await fetchWorker(`/v1/dead-letters/${dead.id}/replay`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer test-admin-token-0123456789' },
+    })
+    expect(answer.status).toBe(200)
+    expect(await rowOf(id)).toMatchObject({ status: 'pending', send_attempts: 0 })
   })
 
   it('a retry time is authoritative: a 429 that asked for an hour is not tried again before the hour', async () => {

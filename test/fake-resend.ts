@@ -65,7 +65,14 @@ export async function fakeResend(request: Request): Promise<Response> {
   if (!authorization) return refusal(401, 'missing_api_key', 'Missing API key in the authorization header.')
   if (authorization !== 'Bearer test-resend-key') return refusal(403, 'invalid_api_key', 'API key is invalid.')
   const payload = await request.text()
-  const body = JSON.parse(payload) as { to?: string[]; subject?: string }
+  const body = JSON.parse(payload) as { to?: string[]; subject?: string; from?: string }
+  // `from` is `address` or `Name <address>` (Resend's API reference), the name a word list or a quoted string.
+  if (
+    !/^(?:(?:[\p{L}\p{N} !#$%&'*+\-/=?^_`{|}~]+|"(?:[^"\\]|\\.)*") <[^<>\s]+@[^<>\s]+>|[^<>\s]+@[^<>\s]+)$/u.test(
+      body.from ?? '',
+    )
+  )
+    return refusal(422, 'validation_error', 'Invalid `from` field.')
   const to = body.to?.[0] ?? ''
   const key = request.headers.get('idempotency-key')
   if (key) requests.set(key, (requests.get(key) ?? 0) + 1)

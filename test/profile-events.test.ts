@@ -414,8 +414,22 @@ describe('recipients and the contact replica', () => {
       expect(row).toMatchObject({ code: 'NTF_CONTACT_NOT_FOUND', queue: 'notify-dispatch' })
       return row
     })
-    await seedContact(second.ids.owner, { email: 'at-last@example.com' })
+    // A replay waits again; a second wait that ends opens a dead letter of its own.
     expect((await admin('POST', `/v1/dead-letters/${dead?.id}/replay`)).status).toBe(200)
+    expect((await notificationsOf(messageIdOf(late)))[0]?.status).toBe('awaiting-contact')
+    await env.DB.prepare("UPDATE notifications SET scheduled_at = '2000-01-02T00:00:00.000Z' WHERE id = ?1")
+      .bind(waiting?.id)
+      .run()
+    await runCron(new Date())
+    const again = await eventually(async () => {
+      const row = await env.DB.prepare("SELECT id FROM dead_letters WHERE body LIKE ?1 AND status = 'open'")
+        .bind(`%${waiting?.id}%`)
+        .first<{ id: string }>()
+      expect(row).toBeTruthy()
+      return row as { id: string }
+    })
+    await seedContact(second.ids.owner, { email: 'at-last@example.com' })
+    expect((await admin('POST', `/v1/dead-letters/${again.id}/replay`)).status).toBe(200)
     expect((await notificationsOf(messageIdOf(late)))[0]?.status).toBe('awaiting-contact')
     await runCron(new Date())
     const [sent] = await settled(messageIdOf(late), 'sent')

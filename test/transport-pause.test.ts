@@ -194,6 +194,34 @@ describe('a paused transport', () => {
     await eventually(async () => expect((await rowOf(id))?.status).toBe('sent'))
   })
 
+  it('resend: a wrong RESEND_API_URL path (404) pauses; a sender name with a comma is quoted, not refused', async () => {
+    const lost = await pending(`path-${guid().slice(0, 8)}@example.com`)
+    await dispatchOnce({ notificationId: lost }, { ...resendEnv(), RESEND_API_URL: `${FAKE_RESEND_URL}/v2/` })
+    expect(await rowOf(lost)).toMatchObject({ status: 'paused' })
+    expect(await pauseOf('resend')).toMatchObject({ code: 'http-404' })
+    await env.DB.prepare('DELETE FROM transport_pauses').run()
+    const named = await pending(`named-${guid().slice(0, 8)}@example.com`)
+    await dispatchOnce({ notificationId: named }, { ...resendEnv(), EMAIL_FROM_NAME: 'ArtHunt, Inc. "Notifications"' })
+    expect((await rowOf(named))?.status).toBe('sent')
+  })
+
+  it('a send that may have gone out is not held by a pause: a dead claim through the binding waits as unknown', async () => {
+    const { binding } = refusing('E_SENDER_NOT_VERIFIED')
+    await dispatchOnce(
+      { notificationId: await pending(`pause-h-${guid().slice(0, 8)}@example.com`) },
+      { EMAIL: binding },
+    )
+    expect(await pauseOf('cloudflare')).toBeTruthy()
+    const left = await pending(`left-${guid().slice(0, 8)}@example.com`)
+    await env.DB.prepare(
+      "UPDATE notifications SET status = 'sending', claim_token = 'crashed', lease_until = ?2, send_attempts = 1 WHERE id = ?1",
+    )
+      .bind(left, new Date(Date.now() - 1000).toISOString())
+      .run()
+    await dispatchOnce({ notificationId: left }, { EMAIL: binding })
+    expect(await rowOf(left)).toMatchObject({ status: 'unknown', error_code: 'NTF_SEND_UNKNOWN' })
+  })
+
   it('the provider fake refuses what Resend refuses: no User-Agent → 403 (1010); our requests carry one', async () => {
     const bare = await fetch(`${FAKE_RESEND_URL}/emails`, {
       method: 'POST',

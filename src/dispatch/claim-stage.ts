@@ -89,8 +89,9 @@ function claimStatements(
     supersedeAuthoritative(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
     optOutGate(env.DB, id, nowIso, optionalKinds),
     suppressionGate(env.DB, id, nowIso),
-    pauseGate(env.DB, id, nowIso, config.EMAIL_TRANSPORT),
+    // Before the pause gate: a send that may have gone out must wait for its outcome, not be held and resent.
     unknownOutcomeGate(env.DB, id, nowIso, messageId, decideAt, !hasIdempotencyKey(config.EMAIL_TRANSPORT)),
+    pauseGate(env.DB, id, nowIso, config.EMAIL_TRANSPORT),
     claimNotification(env.DB, id, nowIso, lease.until, lease.token, due, config.DECISION_MATCH_SECONDS),
     notificationState(env.DB, id),
   ]
@@ -102,7 +103,7 @@ function claimStatements(
  */
 function sortClaim(run: DispatchRun, claim: Claim, results: D1Result[], toSend: ToSend[], later: Later[]): void {
   const { message, id, due, statement } = claim
-  const [fallback, authoritative, optedOut, suppressed, paused, unknown, claimed, state] = Array.from(
+  const [fallback, authoritative, optedOut, suppressed, unknown, paused, claimed, state] = Array.from(
     { length: PER_MESSAGE },
     (_, i) => first(results[statement + i]),
   )

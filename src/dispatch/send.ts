@@ -1,6 +1,6 @@
 import type { Config } from '../config.ts'
 import { PipelineError } from '../errors.ts'
-import type { Logger } from '../log.ts'
+import { type Logger, maskEmails } from '../log.ts'
 import type { ClaimedRow } from '../notifications/claim.ts'
 import { markRetry, markSendFailure, markSent, markUnknown, recordSentMessage } from '../notifications/marks.ts'
 import { markPaused, releasePaused } from '../notifications/pause.ts'
@@ -187,7 +187,8 @@ async function recordPaused(
   const { env, log, lease, transport } = context
   const now = new Date()
   const at = now.toISOString()
-  const reason = describeError(error)
+  // Kept in transport_pauses and shown on every console page: a provider's words may name an address.
+  const reason = maskEmails(describeError(error))
   const code = error.providerCode ?? 'unknown'
   const notBefore = error.delaySeconds ? new Date(now.getTime() + error.delaySeconds * 1000) : null
   const marked = await record(context.marks, [

@@ -5,7 +5,7 @@ import { takeProbe } from '../dispatch/pause.ts'
 import type { Logger } from '../log.ts'
 import { releaseWaiting } from '../materialize/release.ts'
 import { markExpired, selectExpired } from '../notifications/contact-wait.ts'
-import { retryUnknownOutcomes } from '../notifications/marks.ts'
+import { resolveUnknownOutcomes } from '../notifications/marks.ts'
 import { releaseOrphanedPaused, releaseProbe } from '../notifications/pause.ts'
 import { markEnqueued, selectStuckNotifications } from '../notifications/stuck.ts'
 import { QUEUES } from '../queue/names.ts'
@@ -32,7 +32,7 @@ export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<
     ['probe', () => probePausedTransport(env, now, log)],
     ['release', () => releaseWaiting(env, configOf(env), null, now, log)],
     ['contact-wait', () => expireContactWaits(env, now, log)],
-    ['unknown-outcomes', () => retryUnknownOutcomes(env.DB, now.toISOString()).run()],
+    ['unknown-outcomes', () => resolveUnknownOutcomes(env.DB, now.toISOString())],
     ['stuck', () => reEnqueueStuck(env, now, log)],
     ['retention', () => runRetention(env, configOf(env), now, log)],
   ]
@@ -106,6 +106,7 @@ async function expireContactWaits(env: Env, now: Date, log: Logger): Promise<voi
     id: string
     kind: string
     recipient_user_id: string
+    scheduled_at: string
   }>()
   if (expired.length === 0) return
   const hours = configOf(env).CONTACT_WAIT_HOURS
@@ -118,7 +119,8 @@ async function expireContactWaits(env: Env, now: Date, log: Logger): Promise<voi
         code: 'NTF_CONTACT_NOT_FOUND',
         error: `no contact for user ${row.recipient_user_id} in the replica within ${hours} h`,
         attempts: 1,
-        failureId: `${row.id}:contact-wait`,
+        // One dead letter per wait: a replay waits again, and a second expiry must open a new one.
+        failureId: `${row.id}:contact-wait:${row.scheduled_at}`,
         failedAt: nowIso,
         kind: row.kind,
         message: { notificationId: row.id } satisfies DispatchMessage,

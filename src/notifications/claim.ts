@@ -22,14 +22,17 @@ export type ClaimedRow = {
 
 /**
  * Ends a pending fallback decision (from person-upserted) whose authoritative
- * notification exists. Parameters: id, now, match window in seconds.
+ * notification exists — unless it may have gone out already (it has a
+ * provider id: its outcome was unknown and no event settled it), in which case
+ * it is sent again under its Message-ID and supersedes the authoritative one.
+ * Parameters: id, now, match window in seconds.
  */
 export function supersedeFallback(db: D1Database, id: string, now: string, windowSeconds: number): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE notifications SET status = 'superseded', updated_at = ?2,
          status_reason = 'the decision was notified from verification-requests (authoritative)'
-       WHERE id = ?1 AND status = 'pending' AND is_fallback = 1
+       WHERE id = ?1 AND status = 'pending' AND is_fallback = 1 AND provider_id IS NULL
          AND EXISTS (SELECT 1 FROM notifications a WHERE a.is_fallback = 0 AND ${sameDecisionSql('a', '?3')})
        RETURNING id, kind, channel`,
     )

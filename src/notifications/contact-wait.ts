@@ -103,7 +103,7 @@ export function failAwaiting(db: D1Database, id: string, code: string, reason: s
 export function selectExpired(db: D1Database, now: string, limit: number): D1PreparedStatement {
   return db
     .prepare(
-      `SELECT id, kind, event_id, recipient_user_id FROM notifications
+      `SELECT id, kind, event_id, recipient_user_id, scheduled_at FROM notifications
        WHERE status = 'awaiting-contact' AND scheduled_at <= ?1 ORDER BY scheduled_at LIMIT ?2`,
     )
     .bind(now, limit)

@@ -1,5 +1,7 @@
 /**
- * Marks a notification sent, only under the claim that sent it.
+ * Marks a notification sent, only under the claim that sent it — also when a
+ * lapsed lease made its outcome `unknown` meanwhile (the claim token stays):
+ * the claim that sent it knows it went out.
  * Parameters: id, provider id, now, claim token.
  */
 export function markSent(
@@ -13,7 +15,7 @@ export function markSent(
     .prepare(
       `UPDATE notifications SET status = 'sent', provider_id = ?2, sent_at = ?3, updated_at = ?3, lease_until = NULL,
          error_code = NULL, status_reason = NULL
-       WHERE id = ?1 AND status = 'sending' AND claim_token = ?4`,
+       WHERE id = ?1 AND status IN ('sending', 'unknown') AND claim_token = ?4`,
     )
     .bind(id, providerId, now, token)
 }
@@ -118,16 +120,37 @@ export function markUnknown(
 }
 
 /**
- * Notifications whose unknown outcome no delivery event settled by their
- * time: back to `pending`, due now and not enqueued, so the cron sends them
- * again (the same Message-ID). Parameters: now.
+ * The cron's resolution of unknown outcomes: first, those whose Message-ID a
+ * stored delivery event names — one that arrived before the notification was
+ * marked unknown (a crash right after the send) — are `sent`; then those
+ * whose time passed with no such event go back to `pending`, due now and not
+ * enqueued, so the cron sends them again (the same Message-ID). Parameters: now.
  */
-export function retryUnknownOutcomes(db: D1Database, now: string): D1PreparedStatement {
-  return db
-    .prepare(
-      `UPDATE notifications SET status = 'pending', enqueued_at = NULL, updated_at = ?1,
-         status_reason = 'no delivery event arrived for the unknown outcome: sent again'
-       WHERE status = 'unknown' AND scheduled_at <= ?1`,
-    )
-    .bind(now)
+export async function resolveUnknownOutcomes(db: D1Database, now: string): Promise<void> {
+  const messageIdOfRow = `(d.provider_message_id = notifications.provider_id
+       OR '<' || d.provider_message_id || '>' = notifications.provider_id)`
+  await db.batch([
+    db
+      .prepare(
+        `UPDATE delivery_events AS d SET notification_id = (SELECT id FROM notifications
+           WHERE status = 'unknown' AND ${messageIdOfRow})
+         WHERE d.notification_id IS NULL
+           AND EXISTS (SELECT 1 FROM notifications WHERE status = 'unknown' AND ${messageIdOfRow})`,
+      )
+      .bind(),
+    db
+      .prepare(
+        `UPDATE notifications SET status = 'sent', sent_at = ?1, updated_at = ?1, error_code = NULL,
+           status_reason = 'a delivery event had named its message: the send had gone out'
+         WHERE status = 'unknown' AND EXISTS (SELECT 1 FROM delivery_events d WHERE ${messageIdOfRow})`,
+      )
+      .bind(now),
+    db
+      .prepare(
+        `UPDATE notifications SET status = 'pending', enqueued_at = NULL, updated_at = ?1,
+           status_reason = 'no delivery event arrived for the unknown outcome: sent again'
+         WHERE status = 'unknown' AND scheduled_at <= ?1`,
+      )
+      .bind(now),
+  ])
 }

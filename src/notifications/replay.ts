@@ -4,7 +4,9 @@
  * contact and that wait ended (`undeliverable`, NTF_CONTACT_NOT_FOUND), or its
  * template could not be rendered then — back to `awaiting-contact` for
  * another wait, which the contact (or the cron, when it exists by now)
- * releases. Nothing is put back whose content retention or an erasure
+ * releases. Its attempts start again, so a replay gets the whole retry
+ * policy (and a lost answer its wait for delivery events) like a new one.
+ * Nothing is put back whose content retention or an erasure
  * removed: there is nothing left to send. Parameters: id, now, the end of a new wait.
  */
 export function resetForReplay(db: D1Database, id: string, now: string, waitUntil: string): D1PreparedStatement {
@@ -14,7 +16,7 @@ export function resetForReplay(db: D1Database, id: string, now: string, waitUnti
          status = CASE WHEN model IS NOT NULL THEN 'awaiting-contact' ELSE 'pending' END,
          scheduled_at = CASE WHEN model IS NOT NULL THEN ?3 ELSE ?2 END,
          enqueued_at = ?2, error_code = NULL, status_reason = 'replayed by an operator', lease_until = NULL,
-         updated_at = ?2
+         updated_at = ?2, send_attempts = 0
        WHERE id = ?1 AND content_removed_at IS NULL
          AND (status = 'failed'
               OR (status = 'undeliverable' AND error_code = 'NTF_CONTACT_NOT_FOUND' AND model IS NOT NULL))`,

@@ -21,10 +21,11 @@ export function resendTransport(
     name: 'resend',
     async send(mail) {
       const messageId = messageIdOf(mail)
-      const from = `${mail.from.name.replace(/[<>"]/g, '')} <${mail.from.address}>`
+      const from = `${displayName(mail.from.name)} <${mail.from.address}>`
       let response: Response
       try {
-        response = await fetcher(new URL('/emails', options.baseUrl), {
+        // Joined, not resolved: a base with a path (a proxy's prefix) keeps it.
+        response = await fetcher(`${options.baseUrl.replace(/\/+$/, '')}/emails`, {
           method: 'POST',
           headers: {
             authorization: `Bearer ${options.apiKey}`,
@@ -70,6 +71,7 @@ export function resendTransport(
  *   "you can only send testing emails", and the missing `User-Agent` (1010);
  *   422 `invalid_from_address` (our sender); 429 `daily_quota_exceeded` /
  *   `monthly_quota_exceeded` (until the quota resets); 451 `security_error`;
+ *   404 and 405 (no such route: `RESEND_API_URL` is wrong);
  * - transient: 429 `rate_limit_exceeded`, 409 `concurrent_idempotent_requests`
  *   (the first request with this key still runs), 5xx;
  * - permanent, about this message: other 400 and 422 (`validation_error`, an
@@ -80,6 +82,8 @@ export function resendTransport(
  */
 function outcomeOf(status: number, name: string): SendOutcome {
   if (status === 401 || status === 403 || status === 451) return 'paused'
+  // No such route: RESEND_API_URL is wrong (a proxy's path dropped, a typo), so every send would fail.
+  if (status === 404 || status === 405) return 'paused'
   if (status === 422 && name === 'invalid_from_address') return 'paused'
   if (status === 429) return /quota/.test(name) ? 'paused' : 'transient'
   if (status === 409) return name === 'invalid_idempotent_request' ? 'permanent' : 'transient'
@@ -112,4 +116,16 @@ function retryAfterSeconds(header: string | null): number | undefined {
   if (!header) return undefined
   const seconds = /^\d+$/.test(header.trim()) ? Number(header) : (Date.parse(header) - Date.now()) / 1000
   return Number.isFinite(seconds) && seconds > 0 ? Math.ceil(seconds) : undefined
+}
+
+/**
+ * The display name of `from` as RFC 5322 wants it in `Name <address>`: as is
+ * when it is plain words, else a quoted string (a comma, a dot or an `@` in
+ * "ArtHunt, Inc." would otherwise make the field malformed, which Resend
+ * refuses as a validation error).
+ */
+function displayName(name: string): string {
+  const clean = name.replace(/[\r\n]+/g, ' ').trim()
+  if (/^[\p{L}\p{N} !#$%&'*+\-/=?^_`{|}~]*$/u.test(clean)) return clean
+  return `"${clean.replace(/["\\]/g, '\\$&')}"`
 }
