@@ -67,8 +67,18 @@ describe('retention', () => {
     for (const status of NOTIFICATION_STATUSES) await insertNotification(`${prefix}-old-${status}`, status, old)
     const recent = new Date(Date.now() - 89 * DAY_MS).toISOString()
     await insertNotification(`${prefix}-recent-sent`, 'sent', recent)
+    // The paused one is held by a pause of the configured transport, probed only much later (else the
+    // cron would release it as no pause's).
+    const farOff = new Date(Date.now() + DAY_MS).toISOString()
+    await env.DB.prepare(
+      `INSERT INTO transport_pauses (transport, code, reason, since, failures, probe_at, updated_at)
+       VALUES ('cloudflare', 'test', 'test', ?1, 1, ?1, ?1)`,
+    )
+      .bind(farOff)
+      .run()
 
     await runCron(new Date())
+    await env.DB.prepare("DELETE FROM transport_pauses WHERE code = 'test'").run()
 
     const final = ['sent', 'failed', 'undeliverable', 'superseded', 'suppressed', 'opted-out']
     for (const status of NOTIFICATION_STATUSES) {
