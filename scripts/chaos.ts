@@ -600,6 +600,8 @@ const result = {
   provider_key_reused_with_other_payload: stats.otherPayload,
   provider_refused_for_key: stats.refusedForKey,
   provider_refused_without_user_agent: stats.missingUserAgent,
+  // Requests Resend's published OpenAPI document does not allow.
+  provider_contract_violations: stats.contractViolations,
   provider_rate_limited_with_retry_after: stats.rateLimited,
   // Tries before the time a 429 named: the retry time is the row's, so there must be none.
   early_retries: stats.earlyRetries,
@@ -648,6 +650,7 @@ const ok =
   burned === 0 &&
   stats.earlyRetries === 0 &&
   stats.missingUserAgent === 0 &&
+  stats.contractViolations === 0 &&
   // The lost answers happened (the fault was exercised), and each was resolved by its retry.
   stats.answersLost > 0 &&
   stats.lostAnswersReplayed === stats.answersLost &&

@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto'
 import { once } from 'node:events'
+import { readFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { resendContract } from './resend-contract.ts'
 
 /** What the fake provider saw; the chaos run reports it and fails on the counts that mean a broken guarantee. */
 export type ProviderStats = {
@@ -31,6 +33,8 @@ export type ProviderStats = {
   rateLimited: number
   /** Requests for a key before the time a 429 gave it: a retry the Worker should not have made yet. */
   earlyRetries: number
+  /** Requests Resend's published OpenAPI document does not allow: answered 422 `validation_error`. */
+  contractViolations: number
 }
 
 /** One email the provider accepted, by its Idempotency-Key. */
@@ -46,8 +50,9 @@ export type AcceptedEmail = { to: string; payloadSha256: string; id: string }
  * still running it is refused (409 `concurrent_idempotent_requests`). Like
  * Resend (https://resend.com/docs/api-reference/introduction, /errors) it
  * refuses a request without `User-Agent` (403, error 1010), without its key
- * (401 `missing_api_key`) or with another (403 `invalid_api_key`), and a
- * phase can revoke the key. A share of requests fail with 503 before anything
+ * (401 `missing_api_key`) or with another (403 `invalid_api_key`) or that
+ * its published OpenAPI document does not allow (422), and a phase can revoke
+ * the key. A share of requests fail with 503 before anything
  * is accepted, another share answer 429 `rate_limit_exceeded` with a
  * `retry-after` (a request for that key before then is counted as an early
  * retry), and a slow phase holds each send for a while (a pattern of
@@ -75,7 +80,11 @@ export async function startProviderFake(options: {
     refusedForKey: 0,
     rateLimited: 0,
     earlyRetries: 0,
+    contractViolations: 0,
   }
+  const contract = resendContract(
+    JSON.parse(readFileSync(new URL('../test/fixtures/resend-openapi/resend.json', import.meta.url), 'utf8')),
+  )
   const lostAnswers = new Set<string>()
   const notBefore = new Map<string, number>()
   let slowPattern: readonly number[] = []
@@ -99,6 +108,17 @@ export async function startProviderFake(options: {
       stats.refusedForKey += 1
       if (!authorization) answer(response, 401, { name: 'missing_api_key', message: 'Missing API key' })
       else answer(response, 403, { name: 'invalid_api_key', message: 'API key is invalid' })
+      return
+    }
+    const problems = contract.check({
+      method: request.method ?? '',
+      path: request.url ?? '',
+      headers: request.headers as Record<string, string | undefined>,
+      body: raw.toString('utf8'),
+    })
+    if (problems.length > 0) {
+      stats.contractViolations += 1
+      answer(response, 422, { name: 'validation_error', message: problems.join('; ') })
       return
     }
     const waitUntil = notBefore.get(key)

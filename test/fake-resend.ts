@@ -4,7 +4,9 @@
  * (https://resend.com/docs/api-reference/introduction and /errors), it refuses
  * a request without `User-Agent` (403, error 1010), without a key (401
  * `missing_api_key`) or with a key it does not know (403 `invalid_api_key`),
- * and answers errors as `{statusCode, message, name}`. The recipient's
+ * refuses (422 `validation_error`) a request its published OpenAPI document
+ * does not allow (support/resend-contract.ts), and answers errors as
+ * `{statusCode, message, name}`. The recipient's
  * local part picks the answer: `transient…` → 503, `ratelimited…` → 429
  * `rate_limit_exceeded` with `retry-after: 3600`, `quota…` → 429
  * `daily_quota_exceeded` with `retry-after: 7200`, `unverified…` → 403
@@ -19,6 +21,7 @@
  * `POST /control/release?key=`).
  */
 import { readFile } from 'node:fs/promises'
+import { type ResendDocument, resendContract } from '../support/resend-contract.ts'
 
 export const FAKE_RESEND_URL = 'http://fake-resend.test'
 
@@ -64,6 +67,15 @@ export async function fakeResend(request: Request): Promise<Response> {
   const authorization = request.headers.get('authorization')
   if (!authorization) return refusal(401, 'missing_api_key', 'Missing API key in the authorization header.')
   if (authorization !== 'Bearer test-resend-key') return refusal(403, 'invalid_api_key', 'API key is invalid.')
+  // Resend's own OpenAPI document decides what a request may be; what it refuses, this refuses.
+  const raw = await request.clone().text()
+  const problems = (await contract()).check({
+    method: request.method,
+    path: url.pathname,
+    headers: Object.fromEntries(request.headers),
+    body: raw,
+  })
+  if (problems.length > 0) return refusal(422, 'validation_error', problems.join('; '))
   const payload = await request.text()
   const body = JSON.parse(payload) as { to?: string[]; subject?: string; from?: string }
   // `from` is `address` or `Name <address>` (Resend's API reference), the name a word list or a quoted string.
@@ -98,6 +110,14 @@ export async function fakeResend(request: Request): Promise<Response> {
   accepted.set(key, { payload, id: `re_${key}` })
   if (to.startsWith('lostanswer')) return new Response('upstream timed out', { status: 504 })
   return Response.json({ id: `re_${key}` })
+}
+
+let checker: Promise<ReturnType<typeof resendContract>> | undefined
+function contract() {
+  checker ??= readFile(new URL('./fixtures/resend-openapi/resend.json', import.meta.url), 'utf8').then((text) =>
+    resendContract(JSON.parse(text) as ResendDocument),
+  )
+  return checker
 }
 
 /** An error as Resend answers it: `{statusCode, message, name}` with the status. */

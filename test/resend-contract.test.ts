@@ -1,0 +1,80 @@
+/**
+ * Every request the `resend` transport can make, checked against Resend's own
+ * published OpenAPI document (vendored unchanged in test/fixtures/resend-openapi/),
+ * not against our idea of it. The stand-ins for Resend (test/fake-resend.ts,
+ * support/provider-fake.ts) refuse what the same check refuses.
+ */
+import { describe, expect, it } from 'vitest'
+import type { Mail } from '../src/dispatch/mime.ts'
+import { resendTransport } from '../src/dispatch/transports/resend.ts'
+import { type ResendDocument, type ResendRequest, resendContract } from '../support/resend-contract.ts'
+import doc from './fixtures/resend-openapi/resend.json'
+
+const contract = resendContract(doc as unknown as ResendDocument)
+
+/** The requests a transport sends for these mails, as Resend would receive them (answered 200). */
+async function requestsFor(mails: Mail[], baseUrl = 'https://api.resend.com'): Promise<ResendRequest[]> {
+  const seen: ResendRequest[] = []
+  const fetcher = (async (input: RequestInfo | URL, init?: RequestInit) => {
+    const request = new Request(input, init)
+    seen.push({
+      method: request.method,
+      path: new URL(request.url).pathname,
+      headers: Object.fromEntries(request.headers),
+      body: await request.text(),
+    })
+    return Response.json({ id: 're_test' })
+  }) as typeof fetch
+  const transport = resendTransport({ apiKey: 're_test_key', baseUrl }, fetcher)
+  for (const mail of mails) await transport.send(mail)
+  return seen
+}
+
+const base: Mail = {
+  notificationId: 'ntf_0123456789abcdef0123456789abcdef',
+  from: { address: 'notifications@notify-edge.example', name: 'ArtHunt' },
+  to: { address: 'anna@example.com', name: 'Анна Клиент' },
+  subject: 'Новый отклик на ваш проект',
+  text: 'Текст',
+  html: '<p>Текст</p>',
+  unsubscribeUrl: null,
+}
+
+describe("the resend transport keeps Resend's published contract", () => {
+  it('every kind of mail it sends is a request the document allows', async () => {
+    const requests = await requestsFor([
+      base,
+      { ...base, unsubscribeUrl: 'https://notify-edge.example.workers.dev/u/v1.token.mac' },
+      { ...base, subject: 'Я'.repeat(400), to: { address: 'anna@example.com', name: null } },
+      { ...base, from: { address: base.from.address, name: 'ArtHunt, Inc. "Notifications"' } },
+      { ...base, text: '', html: '' },
+    ])
+    expect(requests).toHaveLength(5)
+    for (const request of requests) {
+      expect(request).toMatchObject({ method: 'POST', path: '/emails' })
+      expect(contract.check(request)).toEqual([])
+      expect(request.headers['user-agent']).toMatch(/^notify-edge\/\d+\.\d+\.\d+$/)
+      expect(request.headers['idempotency-key']).toBe(base.notificationId)
+    }
+  })
+
+  it('a base URL with a path keeps it (a proxy in front of Resend)', async () => {
+    const [request] = await requestsFor([base], 'https://proxy.example/resend/')
+    expect(request?.path).toBe('/resend/emails')
+  })
+
+  it("the check refuses what Resend's document and reference refuse", async () => {
+    const [request] = (await requestsFor([base])) as [ResendRequest]
+    const body = JSON.parse(request.body) as Record<string, unknown>
+    const without = (key: string) => JSON.stringify(Object.fromEntries(Object.entries(body).filter(([k]) => k !== key)))
+    expect(contract.check({ ...request, body: without('subject') })).not.toEqual([])
+    expect(contract.check({ ...request, body: JSON.stringify({ ...body, to: [] }) })).not.toEqual([])
+    expect(contract.check({ ...request, body: JSON.stringify({ ...body, headers: 'X-A: b' }) })).not.toEqual([])
+    expect(contract.check({ ...request, headers: { ...request.headers, 'idempotency-key': 'k'.repeat(257) } })).toEqual(
+      ['header Idempotency-Key breaks its schema'],
+    )
+    const { 'user-agent': _, ...noAgent } = request.headers
+    expect(contract.check({ ...request, headers: noAgent })).toEqual(['no User-Agent (Resend answers 403, error 1010)'])
+    expect(contract.check({ ...request, path: '/email' })).toEqual(["POST /email is not in Resend's API"])
+  })
+})
