@@ -335,6 +335,10 @@ function revokeTheKey(): void {
  */
 const lateContacts: { to: string }[] = []
 let lateOver: Promise<void> = Promise.resolve()
+/** One PIN record on the run's topic, keyed by its user, with retries like every producer of the harness. */
+function publishPin(key: string, value: unknown, headers: Record<string, string>): Promise<void> {
+  return withRetries(() => producer.send({ topic, messages: [{ key, value: JSON.stringify(value), headers }] }))
+}
 async function decisionsBeforeContacts(): Promise<void> {
   const decision = JSON.parse(readFileSync('examples/pin/verification-completed.json', 'utf8'))
   const contact = JSON.parse(readFileSync('examples/pin/contact-upserted.json', 'utf8'))
@@ -342,36 +346,14 @@ async function decisionsBeforeContacts(): Promise<void> {
   for (const owner of owners) {
     const messageId = crypto.randomUUID()
     const value = { ...decision.value, RequestId: crypto.randomUUID(), PersonId: crypto.randomUUID(), UserId: owner }
-    await withRetries(() =>
-      producer.send({
-        topic,
-        messages: [
-          {
-            key: owner,
-            value: JSON.stringify(value),
-            headers: { ...decision.headers, 'message-id': messageId, 'aggregate-id': value.RequestId },
-          },
-        ],
-      }),
-    )
+    await publishPin(owner, value, { ...decision.headers, 'message-id': messageId, 'aggregate-id': value.RequestId })
     lateContacts.push({ to: `chaos+late-${owner}@example.com` })
   }
   lateOver = (async () => {
     await sleep(LATE_CONTACT_DELAY_MS)
     for (const owner of owners) {
       const value = { ...contact.value, UserId: owner, Email: `chaos+late-${owner}@example.com`, Version: 1 }
-      await withRetries(() =>
-        producer.send({
-          topic,
-          messages: [
-            {
-              key: owner,
-              value: JSON.stringify(value),
-              headers: { ...contact.headers, 'message-id': crypto.randomUUID(), 'aggregate-id': owner },
-            },
-          ],
-        }),
-      )
+      await publishPin(owner, value, { ...contact.headers, 'message-id': crypto.randomUUID(), 'aggregate-id': owner })
     }
     progress(`  ${owners.length} late contacts published`)
   })()

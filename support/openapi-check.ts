@@ -22,6 +22,23 @@ export type Answer = { method: string; path: string; status: number; contentType
 
 type Route = { method: string; template: string; pattern: RegExp; literals: number; operation: Operation }
 
+/**
+ * Validates values against schemas of one OpenAPI 3.1 document (JSON Schema
+ * 2020-12), each validator built once. References point into the document's
+ * components, so each schema is validated against a root that holds them.
+ */
+export function schemaValidator(components: { schemas?: Record<string, Schema> } | undefined) {
+  const validators = new Map<Schema, Validator>()
+  return (schema: Schema, value: unknown) => {
+    let validator = validators.get(schema)
+    if (!validator) {
+      validator = new Validator({ ...schema, components } as Schema, '2020-12', false)
+      validators.set(schema, validator)
+    }
+    return validator.validate(value)
+  }
+}
+
 /** A checker for one document: `check(answer)` lists what does not match (empty when all does). */
 export function openApiChecker(doc: OpenApiDocument) {
   const routes: Route[] = Object.entries(doc.paths)
@@ -36,16 +53,7 @@ export function openApiChecker(doc: OpenApiDocument) {
     )
     // A literal segment beats a parameter: /v1/dead-letters/replay before /v1/dead-letters/{id}.
     .sort((a, b) => b.literals - a.literals)
-  const validators = new Map<Schema, Validator>()
-  const validate = (schema: Schema, value: unknown) => {
-    let validator = validators.get(schema)
-    if (!validator) {
-      // References point into the document's components: validate against a root that holds them.
-      validator = new Validator({ ...schema, components: doc.components } as Schema, '2020-12', false)
-      validators.set(schema, validator)
-    }
-    return validator.validate(value)
-  }
+  const validate = schemaValidator(doc.components)
   const errorSchema = doc.components?.schemas?.Error
 
   return {

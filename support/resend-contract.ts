@@ -9,7 +9,8 @@
  * Resend, which refuse what this refuses, and by the contract tests; runs in
  * Node and in workerd (@cfworker/json-schema generates no code).
  */
-import { type Schema, Validator } from '@cfworker/json-schema'
+import type { Schema } from '@cfworker/json-schema'
+import { schemaValidator } from './openapi-check.ts'
 
 type Parameter = { in: string; name: string; required?: boolean; schema?: Schema }
 type Operation = {
@@ -28,16 +29,7 @@ export type ResendRequest = { method: string; path: string; headers: Record<stri
 
 /** A checker for one document: `check(request)` lists what Resend's contract refuses (empty when nothing). */
 export function resendContract(doc: ResendDocument) {
-  const validators = new Map<Schema, Validator>()
-  const validate = (schema: Schema, value: unknown) => {
-    let validator = validators.get(schema)
-    if (!validator) {
-      // References point into the document's components: validate against a root that holds them.
-      validator = new Validator({ ...schema, components: doc.components } as Schema, '2020-12', false)
-      validators.set(schema, validator)
-    }
-    return validator.validate(value)
-  }
+  const validate = schemaValidator(doc.components)
   return {
     check(request: ResendRequest): string[] {
       const operation = doc.paths[request.path]?.[request.method.toLowerCase()]

@@ -1,3 +1,5 @@
+import { heldBy } from './sql.ts'
+
 /**
  * Extends the lease of every notification still `sending` under `token`.
  * Parameters: claim token, lease until, now.
@@ -6,7 +8,7 @@ export function renewLease(db: D1Database, token: string, leaseUntil: string, no
   return db
     .prepare(
       `UPDATE notifications SET lease_until = ?2, updated_at = ?3
-       WHERE claim_token = ?1 AND status = 'sending'`,
+       WHERE ${heldBy('?1')}`,
     )
     .bind(token, leaseUntil, now)
 }

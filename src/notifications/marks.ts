@@ -1,3 +1,5 @@
+import { heldBy } from './sql.ts'
+
 /**
  * Marks a notification sent, only under the claim that sent it — also when a
  * lapsed lease made its outcome `unknown` meanwhile (the claim token stays):
@@ -63,7 +65,7 @@ export function markSendFailure(
   return db
     .prepare(
       `UPDATE notifications SET status = ?2, error_code = ?3, status_reason = ?4, updated_at = ?5, lease_until = NULL
-       WHERE id = ?1 AND status = 'sending' AND claim_token = ?6`,
+       WHERE id = ?1 AND ${heldBy('?6')}`,
     )
     .bind(id, status, code, reason, now, token)
 }
@@ -88,7 +90,7 @@ export function markRetry(
     .prepare(
       `UPDATE notifications SET status = 'pending', error_code = ?2, status_reason = ?3, scheduled_at = ?4,
          enqueued_at = ?5, updated_at = ?5, lease_until = NULL
-       WHERE id = ?1 AND status = 'sending' AND claim_token = ?6`,
+       WHERE id = ?1 AND ${heldBy('?6')}`,
     )
     .bind(id, code, reason, retryAt, now, token)
 }
@@ -114,7 +116,7 @@ export function markUnknown(
     .prepare(
       `UPDATE notifications SET status = 'unknown', provider_id = ?2, error_code = 'NTF_SEND_UNKNOWN',
          status_reason = ?3, scheduled_at = ?4, updated_at = ?5, lease_until = NULL
-       WHERE id = ?1 AND status = 'sending' AND claim_token = ?6`,
+       WHERE id = ?1 AND ${heldBy('?6')}`,
     )
     .bind(id, messageId, reason, decideAt, now, token)
 }

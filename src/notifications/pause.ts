@@ -1,4 +1,4 @@
-import { claimable } from './sql.ts'
+import { claimable, heldBy } from './sql.ts'
 
 /**
  * The notification's side of a paused transport (src/dispatch/pause.ts keeps
@@ -47,7 +47,7 @@ export function markPaused(
     .prepare(
       `UPDATE notifications SET status = 'paused', error_code = ?2, status_reason = ?3, updated_at = ?4,
          lease_until = NULL, send_attempts = max(send_attempts - 1, 0)
-       WHERE id = ?1 AND status = 'sending' AND claim_token = ?5`,
+       WHERE id = ?1 AND ${heldBy('?5')}`,
     )
     .bind(id, code, reason, now, token)
 }

@@ -19,6 +19,18 @@ export function claimable(due: string, leaseEnded: string): string {
 }
 
 /**
+ * A notification still held by the claim that carries `token`: every mark of a
+ * send's result and every lease renewal apply only under it, so a delivery
+ * whose lease ran out and was taken over can never overwrite the outcome of
+ * the one that took over.
+ *
+ * @param token - SQL expression of the claim token
+ */
+export function heldBy(token: string): string {
+  return `status = 'sending' AND claim_token = ${token}`
+}
+
+/**
  * `sameDecision` (./decision.ts) in SQL, between `notifications` and the row
  * aliased `other`: the same person and decision; the same request when both
  * name one, else decided within `windowSeconds` of each other (either time
