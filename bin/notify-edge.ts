@@ -13,14 +13,17 @@
  *   notify-edge suppressions show|remove <address>
  *   notify-edge suppressions add <address> --reason "…" [--until ISO]
  *   notify-edge erase --user-id <id> | --address <address>
+ *   notify-edge smoke --to <address> [--timeout S]
  *
  * Every command takes --json. NOTIFY_EDGE_URL (default http://127.0.0.1:8787) and
- * NOTIFY_EDGE_TOKEN (the admin token) come from the environment.
+ * NOTIFY_EDGE_TOKEN (the admin token) come from the environment; `smoke` also
+ * needs NOTIFY_EDGE_INGEST_TOKEN (the ingest token: it sends through ingest).
  */
 import { parseArgs } from 'node:util'
 import { auditList } from './audit.ts'
 import { createClient } from './client.ts'
 import { eraseCommand, showNotification, suppressionsCommand } from './recipients.ts'
+import { smoke } from './smoke.ts'
 import { renderTable } from './table.ts'
 
 const USAGE = `usage:
@@ -39,7 +42,11 @@ const USAGE = `usage:
   notify-edge suppressions remove <address> [--json]
   notify-edge audit list [--action A] [--actor X] [--target T] [--since ISO] [--until ISO] [--limit N] [--all] [--json]
   notify-edge erase --user-id <id> | --address <address> [--json]
-environment: NOTIFY_EDGE_URL (default http://127.0.0.1:8787), NOTIFY_EDGE_TOKEN (admin token)`
+  notify-edge smoke --to <address> [--timeout S] [--json]
+                       (one test event through ingest to that address, followed hop by hop:
+                        accepted, materialized, claimed, sent, delivered; S seconds per hop, default 60)
+environment: NOTIFY_EDGE_URL (default http://127.0.0.1:8787), NOTIFY_EDGE_TOKEN (admin token),
+             NOTIFY_EDGE_INGEST_TOKEN (ingest token, for smoke)`
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -66,6 +73,8 @@ const { values, positionals } = parseArgs({
     reveal: { type: 'boolean', default: false },
     raw: { type: 'boolean', default: false },
     'user-id': { type: 'string' },
+    to: { type: 'string' },
+    timeout: { type: 'string' },
     address: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -247,6 +256,23 @@ async function main(): Promise<number> {
   if (area === 'audit' && command === 'list') {
     out(await auditList(api, values))
     return 0
+  }
+  if (area === 'smoke') {
+    if (!values.to) throw new Error('smoke needs --to <address>: an address of yours the sender may mail')
+    const ingestToken = process.env.NOTIFY_EDGE_INGEST_TOKEN
+    if (!ingestToken) throw new Error("set NOTIFY_EDGE_INGEST_TOKEN to the ingest token (the bridge's SINK_TOKEN)")
+    const base = new URL(process.env.NOTIFY_EDGE_URL ?? 'http://127.0.0.1:8787')
+    const ingest = createClient({ ...process.env, NOTIFY_EDGE_TOKEN: ingestToken })
+    const { code, report } = await smoke({
+      to: values.to,
+      hopTimeoutMs: Number(values.timeout ?? '60') * 1000,
+      ingest: (body) => ingest.post('/v1/ingest', body),
+      api,
+      local: ['127.0.0.1', 'localhost', '[::1]'].includes(base.hostname),
+      print: values.json ? () => {} : out,
+    })
+    if (values.json) out(JSON.stringify(report, null, 2))
+    return code
   }
   if (area === 'erase') {
     out(await eraseCommand(api, values))

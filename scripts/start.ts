@@ -5,12 +5,19 @@
  * from their examples when missing, makes the local services available
  * (`services:up`) and applies the migrations. A service that cannot be had is
  * reported; the bridge keeps retrying its source.
+ *
+ * `npm start -- --resend` sends through the resend transport instead of the
+ * local send_email binding, to a stand-in for Resend's API on this machine
+ * (support/provider-fake.ts: Resend's documented contract and rate limit),
+ * which posts each accepted email's signed `email.sent` and `email.delivered`
+ * webhooks back to the Worker as Resend would.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { createInterface } from 'node:readline'
 import { parseEnv } from 'node:util'
 import { redactPaths } from '../src/api/loggable-path.ts'
+import { startProviderFake } from '../support/provider-fake.ts'
 
 const quiet = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' }
 const colors = { worker: '\x1b[36m', bridge: '\x1b[35m', start: '\x1b[33m' } as const
@@ -69,8 +76,35 @@ function run(part: 'worker' | 'bridge', command: string, args: string[], extraEn
   })
 }
 
+const resendVars: string[] = []
+if (process.argv.includes('--resend')) {
+  const secret = parseEnv(readFileSync('.dev.vars', 'utf8')).RESEND_WEBHOOK_SECRET
+  if (!secret) {
+    say('start', '--resend needs RESEND_WEBHOOK_SECRET in .dev.vars (the stand-in signs its webhooks with it)')
+    process.exit(2)
+  }
+  const apiKey = 're_local_stand_in'
+  const provider = await startProviderFake({
+    failureRate: 0,
+    apiKey,
+    webhook: { url: 'http://127.0.0.1:8787/v1/webhooks/resend', secret },
+  })
+  for (const [name, value] of Object.entries({
+    EMAIL_TRANSPORT: 'resend',
+    RESEND_API_URL: provider.url,
+    RESEND_API_KEY: apiKey,
+  }))
+    resendVars.push('--var', `${name}:${value}`)
+  say('start', `resend transport, to a stand-in for Resend's API on ${provider.url} (its webhooks come back signed)`)
+}
+
 // wrangler itself, not through npx, so that SIGTERM reaches it (and it stops workerd).
-run('worker', 'wrangler', ['dev', '--ip', '127.0.0.1', '--port', '8787', '--show-interactive-dev-session=false'], {})
+run(
+  'worker',
+  'wrangler',
+  ['dev', '--ip', '127.0.0.1', '--port', '8787', '--show-interactive-dev-session=false', ...resendVars],
+  {},
+)
 run('bridge', process.execPath, ['bridge/src/main.ts'], env)
 say(
   'start',

@@ -3,11 +3,13 @@ import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { Webhook } from 'svix'
 import { resendContract } from './resend-contract.ts'
+import { RESEND_DEFAULT_REQUESTS_PER_SECOND, resendRateLimiter } from './resend-rate.ts'
 
 /** What the fake provider saw; the chaos run reports it and fails on the counts that mean a broken guarantee. */
 export type ProviderStats = {
-  /** Every POST /emails. */
+  /** Every request (POST /emails and /emails/batch). */
   requests: number
   /** Answered 503 before anything was accepted (the key stays free, as Resend keeps no failed request). */
   transientFailures: number
@@ -29,40 +31,53 @@ export type ProviderStats = {
   missingUserAgent: number
   /** Refused for the API key: missing (401) or not the one the fake knows, or revoked for a phase (403). */
   refusedForKey: number
-  /** Answered 429 `rate_limit_exceeded` with a `retry-after`. */
+  /** Answered 429 `rate_limit_exceeded` with a `retry-after` (drawn, or past the team's rate). */
   rateLimited: number
+  /** Of those, refused for the team's rate (requests per second). */
+  overRate: number
+  /** Delivery webhooks (`email.sent`, `email.delivered`) the Worker accepted. */
+  webhooksDelivered: number
   /** Requests for a key before the time a 429 gave it: a retry the Worker should not have made yet. */
   earlyRetries: number
   /** Requests Resend's published OpenAPI document does not allow: answered 422 `validation_error`. */
   contractViolations: number
 }
 
-/** One email the provider accepted, by its Idempotency-Key. */
+/** One email the provider accepted: keyed by its Idempotency-Key, a batch's members by `key#index`. */
 export type AcceptedEmail = { to: string; payloadSha256: string; id: string }
 
 /**
- * A stand-in for Resend's `POST /emails`, for the chaos run: an email
- * provider's API cannot run here. It keeps Resend's documented idempotency
- * rules, because they are what makes a retry after a lost answer safe: the
- * same Idempotency-Key with the same payload returns the first answer and
- * sends nothing; with another payload it is refused (409
- * `invalid_idempotent_request`); while the first request with that key is
- * still running it is refused (409 `concurrent_idempotent_requests`). Like
- * Resend (https://resend.com/docs/api-reference/introduction, /errors) it
- * refuses a request without `User-Agent` (403, error 1010), without its key
- * (401 `missing_api_key`) or with another (403 `invalid_api_key`) or that
- * its published OpenAPI document does not allow (422), and a phase can revoke
- * the key. A share of requests fail with 503 before anything
- * is accepted, another share answer 429 `rate_limit_exceeded` with a
- * `retry-after` (a request for that key before then is counted as an early
- * retry), and a slow phase holds each send for a while (a pattern of
- * durations, in turn).
+ * A stand-in for Resend's `POST /emails` and `POST /emails/batch`, for the
+ * chaos run and `npm start -- --resend` (an email provider's API cannot run
+ * here). It keeps Resend's documented idempotency rules, because they are
+ * what makes a retry after a lost answer safe: the same Idempotency-Key with
+ * the same payload returns the first answer and sends nothing; with another
+ * payload it is refused (409 `invalid_idempotent_request`); while the first
+ * request with that key is still running it is refused (409
+ * `concurrent_idempotent_requests`). Like Resend
+ * (https://resend.com/docs/api-reference/introduction, /errors) it refuses a
+ * request without `User-Agent` (403, error 1010), without its key (401
+ * `missing_api_key`) or with another (403 `invalid_api_key`) or that its
+ * published OpenAPI document does not allow (422), and a phase can revoke the
+ * key. It keeps Resend's rate limit per team (support/resend-rate.ts: 5
+ * requests per second unless raised), with the `ratelimit-*` headers on every
+ * answer. A share of requests fail with 503 before anything is accepted,
+ * another share answer 429 `rate_limit_exceeded` with a `retry-after` (a
+ * request for that key before then is counted as an early retry), and a slow
+ * phase holds each send for a while (a pattern of durations, in turn). Given
+ * a webhook, it posts each accepted email's `email.sent` and `email.delivered`
+ * events there, signed as Resend signs them (Svix), and tries each again
+ * until it is accepted, as Resend does.
  */
 export async function startProviderFake(options: {
   failureRate: number
   apiKey: string
   rateLimitRate?: number
   retryAfterSeconds?: number
+  /** The team's rate limit; Resend's documented default when not given. */
+  requestsPerSecond?: number
+  /** Where accepted emails' delivery events go, and the `whsec_…` secret they are signed with. */
+  webhook?: { url: string; secret: string }
 }) {
   const emails = new Map<string, AcceptedEmail>()
   const running = new Map<string, { clientGone: boolean }>()
@@ -79,22 +94,30 @@ export async function startProviderFake(options: {
     missingUserAgent: 0,
     refusedForKey: 0,
     rateLimited: 0,
+    overRate: 0,
+    webhooksDelivered: 0,
     earlyRetries: 0,
     contractViolations: 0,
   }
   const contract = resendContract(
     JSON.parse(readFileSync(new URL('../test/fixtures/resend-openapi/resend.json', import.meta.url), 'utf8')),
   )
+  const limiter = resendRateLimiter({
+    requestsPerSecond: options.requestsPerSecond ?? RESEND_DEFAULT_REQUESTS_PER_SECOND,
+  })
+  const requestsByKey = new Map<string, { payloadSha256: string; body: unknown }>()
   const lostAnswers = new Set<string>()
   const notBefore = new Map<string, number>()
   let slowPattern: readonly number[] = []
   let keyRevoked = false
+  let webhook = options.webhook
 
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const raw = await readBody(request)
     stats.requests += 1
     const key = request.headers['idempotency-key']
-    if (request.method !== 'POST' || request.url !== '/emails' || typeof key !== 'string' || key === '') {
+    const batch = request.url === '/emails/batch'
+    if (request.method !== 'POST' || (request.url !== '/emails' && !batch) || typeof key !== 'string' || key === '') {
       answer(response, 400, { name: 'validation_error', message: 'POST /emails with an Idempotency-Key' })
       return
     }
@@ -110,6 +133,14 @@ export async function startProviderFake(options: {
       else answer(response, 403, { name: 'invalid_api_key', message: 'API key is invalid' })
       return
     }
+    const rate = limiter.take('chaos')
+    if (!rate.allowed) {
+      stats.rateLimited += 1
+      stats.overRate += 1
+      notBefore.set(key, Date.now() + Number(rate.headers['retry-after']) * 1000)
+      answer(response, 429, { name: 'rate_limit_exceeded', message: 'Too many requests' }, rate.headers)
+      return
+    }
     const problems = contract.check({
       method: request.method ?? '',
       path: request.url ?? '',
@@ -118,22 +149,27 @@ export async function startProviderFake(options: {
     })
     if (problems.length > 0) {
       stats.contractViolations += 1
-      answer(response, 422, { name: 'validation_error', message: problems.join('; ') })
+      answer(response, 422, { name: 'validation_error', message: problems.join('; ') }, rate.headers)
       return
     }
     const waitUntil = notBefore.get(key)
     if (waitUntil !== undefined && Date.now() < waitUntil) stats.earlyRetries += 1
     notBefore.delete(key)
     const payloadSha256 = createHash('sha256').update(raw).digest('hex')
-    const done = emails.get(key)
+    const done = requestsByKey.get(key)
     if (done) {
       if (done.payloadSha256 !== payloadSha256) {
         stats.otherPayload += 1
-        answer(response, 409, { name: 'invalid_idempotent_request', message: 'key used with another payload' })
+        answer(
+          response,
+          409,
+          { name: 'invalid_idempotent_request', message: 'key used with another payload' },
+          rate.headers,
+        )
       } else {
         stats.replays += 1
         if (lostAnswers.delete(key)) stats.lostAnswersReplayed += 1
-        answer(response, 200, { id: done.id })
+        answer(response, 200, done.body, rate.headers)
       }
       return
     }
@@ -141,7 +177,12 @@ export async function startProviderFake(options: {
     if (first) {
       if (first.clientGone) stats.concurrentAfterTimeout += 1
       else stats.concurrentSenders += 1
-      answer(response, 409, { name: 'concurrent_idempotent_requests', message: 'a request with this key is running' })
+      answer(
+        response,
+        409,
+        { name: 'concurrent_idempotent_requests', message: 'a request with this key is running' },
+        rate.headers,
+      )
       return
     }
     const draw = Math.random()
@@ -158,7 +199,7 @@ export async function startProviderFake(options: {
         response,
         429,
         { name: 'rate_limit_exceeded', message: 'Too many requests' },
-        { 'retry-after': String(seconds) },
+        { ...rate.headers, 'retry-after': String(seconds) },
       )
       return
     }
@@ -173,13 +214,64 @@ export async function startProviderFake(options: {
       await new Promise((resolve) => setTimeout(resolve, ms))
     }
     running.delete(key)
-    const to = (JSON.parse(raw.toString()) as { to: string[] }).to[0] as string
-    emails.set(key, { to, payloadSha256, id: `fake_${key}` })
+    const parsed = JSON.parse(raw.toString()) as SentEmail | SentEmail[]
+    const members = Array.isArray(parsed) ? parsed : [parsed]
+    const ids = members.map((email, index) => {
+      const id = batch ? `fake_${key}_${index}` : `fake_${key}`
+      emails.set(batch ? `${key}#${index}` : key, { to: email.to[0] as string, payloadSha256, id })
+      return id
+    })
+    const body = batch ? { data: ids.map((id) => ({ id })) } : { id: ids[0] }
+    requestsByKey.set(key, { payloadSha256, body })
     if (flight.clientGone) {
       stats.answersLost += 1
       lostAnswers.add(key)
     }
-    answer(response, 200, { id: `fake_${key}` })
+    answer(response, 200, body, rate.headers)
+    if (webhook) {
+      for (const [index, email] of members.entries()) void deliverEvents(webhook, ids[index] as string, email)
+    }
+  }
+
+  /** Posts `email.sent`, then `email.delivered`, for one accepted email, each until the Worker takes it. */
+  async function deliverEvents(webhook: { url: string; secret: string }, id: string, email: SentEmail) {
+    const signer = new Webhook(webhook.secret)
+    for (const type of ['email.sent', 'email.delivered']) {
+      // The shape of Resend's OutboundEmailEventData (its OpenAPI document, `EmailDeliveredEvent`).
+      const payload = JSON.stringify({
+        type,
+        created_at: new Date().toISOString(),
+        data: {
+          email_id: id,
+          created_at: new Date().toISOString(),
+          from: email.from,
+          to: email.to,
+          subject: email.subject,
+        },
+      })
+      const svixId = `msg_${createHash('sha256').update(`${id}/${type}`).digest('hex').slice(0, 24)}`
+      for (let attempt = 0; attempt < 30; attempt += 1) {
+        const at = new Date()
+        const accepted = await fetch(webhook.url, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'svix-id': svixId,
+            'svix-timestamp': String(Math.floor(at.getTime() / 1000)),
+            'svix-signature': signer.sign(svixId, at, payload),
+          },
+          body: payload,
+        }).then(
+          (answer) => answer.ok,
+          () => false,
+        )
+        if (accepted) {
+          stats.webhooksDelivered += 1
+          break
+        }
+        await new Promise((resolve) => setTimeout(resolve, 1000 * 2 ** Math.min(attempt, 4)))
+      }
+    }
   }
 
   const server = createServer((request, response) => {
@@ -196,6 +288,10 @@ export async function startProviderFake(options: {
     setKeyRevoked(revoked: boolean) {
       keyRevoked = revoked
     },
+    /** Where delivery events go from now on (a Worker started after the fake, whose URL it did not know). */
+    setWebhook(to: { url: string; secret: string }) {
+      webhook = to
+    },
     /** Holds the sends from now on for these durations in turn, in ms (none: fast again). */
     setSlow(pattern: readonly number[]) {
       slowPattern = pattern
@@ -203,6 +299,8 @@ export async function startProviderFake(options: {
     close: () => server.close(),
   }
 }
+
+type SentEmail = { from: string; to: string[]; subject: string }
 
 async function readBody(request: IncomingMessage): Promise<Buffer> {
   const chunks: Buffer[] = []

@@ -5,7 +5,8 @@
  * request schema, its header parameters (`Idempotency-Key` at most 256
  * characters), and what the API reference requires of every request and the
  * document cannot say (https://resend.com/docs/api-reference/introduction):
- * a bearer key and a `User-Agent`. Used by the test and chaos stand-ins for
+ * a bearer key and a `User-Agent`; of a batch, at most 100 emails and
+ * neither attachments nor a scheduled time. Used by the test and chaos stand-ins for
  * Resend, which refuse what this refuses, and by the contract tests; runs in
  * Node and in workerd (@cfworker/json-schema generates no code).
  */
@@ -59,8 +60,29 @@ export function resendContract(doc: ResendDocument) {
         }
         const result = validate(schema, body)
         for (const error of result.errors.slice(0, 5)) problems.push(`body ${error.instanceLocation}: ${error.error}`)
+        if (request.path === '/emails/batch') problems.push(...batchProblems(body))
       }
       return problems
     },
   }
+}
+
+/**
+ * What Resend's reference says of a batch and its document does not
+ * (https://resend.com/docs/api-reference/emails/send-batch-emails): "Trigger
+ * up to 100 batch emails at once", and "The `attachments` and `scheduled_at`
+ * fields are not supported yet". An empty batch sends nothing; it is refused
+ * too, as a request about nothing.
+ */
+function batchProblems(body: unknown): string[] {
+  if (!Array.isArray(body)) return []
+  const problems: string[] = []
+  if (body.length === 0) problems.push('a batch of no emails')
+  if (body.length > 100) problems.push(`a batch of ${body.length} emails (at most 100)`)
+  body.forEach((email, index) => {
+    for (const field of ['attachments', 'scheduled_at']) {
+      if (email && typeof email === 'object' && field in email) problems.push(`body /${index}/${field}: not in a batch`)
+    }
+  })
+  return problems
 }

@@ -6,27 +6,34 @@
  * `missing_api_key`) or with a key it does not know (403 `invalid_api_key`),
  * refuses (422 `validation_error`) a request its published OpenAPI document
  * does not allow (support/resend-contract.ts), and answers errors as
- * `{statusCode, message, name}`. The recipient's
- * local part picks the answer: `transient…` → 503, `ratelimited…` → 429
- * `rate_limit_exceeded` with `retry-after: 3600`, `quota…` → 429
+ * `{statusCode, message, name}`. `POST /emails` and `POST /emails/batch`
+ * (up to 100 emails, answered `{data: [{id}, …]}`) are both served. Each
+ * team (an API key here) has Resend's rate limit (support/resend-rate.ts):
+ * past it a 429 `rate_limit_exceeded` with `retry-after`, and the
+ * `ratelimit-*` headers on every answer. The recipient's (a batch: its first
+ * member's) local part picks the answer: `transient…` → 503, `ratelimited…`
+ * → 429 `rate_limit_exceeded` with `retry-after: 3600`, `retrydate…` → the
+ * same with `retry-after` as an HTTP date two hours ahead, `quota…` → 429
  * `daily_quota_exceeded` with `retry-after: 7200`, `unverified…` → 403
  * `validation_error` (the domain is not verified), `permanent…` → 422
  * `validation_error`, `slow…` → held until the test releases it,
  * `lostanswer…` → accepted, but the first answer is a 504 (lost on the way
- * back); anything else → 200 with id `re_{Idempotency-Key}`. Accepted emails
+ * back); anything else → 200 with id `re_{Idempotency-Key}` (a batch:
+ * `re_{Idempotency-Key}_{index}`). Accepted emails
  * follow Resend's idempotency rules: the same key with the same payload gets
  * the first answer and no new email, with another payload a 409
  * `invalid_idempotent_request`. Requests and accepted emails are counted by
  * key (`GET /control/sends?key=`, `GET /control/emails?key=`,
- * `POST /control/release?key=`).
+ * `POST /control/release?key=`, `POST /control/rate-clock?at=`).
  */
 import { readFile } from 'node:fs/promises'
 import { type ResendDocument, resendContract } from '../support/resend-contract.ts'
+import { resendRateLimiter } from '../support/resend-rate.ts'
 
 export const FAKE_RESEND_URL = 'http://fake-resend.test'
 
 const requests = new Map<string, number>()
-const accepted = new Map<string, { payload: string; id: string }>()
+const accepted = new Map<string, { payload: string; ids: string[] }>()
 const released = new Map<string, () => void>()
 const releases = new Map<string, Promise<void>>()
 
@@ -53,7 +60,12 @@ export async function fakeResend(request: Request): Promise<Response> {
   if (url.pathname.startsWith('/control/')) {
     const key = url.searchParams.get('key') ?? ''
     if (url.pathname === '/control/sends') return Response.json({ count: requests.get(key) ?? 0 })
-    if (url.pathname === '/control/emails') return Response.json({ count: accepted.has(key) ? 1 : 0 })
+    if (url.pathname === '/control/emails') return Response.json({ count: accepted.get(key)?.ids.length ?? 0 })
+    if (url.pathname === '/control/rate-clock') {
+      const at = url.searchParams.get('at')
+      heldAt = at === null ? undefined : Number(at)
+      return Response.json({ heldAt: heldAt ?? null })
+    }
     if (url.pathname === '/control/release') {
       void releaseOf(key)
       released.get(key)?.()
@@ -61,55 +73,90 @@ export async function fakeResend(request: Request): Promise<Response> {
     }
     return new Response('not found', { status: 404 })
   }
-  if (request.method !== 'POST' || url.pathname !== '/emails') return new Response('not found', { status: 404 })
+  if (request.method !== 'POST' || (url.pathname !== '/emails' && url.pathname !== '/emails/batch'))
+    return new Response('not found', { status: 404 })
   // Cloudflare, in front of Resend, answers this one with its own page, not Resend's JSON.
   if (!request.headers.get('user-agent')) return new Response('error code: 1010', { status: 403 })
   const authorization = request.headers.get('authorization')
   if (!authorization) return refusal(401, 'missing_api_key', 'Missing API key in the authorization header.')
-  if (authorization !== 'Bearer test-resend-key') return refusal(403, 'invalid_api_key', 'API key is invalid.')
+  const team = TEAMS[authorization.replace(/^Bearer /, '')]
+  if (!authorization.startsWith('Bearer ') || team === undefined)
+    return refusal(403, 'invalid_api_key', 'API key is invalid.')
+  const rate = team.limiter.take(team.name)
+  if (!rate.allowed) return refusal(429, 'rate_limit_exceeded', 'Too many requests.', rate.headers)
   // Resend's own OpenAPI document decides what a request may be; what it refuses, this refuses.
-  const raw = await request.clone().text()
+  const payload = await request.text()
   const problems = (await contract()).check({
     method: request.method,
     path: url.pathname,
     headers: Object.fromEntries(request.headers),
-    body: raw,
+    body: payload,
   })
-  if (problems.length > 0) return refusal(422, 'validation_error', problems.join('; '))
-  const payload = await request.text()
-  const body = JSON.parse(payload) as { to?: string[]; subject?: string; from?: string }
+  if (problems.length > 0) return refusal(422, 'validation_error', problems.join('; '), rate.headers)
+  const parsed = JSON.parse(payload) as Email | Email[]
+  const emails = Array.isArray(parsed) ? parsed : [parsed]
   // `from` is `address` or `Name <address>` (Resend's API reference), the name a word list or a quoted string.
   if (
-    !/^(?:(?:[\p{L}\p{N} !#$%&'*+\-/=?^_`{|}~]+|"(?:[^"\\]|\\.)*") <[^<>\s]+@[^<>\s]+>|[^<>\s]+@[^<>\s]+)$/u.test(
-      body.from ?? '',
+    emails.some(
+      (email) =>
+        !/^(?:(?:[\p{L}\p{N} !#$%&'*+\-/=?^_`{|}~]+|"(?:[^"\\]|\\.)*") <[^<>\s]+@[^<>\s]+>|[^<>\s]+@[^<>\s]+)$/u.test(
+          email.from ?? '',
+        ),
     )
   )
-    return refusal(422, 'validation_error', 'Invalid `from` field.')
-  const to = body.to?.[0] ?? ''
+    return refusal(422, 'validation_error', 'Invalid `from` field.', rate.headers)
+  // A batch is answered as its first member's recipient asks: Resend validates a batch as a whole.
+  const to = emails[0]?.to?.[0] ?? ''
   const key = request.headers.get('idempotency-key')
   if (key) requests.set(key, (requests.get(key) ?? 0) + 1)
   if (to.startsWith('slow') && key) await releaseOf(key)
   if (to.startsWith('transient')) return refusal(503, 'internal_server_error', 'upstream unavailable')
   if (to.startsWith('ratelimited'))
-    return refusal(429, 'rate_limit_exceeded', 'Too many requests.', { 'retry-after': '3600' })
+    return refusal(429, 'rate_limit_exceeded', 'Too many requests.', { ...rate.headers, 'retry-after': '3600' })
+  if (to.startsWith('retrydate'))
+    return refusal(429, 'rate_limit_exceeded', 'Too many requests.', {
+      ...rate.headers,
+      'retry-after': new Date(Date.now() + 7_200_000).toUTCString(),
+    })
   if (to.startsWith('quota'))
     return refusal(429, 'daily_quota_exceeded', 'You have reached your daily email sending quota.', {
+      ...rate.headers,
       'retry-after': '7200',
     })
   if (to.startsWith('unverified'))
-    return refusal(403, 'validation_error', 'The notify-edge.example domain is not verified.')
-  if (to.startsWith('permanent')) return refusal(422, 'validation_error', 'Invalid `to` field.')
-  if (!key || !body.subject) return new Response('{"message":"missing idempotency key or subject"}', { status: 400 })
+    return refusal(403, 'validation_error', 'The notify-edge.example domain is not verified.', rate.headers)
+  if (to.startsWith('permanent')) return refusal(422, 'validation_error', 'Invalid `to` field.', rate.headers)
+  if (!key) return new Response('{"message":"missing idempotency key"}', { status: 400 })
   const done = accepted.get(key)
   if (done && done.payload !== payload)
-    return Response.json(
-      { name: 'invalid_idempotent_request', message: 'key used with another payload' },
-      { status: 409 },
-    )
-  if (done) return Response.json({ id: done.id })
-  accepted.set(key, { payload, id: `re_${key}` })
-  if (to.startsWith('lostanswer')) return new Response('upstream timed out', { status: 504 })
-  return Response.json({ id: `re_${key}` })
+    return refusal(409, 'invalid_idempotent_request', 'key used with another payload', rate.headers)
+  const first = done ?? {
+    payload,
+    ids: emails.map((_, index) => (Array.isArray(parsed) ? `re_${key}_${index}` : `re_${key}`)),
+  }
+  accepted.set(key, first)
+  if (!done && to.startsWith('lostanswer')) return new Response('upstream timed out', { status: 504 })
+  const body = Array.isArray(parsed) ? { data: first.ids.map((id) => ({ id })) } : { id: first.ids[0] }
+  return Response.json(body, { headers: rate.headers })
+}
+
+type Email = { to?: string[]; subject?: string; from?: string }
+
+/**
+ * The fake's teams, by API key, each with its rate limiter. The tests share
+ * one team whose limit was raised (Resend raises it on request); a test of the
+ * limit itself uses the team at Resend's documented default, whose clock it
+ * can hold still (`POST /control/rate-clock?at=ms`, without `at`: real time
+ * again), so that "six requests within one second" does not depend on how
+ * fast this machine is.
+ */
+let heldAt: number | undefined
+const TEAMS: Record<string, { name: string; limiter: ReturnType<typeof resendRateLimiter> }> = {
+  'test-resend-key': { name: 'shared', limiter: resendRateLimiter({ requestsPerSecond: 10_000 }) },
+  'test-resend-key-default-rate': {
+    name: 'default-rate',
+    limiter: resendRateLimiter({ now: () => heldAt ?? Date.now() }),
+  },
 }
 
 let checker: Promise<ReturnType<typeof resendContract>> | undefined

@@ -86,7 +86,7 @@ export function claimNotification(
   return db
     .prepare(
       `UPDATE notifications SET status = 'sending', lease_until = ?3, claim_token = ?4,
-         send_attempts = send_attempts + 1, updated_at = ?2
+         send_attempts = send_attempts + 1, updated_at = ?2, claimed_at = ?2
        WHERE id = ?1 AND ${claimable('?2', '?2')} AND (?5 IS NULL OR scheduled_at = ?5)
          AND NOT (is_fallback = 0 AND decision_person IS NOT NULL
                   AND EXISTS (SELECT 1 FROM notifications f WHERE f.is_fallback = 1

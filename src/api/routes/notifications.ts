@@ -32,6 +32,10 @@ export const NotificationSummary = z
     errorCode: z.string().nullable(),
     locale: z.string().nullable(),
     scheduledAt: z.string(),
+    claimedAt: z
+      .string()
+      .nullable()
+      .openapi({ description: 'when a dispatcher last took it for sending (null: never claimed)' }),
     sentAt: z.string().nullable(),
     sendAttempts: z.number(),
     providerId: z.string().nullable(),
@@ -58,6 +62,7 @@ export function notificationSummaryOf(row: NotificationRowView): z.infer<typeof 
     errorCode: text('error_code'),
     locale: text('locale'),
     scheduledAt: String(row.scheduled_at),
+    claimedAt: text('claimed_at'),
     sentAt: text('sent_at'),
     sendAttempts: Number(row.send_attempts ?? 0),
     providerId: text('provider_id'),

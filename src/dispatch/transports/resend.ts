@@ -106,12 +106,24 @@ function failureOf(response: Response, text: string): SendError {
       ? 'resend already accepted another payload under this notification id (invalid_idempotent_request); not sent again'
       : `HTTP ${response.status} ${text.slice(0, 300)}`
   return new SendError(`resend: ${what}`, outcome, {
-    delaySeconds: retryAfterSeconds(response.headers.get('retry-after')),
+    delaySeconds: waitSeconds(response),
     providerCode: name || `http-${response.status}`,
   })
 }
 
-/** `Retry-After` in seconds (a number of seconds or an HTTP date), when the provider sent one. */
+/**
+ * How long Resend asked us to wait: `retry-after` (seconds, or an HTTP date as
+ * RFC 9110 also allows), else on a 429 `ratelimit-reset` — "How many seconds
+ * until the limits are reset" (https://resend.com/docs/api-reference/rate-limit),
+ * which a proxy in between may leave while dropping `retry-after`.
+ */
+function waitSeconds(response: Response): number | undefined {
+  const retryAfter = retryAfterSeconds(response.headers.get('retry-after'))
+  if (retryAfter !== undefined || response.status !== 429) return retryAfter
+  return retryAfterSeconds(response.headers.get('ratelimit-reset'))
+}
+
+/** A header's wait in seconds (a number of seconds or an HTTP date), when it holds one. */
 function retryAfterSeconds(header: string | null): number | undefined {
   if (!header) return undefined
   const seconds = /^\d+$/.test(header.trim()) ? Number(header) : (Date.parse(header) - Date.now()) / 1000
