@@ -12,6 +12,15 @@ const TIMEOUT_MS = 15_000
  * answers it with the first answer instead of sending again (within its 24 h
  * window). Every request names notify-edge in `User-Agent`, which Resend
  * requires. What a refusal means is `outcomeOf`'s table.
+ *
+ * Not the official `resend` SDK (read at 6.22.0): its request options take no
+ * `signal`, so a send could not be bounded by our timeout; it turns every
+ * thrown fetch error into one `application_error` without a status; and it
+ * writes each error body to `console.error` unless `NODE_ENV` is
+ * `production`, and Resend's error messages can quote the recipient's
+ * address, which must not reach our logs. It does expose the idempotency key
+ * and the answer's headers; the request itself is small, and is checked
+ * against Resend's published OpenAPI document in the tests.
  */
 export function resendTransport(
   options: { apiKey: string; baseUrl: string },
