@@ -296,7 +296,7 @@ switch (verb) {
     banner()
     const value = readFileSync(0, 'utf8').trimEnd()
     if (value === '') fail('(stand-in) the secret value is empty')
-    console.log(`🌀 Creating the secret for the Worker "${name}" `)
+    console.log(`🌀 Creating the secret for the Worker "${name}"`)
     if (!account.worker) {
       console.log(
         `? There doesn't seem to be a Worker called "${name}". Do you want to create a new Worker with that name and add secrets to it?`,
