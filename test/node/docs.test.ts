@@ -1,8 +1,10 @@
 /**
  * The repository's documents stay true to it: every relative link of the
  * README and docs/ resolves (file and heading), the variable tables of
- * docs/configuration.md are what the zod config schemas say today, and the
- * module of docs/adding-an-event-type.md is the one the registry test runs.
+ * docs/configuration.md are what the zod config schemas say today, the
+ * module of docs/adding-an-event-type.md is the one the registry test runs,
+ * and every step of docs/deploy.md that rests on Cloudflare or Resend links
+ * the page of their documentation it follows.
  */
 import assert from 'node:assert/strict'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
@@ -55,6 +57,25 @@ test('every relative link of the README and docs/ resolves to a file, and a #hea
   }
   assert.deepEqual(broken, [])
   assert.ok(checked >= 10, `only ${checked} links found: is the pattern still right?`)
+})
+
+test("every step of docs/deploy.md that leans on Cloudflare or Resend links their documentation's page", () => {
+  const doc = readFileSync(join(ROOT, 'docs', 'deploy.md'), 'utf8')
+  // Each ## or ### section's own text, up to the next heading of either level.
+  const sections = doc
+    .split(/^(?=#{2,3} )/m)
+    .filter((section) => /^#{2,3} /.test(section))
+    .map((section) => ({
+      heading: section.slice(0, section.indexOf('\n')),
+      // What the section states in prose: code blocks are commands, not claims.
+      prose: section.replace(/^```[\s\S]*?^```/gm, ''),
+    }))
+  const leaning = sections.filter(({ prose }) => /\b(Cloudflare|Resend|wrangler|workers\.dev)\b/i.test(prose))
+  const unsourced = leaning
+    .filter(({ prose }) => !/\]\(https:\/\/(developers\.cloudflare\.com|resend\.com)\//.test(prose))
+    .map(({ heading }) => heading)
+  assert.deepEqual(unsourced, [])
+  assert.ok(leaning.length >= 8, `only ${leaning.length} sections name Cloudflare or Resend: is the split still right?`)
 })
 
 test('docs/configuration.md holds the variable tables the zod schemas make today (npm run docs:config)', () => {

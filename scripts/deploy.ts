@@ -1,0 +1,309 @@
+/**
+ * `npm run deploy`: everything a deploy of the Worker needs, in the order it
+ * needs it, on an account where nothing exists yet as on one where everything
+ * does (docs/deploy.md says why each step is there):
+ *
+ * 1. the secrets the Worker cannot run without are set (`wrangler secret list`);
+ *    when one is missing it stops here, before anything is created or deployed;
+ * 2. the D1 database and the KV namespace exist (`wrangler d1 list --json`,
+ *    `wrangler kv namespace list`; created when missing), and wrangler.toml holds
+ *    their ids: a placeholder id is replaced, an id the account does not have stops it;
+ * 3. every queue wrangler.toml names exists (`wrangler queues list`, then
+ *    `wrangler queues info` for a name the first page does not show; created when
+ *    missing), and notify-dlq keeps messages 14 days (`wrangler queues update`);
+ * 4. the D1 migrations are applied remotely, and none is left unapplied;
+ * 5. `wrangler deploy`.
+ *
+ * It runs the `wrangler` first on PATH (`npm run` puts node_modules/.bin there),
+ * in the current directory, with its wrangler.toml.
+ */
+import { spawnSync } from 'node:child_process'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { z } from 'zod'
+import { ConfigSchema } from '../src/config.ts'
+
+/** The ids wrangler.toml ships with: local runs ignore them, a deploy replaces them. */
+export const PLACEHOLDER_D1_ID = '00000000-0000-4000-8000-000000000001'
+export const PLACEHOLDER_KV_ID = '00000000000000000000000000000001'
+/** The dead-letter queue, whose consumer retries for about 94 hours (wrangler.toml, src/dead-letters/consumer.ts). */
+export const DEAD_LETTER_QUEUE = 'notify-dlq'
+/** 14 days, the longest message retention Cloudflare Queues allows. */
+export const DEAD_LETTER_RETENTION_SECONDS = 14 * 24 * 60 * 60
+
+const CONFIG_FILE = 'wrangler.toml'
+
+class DeployError extends Error {}
+
+/** The parts of wrangler.toml this script acts on. */
+export type DeployConfig = {
+  name: string
+  emailTransport: string
+  d1: { binding: string; name: string; id: string }
+  kv: { binding: string; id: string }
+  /** Every queue a producer or consumer names, dead-letter queues included, in the file's order. */
+  queues: string[]
+}
+
+/** Reads wrangler.toml's name, EMAIL_TRANSPORT, its one D1 database, its one KV namespace and its queues. */
+export function readDeployConfig(text: string): DeployConfig {
+  const blocks = text.split(/^(?=\[)/m)
+  const value = (block: string, key: string) => new RegExp(`^${key}\\s*=\\s*"([^"]*)"`, 'm').exec(block)?.[1]
+  const only = (header: string) => {
+    const found = blocks.filter((block) => block.startsWith(`${header}\n`))
+    if (found.length !== 1)
+      throw new DeployError(`${CONFIG_FILE} must have exactly one ${header} (it has ${found.length})`)
+    return found[0] as string
+  }
+  const required = (block: string, key: string, where: string) => {
+    const found = value(block, key)
+    if (!found) throw new DeployError(`${CONFIG_FILE}: ${where} has no ${key}`)
+    return found
+  }
+  const d1 = only('[[d1_databases]]')
+  const kv = only('[[kv_namespaces]]')
+  const vars = blocks.find((block) => block.startsWith('[vars]\n')) ?? ''
+  const queues = blocks
+    .filter((block) => /^\[\[queues\.(producers|consumers)\]\]\n/.test(block))
+    .flatMap((block) => [value(block, 'queue'), value(block, 'dead_letter_queue')])
+    .filter((queue): queue is string => queue !== undefined)
+  return {
+    name: required(blocks[0] ?? '', 'name', 'the top level'),
+    emailTransport: value(vars, 'EMAIL_TRANSPORT') ?? 'cloudflare',
+    d1: {
+      binding: required(d1, 'binding', '[[d1_databases]]'),
+      name: required(d1, 'database_name', '[[d1_databases]]'),
+      id: required(d1, 'database_id', '[[d1_databases]]'),
+    },
+    kv: { binding: required(kv, 'binding', '[[kv_namespaces]]'), id: required(kv, 'id', '[[kv_namespaces]]') },
+    queues: [...new Set(queues)],
+  }
+}
+
+/**
+ * The secrets a deploy insists on: every secret src/config.ts requires, the
+ * console's session key (without it the console is closed), and with
+ * `EMAIL_TRANSPORT = "resend"` the API key and the webhook's signing secret.
+ */
+export function requiredSecrets(emailTransport: string): string[] {
+  const schema = z.toJSONSchema(ConfigSchema, { io: 'input', unrepresentable: 'any' }) as {
+    properties: Record<string, { secret?: boolean; default?: unknown }>
+    required?: string[]
+  }
+  const required = new Set(schema.required ?? [])
+  const always = Object.entries(schema.properties)
+    .filter(([name, field]) => field.secret && required.has(name) && field.default === undefined)
+    .map(([name]) => name)
+  return [
+    ...always,
+    'CONSOLE_SESSION_KEY',
+    ...(emailTransport === 'resend' ? ['RESEND_API_KEY', 'RESEND_WEBHOOK_SECRET'] : []),
+  ]
+}
+
+/** The KV namespace's title when this script creates it: the Worker's name and the binding, as wrangler names what it provisions. */
+export function namespaceTitle(config: DeployConfig): string {
+  return `${config.name}-${config.kv.binding.toLowerCase().replaceAll('_', '-')}`
+}
+
+type Run = { status: number; stdout: string; stderr: string }
+
+function say(line: string): void {
+  process.stdout.write(`[deploy] ${line}\n`)
+}
+
+/** Runs wrangler and returns its output (for the commands whose answer this script reads). */
+function read(args: string[]): Run {
+  const result = spawnSync('wrangler', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+  if (result.error) throw new DeployError(`could not run wrangler: ${result.error.message}`)
+  return { status: result.status ?? 1, stdout: result.stdout, stderr: result.stderr }
+}
+
+/** Like `read`, but fails unless wrangler succeeded. */
+function readOk(args: string[]): string {
+  const result = read(args)
+  if (result.status !== 0)
+    throw new DeployError(
+      `wrangler ${args.join(' ')} failed (exit ${result.status}):\n${result.stderr}${result.stdout}`,
+    )
+  return result.stdout
+}
+
+/** Runs wrangler with this terminal (its output and any question it asks are the operator's), and fails unless it succeeded. */
+function act(args: string[]): void {
+  say(`wrangler ${args.join(' ')}`)
+  const result = spawnSync('wrangler', args, { stdio: 'inherit' })
+  if (result.error) throw new DeployError(`could not run wrangler: ${result.error.message}`)
+  if (result.status !== 0) throw new DeployError(`wrangler ${args.join(' ')} failed (exit ${result.status})`)
+}
+
+/** The JSON wrangler printed: its first `[` to its last `]` (a banner or notice around it is not part of it). */
+function jsonArray<T>(output: string, what: string): T[] {
+  const start = output.indexOf('[')
+  const end = output.lastIndexOf(']')
+  if (start < 0 || end < start) throw new DeployError(`could not read ${what} from wrangler's output:\n${output}`)
+  return JSON.parse(output.slice(start, end + 1)) as T[]
+}
+
+/** The values of one column of a table wrangler drew (`logger.table`, cli-table3 with its default borders). */
+export function tableColumn(output: string, column: string): string[] {
+  const rows = output
+    .split('\n')
+    .filter((line) => line.startsWith('│'))
+    .map((line) =>
+      line
+        .split('│')
+        .slice(1, -1)
+        .map((cell) => cell.trim()),
+    )
+  const index = rows[0]?.indexOf(column) ?? -1
+  if (index < 0) return []
+  return rows.slice(1).map((row) => row[index] as string)
+}
+
+/** Which of the required secrets the Worker lacks; all of them when the Worker does not exist yet. */
+function missingSecrets(config: DeployConfig): string[] {
+  const required = requiredSecrets(config.emailTransport)
+  const result = read(['secret', 'list', '--format', 'json'])
+  if (result.status !== 0) {
+    if (/Worker "[^"]*"[^\n]* not found/.test(result.stderr + result.stdout)) return required
+    throw new DeployError(`wrangler secret list failed (exit ${result.status}):\n${result.stderr}${result.stdout}`)
+  }
+  const present = new Set(jsonArray<{ name: string }>(result.stdout, 'the secrets').map((secret) => secret.name))
+  return required.filter((name) => !present.has(name))
+}
+
+/** wrangler.toml with `placeholder` replaced by `id` (the placeholder appears once). */
+function writeId(text: string, placeholder: string, id: string, what: string): string {
+  if (text.split(`"${placeholder}"`).length !== 2)
+    throw new DeployError(`${CONFIG_FILE}: the placeholder of ${what} is not there once`)
+  say(`${CONFIG_FILE}: ${what} is ${id}`)
+  return text.replace(`"${placeholder}"`, `"${id}"`)
+}
+
+function ensureDatabase(config: DeployConfig, text: string): string {
+  type Database = { uuid: string; name: string }
+  const list = () => jsonArray<Database>(readOk(['d1', 'list', '--json']), 'the D1 databases')
+  let databases = list()
+  const { name, id } = config.d1
+  if (id !== PLACEHOLDER_D1_ID) {
+    const byId = databases.find((db) => db.uuid === id)
+    const byName = databases.find((db) => db.name === name)
+    if (!byId)
+      throw new DeployError(
+        `${CONFIG_FILE} names D1 database_id ${id}, which this account does not have` +
+          (byName ? ` (its database "${name}" is ${byName.uuid})` : ` (nor a database named "${name}")`) +
+          `. Put the right id there, or ${PLACEHOLDER_D1_ID} to let npm run deploy find or create "${name}".`,
+      )
+    if (byId.name !== name)
+      throw new DeployError(`${CONFIG_FILE}: D1 database_id ${id} is the database "${byId.name}", not "${name}"`)
+    say(`D1 database "${name}" exists (${id})`)
+    return text
+  }
+  if (!databases.some((db) => db.name === name)) {
+    act(['d1', 'create', name])
+    databases = list()
+  } else say(`D1 database "${name}" exists`)
+  const db = databases.find((candidate) => candidate.name === name)
+  if (!db) throw new DeployError(`D1 database "${name}" is not listed after its creation`)
+  return writeId(text, PLACEHOLDER_D1_ID, db.uuid, `database_id of "${name}"`)
+}
+
+function ensureNamespace(config: DeployConfig, text: string): string {
+  type Namespace = { id: string; title: string }
+  const list = () => jsonArray<Namespace>(readOk(['kv', 'namespace', 'list']), 'the KV namespaces')
+  let namespaces = list()
+  const title = namespaceTitle(config)
+  const { binding, id } = config.kv
+  if (id !== PLACEHOLDER_KV_ID) {
+    if (!namespaces.some((namespace) => namespace.id === id)) {
+      const byTitle = namespaces.find((namespace) => namespace.title === title)
+      throw new DeployError(
+        `${CONFIG_FILE} names KV namespace id ${id} (binding ${binding}), which this account does not have` +
+          (byTitle ? ` (its namespace "${title}" is ${byTitle.id})` : '') +
+          `. Put the right id there, or ${PLACEHOLDER_KV_ID} to let npm run deploy find or create "${title}".`,
+      )
+    }
+    say(`KV namespace of ${binding} exists (${id})`)
+    return text
+  }
+  if (!namespaces.some((namespace) => namespace.title === title)) {
+    act(['kv', 'namespace', 'create', title])
+    namespaces = list()
+  } else say(`KV namespace "${title}" exists`)
+  const namespace = namespaces.find((candidate) => candidate.title === title)
+  if (!namespace) throw new DeployError(`KV namespace "${title}" is not listed after its creation`)
+  return writeId(text, PLACEHOLDER_KV_ID, namespace.id, `the id of KV namespace "${title}"`)
+}
+
+/** Whether a queue exists, asked by name (`wrangler queues info`), for one the first page of `queues list` did not show. */
+function queueExists(name: string): boolean {
+  const result = read(['queues', 'info', name])
+  if (result.status === 0) return true
+  if (/does not exist/.test(result.stderr + result.stdout)) return false
+  throw new DeployError(
+    `wrangler queues info ${name} failed (exit ${result.status}):\n${result.stderr}${result.stdout}`,
+  )
+}
+
+function ensureQueues(config: DeployConfig): void {
+  const listed = new Set(tableColumn(readOk(['queues', 'list']), 'name'))
+  for (const queue of config.queues) {
+    if (listed.has(queue) || queueExists(queue)) say(`queue ${queue} exists`)
+    else act(['queues', 'create', queue])
+  }
+  if (config.queues.includes(DEAD_LETTER_QUEUE))
+    act([
+      'queues',
+      'update',
+      DEAD_LETTER_QUEUE,
+      '--message-retention-period-secs',
+      String(DEAD_LETTER_RETENTION_SECONDS),
+    ])
+}
+
+function migrate(config: DeployConfig): void {
+  act(['d1', 'migrations', 'apply', config.d1.name, '--remote'])
+  // Declining wrangler's question leaves migrations unapplied and still exits 0: the new code must not go live then.
+  const left = readOk(['d1', 'migrations', 'list', config.d1.name, '--remote'])
+  if (!left.includes('No migrations to apply'))
+    throw new DeployError(`D1 migrations are still unapplied, so nothing was deployed:\n${left}`)
+}
+
+export function deploy(): void {
+  let text = readFileSync(CONFIG_FILE, 'utf8')
+  const config = readDeployConfig(text)
+
+  const missing = missingSecrets(config)
+  if (missing.length > 0) {
+    throw new DeployError(
+      [
+        `the Worker "${config.name}" lacks ${missing.length === 1 ? 'a secret it needs' : 'secrets it needs'}; nothing was created or deployed. Set ${missing.length === 1 ? 'it' : 'each'} with:`,
+        ...missing.map((name) => `  npx wrangler secret put ${name}`),
+        'On an account without the Worker, the first `secret put` creates it (empty until the deploy). docs/deploy.md#secrets says what each one is.',
+      ].join('\n'),
+    )
+  }
+  say(`secrets: ${requiredSecrets(config.emailTransport).join(', ')} are set`)
+
+  // Each id is written as soon as it is known: a run that stops later finds it there the next time.
+  for (const ensure of [ensureDatabase, ensureNamespace]) {
+    const written = ensure(config, text)
+    if (written === text) continue
+    writeFileSync(CONFIG_FILE, written)
+    text = written
+    say(`${CONFIG_FILE} now holds this account's id: commit it`)
+  }
+  ensureQueues(config)
+  migrate(config)
+  act(['deploy'])
+}
+
+if (import.meta.main) {
+  try {
+    deploy()
+  } catch (error) {
+    if (!(error instanceof DeployError)) throw error
+    process.stderr.write(`[deploy] ${error.message}\n`)
+    process.exit(1)
+  }
+}
