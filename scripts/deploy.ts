@@ -19,6 +19,7 @@
  */
 import { spawnSync } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
+import { unstable_readConfig } from 'wrangler'
 import { z } from 'zod'
 import { ConfigSchema } from '../src/config.ts'
 
@@ -44,37 +45,46 @@ export type DeployConfig = {
   queues: string[]
 }
 
-/** Reads wrangler.toml's name, EMAIL_TRANSPORT, its one D1 database, its one KV namespace and its queues. */
-export function readDeployConfig(text: string): DeployConfig {
-  const blocks = text.split(/^(?=\[)/m)
-  const value = (block: string, key: string) => new RegExp(`^${key}\\s*=\\s*"([^"]*)"`, 'm').exec(block)?.[1]
-  const only = (header: string) => {
-    const found = blocks.filter((block) => block.startsWith(`${header}\n`))
-    if (found.length !== 1)
-      throw new DeployError(`${CONFIG_FILE} must have exactly one ${header} (it has ${found.length})`)
-    return found[0] as string
+/** The parts of wrangler's reading of its configuration this script uses. */
+type WranglerConfig = {
+  name: string | undefined
+  vars: Record<string, unknown>
+  d1_databases: { binding: string; database_name?: string; database_id?: string }[]
+  kv_namespaces: { binding: string; id?: string }[]
+  queues: { producers?: { queue: string }[]; consumers?: { queue: string; dead_letter_queue?: string }[] }
+}
+
+/**
+ * Reads wrangler.toml's name, EMAIL_TRANSPORT, its one D1 database, its one KV
+ * namespace and its queues, with wrangler's own reader of its configuration
+ * (what `wrangler deploy` will read).
+ */
+export function readDeployConfig(path = CONFIG_FILE): DeployConfig {
+  const config = unstable_readConfig({ config: path }) as unknown as WranglerConfig
+  const only = <T>(items: T[], what: string): T => {
+    if (items.length !== 1) throw new DeployError(`${path} must have exactly one ${what} (it has ${items.length})`)
+    return items[0] as T
   }
-  const required = (block: string, key: string, where: string) => {
-    const found = value(block, key)
-    if (!found) throw new DeployError(`${CONFIG_FILE}: ${where} has no ${key}`)
+  const required = (found: string | undefined, what: string) => {
+    if (!found) throw new DeployError(`${path}: ${what} is missing`)
     return found
   }
-  const d1 = only('[[d1_databases]]')
-  const kv = only('[[kv_namespaces]]')
-  const vars = blocks.find((block) => block.startsWith('[vars]\n')) ?? ''
-  const queues = blocks
-    .filter((block) => /^\[\[queues\.(producers|consumers)\]\]\n/.test(block))
-    .flatMap((block) => [value(block, 'queue'), value(block, 'dead_letter_queue')])
-    .filter((queue): queue is string => queue !== undefined)
+  const d1 = only(config.d1_databases, '[[d1_databases]]')
+  const kv = only(config.kv_namespaces, '[[kv_namespaces]]')
+  const queues = [
+    ...(config.queues.producers ?? []).map((producer) => producer.queue),
+    ...(config.queues.consumers ?? []).flatMap((consumer) => [consumer.queue, consumer.dead_letter_queue]),
+  ].filter((queue): queue is string => typeof queue === 'string')
+  const transport = config.vars.EMAIL_TRANSPORT
   return {
-    name: required(blocks[0] ?? '', 'name', 'the top level'),
-    emailTransport: value(vars, 'EMAIL_TRANSPORT') ?? 'cloudflare',
+    name: required(config.name, 'name'),
+    emailTransport: typeof transport === 'string' ? transport : 'cloudflare',
     d1: {
-      binding: required(d1, 'binding', '[[d1_databases]]'),
-      name: required(d1, 'database_name', '[[d1_databases]]'),
-      id: required(d1, 'database_id', '[[d1_databases]]'),
+      binding: d1.binding,
+      name: required(d1.database_name, '[[d1_databases]] database_name'),
+      id: required(d1.database_id, '[[d1_databases]] database_id'),
     },
-    kv: { binding: required(kv, 'binding', '[[kv_namespaces]]'), id: required(kv, 'id', '[[kv_namespaces]]') },
+    kv: { binding: kv.binding, id: required(kv.id, '[[kv_namespaces]] id') },
     queues: [...new Set(queues)],
   }
 }
@@ -271,7 +281,7 @@ function migrate(config: DeployConfig): void {
 
 export function deploy(): void {
   let text = readFileSync(CONFIG_FILE, 'utf8')
-  const config = readDeployConfig(text)
+  const config = readDeployConfig()
 
   const missing = missingSecrets(config)
   if (missing.length > 0) {
