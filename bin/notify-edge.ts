@@ -13,13 +13,16 @@
  *   notify-edge suppressions show|remove <address>
  *   notify-edge suppressions add <address> --reason "…" [--until ISO]
  *   notify-edge erase --user-id <id> | --address <address>
+ *   notify-edge doctor [--config wrangler.toml]
  *
  * Every command takes --json. NOTIFY_EDGE_URL (default http://127.0.0.1:8787) and
- * NOTIFY_EDGE_TOKEN (the admin token) come from the environment.
+ * NOTIFY_EDGE_TOKEN (the admin token) come from the environment; `doctor`
+ * needs them only to ask the deployed Worker too.
  */
 import { parseArgs } from 'node:util'
 import { auditList } from './audit.ts'
 import { createClient } from './client.ts'
+import { doctorCommand } from './doctor.ts'
 import { eraseCommand, showNotification, suppressionsCommand } from './recipients.ts'
 import { renderTable } from './table.ts'
 
@@ -39,6 +42,10 @@ const USAGE = `usage:
   notify-edge suppressions remove <address> [--json]
   notify-edge audit list [--action A] [--actor X] [--target T] [--since ISO] [--until ISO] [--limit N] [--all] [--json]
   notify-edge erase --user-id <id> | --address <address> [--json]
+  notify-edge doctor [--config wrangler.toml] [--json]
+                       (what stands between this deployment and a delivered email, each with its fix; exit 1 on a
+                        blocker. Judges wrangler.toml, and the deployed Worker too when NOTIFY_EDGE_URL and
+                        NOTIFY_EDGE_TOKEN are set)
 environment: NOTIFY_EDGE_URL (default http://127.0.0.1:8787), NOTIFY_EDGE_TOKEN (admin token)`
 
 const { values, positionals } = parseArgs({
@@ -67,6 +74,7 @@ const { values, positionals } = parseArgs({
     raw: { type: 'boolean', default: false },
     'user-id': { type: 'string' },
     address: { type: 'string' },
+    config: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 })
@@ -112,6 +120,12 @@ async function main(): Promise<number> {
   if (values.help || !area) {
     out(USAGE)
     return values.help ? 0 : 2
+  }
+  // Before the client: the doctor reads wrangler.toml without any token.
+  if (area === 'doctor') {
+    const { output, exitCode } = await doctorCommand(values, process.env)
+    out(output)
+    return exitCode
   }
   const api = createClient(process.env)
 
