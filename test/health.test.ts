@@ -156,6 +156,27 @@ describe('GET /v1/health/config', () => {
     expect(idsOf((await doctor()).body)).not.toContain('cron-stale')
   })
 
+  it('a database it cannot read (migrations not applied): a blocker naming the error and the migrations', async () => {
+    const unmigrated = {
+      prepare: (sql: string) => env.DB.prepare(sql),
+      batch: async () => {
+        throw new Error('D1_ERROR: no such table: transport_pauses: SQLITE_ERROR')
+      },
+    }
+    const response = await worker.fetch(
+      new Request('http://worker/v1/health/config', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }),
+      { ...env, DB: unmigrated } as unknown as Env,
+      createExecutionContext(),
+    )
+    expect(response.status).toBe(200)
+    const body = (await response.json()) as Answer
+    expect(find(body, 'database-unreadable')).toMatchObject({
+      severity: 'blocker',
+      message: expect.stringContaining('no such table: transport_pauses'),
+      fix: expect.stringContaining('npx wrangler d1 migrations apply DB --remote'),
+    })
+  })
+
   it('a clean deployment has no blocker and no warning', async () => {
     await setLastCronRun(new Date())
     const { body } = await doctor(clean)

@@ -25,11 +25,11 @@ function varsOf(env: Record<string, unknown>): Record<string, string | undefined
   return vars
 }
 
-/** The pause and the cron's last run, in one D1 round trip; unknown when D1 cannot be read. */
+/** The pause and the cron's last run, in one D1 round trip; why not, when D1 cannot be read. */
 async function stateOf(
   db: D1Database | undefined,
   transport: string,
-): Promise<{ pause?: TransportPause | null; cronLastRun?: string | null }> {
+): Promise<{ pause?: TransportPause | null; cronLastRun?: string | null; databaseError?: string }> {
   if (!db) return {}
   try {
     const [pause, lastRun] = await db.batch([
@@ -40,8 +40,8 @@ async function stateOf(
       pause: (pause?.results[0] as TransportPause | undefined) ?? null,
       cronLastRun: (lastRun?.results[0] as { updated_at: string } | undefined)?.updated_at ?? null,
     }
-  } catch {
-    return {}
+  } catch (error) {
+    return { databaseError: error instanceof Error ? error.message : String(error) }
   }
 }
 

@@ -53,6 +53,8 @@ export type Deployment = {
   placeholderResources?: readonly string[]
   /** When the maintenance cron last ran: null never, undefined unknown. */
   cronLastRun?: string | null
+  /** Why the Worker's D1 database could not be read (the pause and the cron's last run are then unknown). */
+  databaseError?: string
   /** The configured transport's pause: null none, undefined unknown. */
   pause?: TransportPause | null
   /** Resend's answer about the sender's domain, when it was asked. */

@@ -46,6 +46,14 @@ export function bindingFindings(deployment: Deployment): Finding[] {
       fix: `add a [[queues.consumers]] for each to wrangler.toml (queue = "${unconsumed[0]}", …), with the settings the repository's wrangler.toml gives it`,
     })
   }
+  if (deployment.databaseError) {
+    findings.push({
+      id: 'database-unreadable',
+      severity: 'blocker',
+      message: `the D1 database could not be read (${deployment.databaseError}): nothing can be taken or sent`,
+      fix: 'npx wrangler d1 migrations apply DB --remote (npm run deploy applies them), and check that database_id in wrangler.toml is the one npx wrangler d1 create printed',
+    })
+  }
   const placeholders = deployment.placeholderResources ?? []
   if (placeholders.length > 0) {
     findings.push({
