@@ -14,14 +14,17 @@
  *   notify-edge suppressions add <address> --reason "…" [--until ISO]
  *   notify-edge erase --user-id <id> | --address <address>
  *   notify-edge smoke --to <address> [--timeout S]
+ *   notify-edge doctor [--config wrangler.toml]
  *
  * Every command takes --json. NOTIFY_EDGE_URL (default http://127.0.0.1:8787) and
  * NOTIFY_EDGE_TOKEN (the admin token) come from the environment; `smoke` also
- * needs NOTIFY_EDGE_INGEST_TOKEN (the ingest token: it sends through ingest).
+ * needs NOTIFY_EDGE_INGEST_TOKEN (the ingest token: it sends through ingest);
+ * `doctor` needs them only to ask the deployed Worker too.
  */
 import { parseArgs } from 'node:util'
 import { auditList } from './audit.ts'
 import { createClient } from './client.ts'
+import { doctorCommand } from './doctor.ts'
 import { eraseCommand, showNotification, suppressionsCommand } from './recipients.ts'
 import { smoke } from './smoke.ts'
 import { renderTable } from './table.ts'
@@ -45,6 +48,10 @@ const USAGE = `usage:
   notify-edge smoke --to <address> [--timeout S] [--json]
                        (one test event through ingest to that address, followed hop by hop:
                         accepted, materialized, claimed, sent, delivered; S seconds per hop, default 60)
+  notify-edge doctor [--config wrangler.toml] [--json]
+                       (what stands between this deployment and a delivered email, each with its fix; exit 1 on a
+                        blocker. Judges wrangler.toml, and the deployed Worker too when NOTIFY_EDGE_URL and
+                        NOTIFY_EDGE_TOKEN are set)
 environment: NOTIFY_EDGE_URL (default http://127.0.0.1:8787), NOTIFY_EDGE_TOKEN (admin token),
              NOTIFY_EDGE_INGEST_TOKEN (ingest token, for smoke)`
 
@@ -76,6 +83,7 @@ const { values, positionals } = parseArgs({
     to: { type: 'string' },
     timeout: { type: 'string' },
     address: { type: 'string' },
+    config: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 })
@@ -121,6 +129,12 @@ async function main(): Promise<number> {
   if (values.help || !area) {
     out(USAGE)
     return values.help ? 0 : 2
+  }
+  // Before the client: the doctor reads wrangler.toml without any token.
+  if (area === 'doctor') {
+    const { output, exitCode } = await doctorCommand(values, process.env)
+    out(output)
+    return exitCode
   }
   const api = createClient(process.env)
 

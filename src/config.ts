@@ -46,6 +46,21 @@ export const TOKEN_NAMES = [
   'VIEWER_TOKEN_PREVIOUS',
 ] as const
 
+/** One value, one scope: a token shared by two scopes would grant the wider one. */
+function distinctTokens(
+  config: Partial<Record<(typeof TOKEN_NAMES)[number], string | undefined>>,
+  context: z.RefinementCtx,
+): void {
+  const seen = new Map<string, string>()
+  for (const name of TOKEN_NAMES) {
+    const value = config[name]
+    if (value === undefined) continue
+    const other = seen.get(value)
+    if (other) context.addIssue({ code: 'custom', path: [name], message: `must differ from ${other}` })
+    else seen.set(value, name)
+  }
+}
+
 /**
  * Every variable and secret of the Worker. Each field's description and
  * default are what docs/configuration.md shows (generated from this schema,
@@ -252,17 +267,7 @@ export const ConfigSchema = z
         "how long an address the provider itself refused as suppressed stays on this Worker's list (the provider keeps its own)",
       ),
   })
-  .superRefine((config, context) => {
-    // One value, one scope: a token shared by two scopes would grant the wider one.
-    const seen = new Map<string, string>()
-    for (const name of TOKEN_NAMES) {
-      const value = config[name]
-      if (value === undefined) continue
-      const other = seen.get(value)
-      if (other) context.addIssue({ code: 'custom', path: [name], message: `must differ from ${other}` })
-      else seen.set(value, name)
-    }
-  })
+  .superRefine(distinctTokens)
   .refine((config) => config.UNSUBSCRIBE_SIGNING_KEY !== config.UNSUBSCRIBE_SIGNING_KEY_PREVIOUS, {
     path: ['UNSUBSCRIBE_SIGNING_KEY_PREVIOUS'],
     message: 'must differ from UNSUBSCRIBE_SIGNING_KEY',
@@ -282,6 +287,55 @@ export type Config = z.infer<typeof ConfigSchema> & {
   erasureKey: string
 }
 
+/** The names of the secrets (`wrangler secret put`), as the schema marks them. */
+export const SECRET_NAMES: readonly string[] = Object.entries(ConfigSchema.shape)
+  .filter(([, field]) => z.globalRegistry.get(field)?.secret === true)
+  .map(([name]) => name)
+
+/** A variable the schema refuses, and why. */
+export type ConfigIssue = { variable: string; message: string }
+
+const issuesOf = (error: z.ZodError): ConfigIssue[] =>
+  error.issues.map((issue) => ({ variable: issue.path.join('.'), message: issue.message }))
+
+/**
+ * What the schema refuses of `values`, one entry per issue. `present` checks
+ * only the variables that are set, each on its own: a wrangler.toml, which
+ * holds no secrets, is judged by what it does hold.
+ */
+export function configIssues(values: Record<string, unknown>, scope: 'all' | 'present' = 'all'): ConfigIssue[] {
+  if (scope === 'all') {
+    const result = ConfigSchema.safeParse(values)
+    return result.success ? [] : issuesOf(result.error)
+  }
+  return Object.entries(ConfigSchema.shape).flatMap(([name, field]) => {
+    if (values[name] === undefined) return []
+    const result = field.safeParse(values[name])
+    return result.success ? [] : issuesOf(result.error).map((issue) => ({ ...issue, variable: name }))
+  })
+}
+
+const TokensSchema = z
+  .object(Object.fromEntries(TOKEN_NAMES.map((name) => [name, ConfigSchema.shape[name]])))
+  .superRefine(distinctTokens)
+
+/**
+ * The bearer tokens alone, for the one route that must answer while the rest
+ * of the configuration is broken, since it reports what is broken
+ * (`GET /v1/health/config`). Fails like `configOf` when a token is bad.
+ */
+export function tokensOf(env: object): Pick<Config, (typeof TOKEN_NAMES)[number]> {
+  const result = TokensSchema.safeParse(env)
+  if (!result.success) throw invalid(issuesOf(result.error))
+  return result.data as Pick<Config, (typeof TOKEN_NAMES)[number]>
+}
+
+const invalid = (issues: ConfigIssue[]) =>
+  new ApiError(
+    'CONFIG_INVALID',
+    `Worker configuration is invalid: ${issues.map((issue) => `${issue.variable} (${issue.message})`).join(', ')}`,
+  )
+
 const parsed = new WeakMap<object, Config>()
 
 /**
@@ -293,10 +347,7 @@ export function configOf(env: object): Config {
   const cached = parsed.get(env)
   if (cached) return cached
   const result = ConfigSchema.safeParse(env)
-  if (!result.success) {
-    const names = result.error.issues.map((issue) => `${issue.path.join('.')} (${issue.message})`).join(', ')
-    throw new ApiError('CONFIG_INVALID', `Worker configuration is invalid: ${names}`)
-  }
+  if (!result.success) throw invalid(issuesOf(result.error))
   const data = result.data
   const config = {
     ...data,

@@ -45,6 +45,7 @@ const ROUTES: { method: string; path: string; body?: unknown; admin: number }[] 
   { method: 'GET', path: '/v1/reviewers', admin: 200 },
   { method: 'PUT', path: `/v1/reviewers/${guid()}`, admin: 200 },
   { method: 'DELETE', path: `/v1/reviewers/${guid()}`, admin: 404 },
+  { method: 'GET', path: '/v1/health/config', admin: 200 },
   { method: 'GET', path: '/metrics', admin: 200 },
 ]
 
@@ -139,6 +140,7 @@ describe('/openapi.json', () => {
         'GET /u/{token}',
         'POST /u/{token}',
         'GET /v1/audit',
+        'GET /v1/health/config',
         'GET /metrics',
       ].sort(),
     )

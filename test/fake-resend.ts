@@ -7,13 +7,20 @@
  * refuses (422 `validation_error`) a request its published OpenAPI document
  * does not allow (support/resend-contract.ts), and answers errors as
  * `{statusCode, message, name}`. `POST /emails` and `POST /emails/batch`
- * (up to 100 emails, answered `{data: [{id}, …]}`) are both served. Each
- * team (an API key here) has Resend's rate limit (support/resend-rate.ts):
- * past it a 429 `rate_limit_exceeded` with `retry-after`, and the
- * `ratelimit-*` headers on every answer. The recipient's (a batch: its first
- * member's) local part picks the answer: `transient…` → 503, `ratelimited…`
- * → 429 `rate_limit_exceeded` with `retry-after: 3600`, `retrydate…` → the
- * same with `retry-after` as an HTTP date two hours ahead, `quota…` → 429
+ * (up to 100 emails, answered `{data: [{id}, …]}`) are both served. Keys:
+ * `test-resend-key` (full access) and `test-resend-sending-key` (sending
+ * access only, which Resend answers with 401 `restricted_api_key` on
+ * anything but sending), both of one team, and
+ * `test-resend-key-default-rate` of another. Each team has Resend's rate
+ * limit (support/resend-rate.ts): past it a 429 `rate_limit_exceeded` with
+ * `retry-after`, and the `ratelimit-*` headers on every answer. `GET /domains`
+ * lists FAKE_RESEND_DOMAINS as Resend's API reference documents the list
+ * (https://resend.com/docs/api-reference/domains/list-domains; the schema
+ * ListDomainsResponse of its OpenAPI document). The recipient's (a batch: its
+ * first member's) local part picks the answer: `transient…` → 503,
+ * `ratelimited…` → 429 `rate_limit_exceeded` with `retry-after: 3600`,
+ * `retrydate…` → the same with `retry-after` as an HTTP date two hours
+ * ahead, `quota…` → 429
  * `daily_quota_exceeded` with `retry-after: 7200`, `unverified…` → 403
  * `validation_error` (the domain is not verified), `permanent…` → 422
  * `validation_error`, `slow…` → held until the test releases it,
@@ -46,6 +53,15 @@ function releaseOf(key: string): Promise<void> {
   return promise
 }
 
+/** The full-access key and the sending-only key this fake knows. */
+export const FAKE_RESEND_KEYS = { full: 'test-resend-key', sending: 'test-resend-sending-key' } as const
+
+/** The domains of the fake's team, by their status. */
+export const FAKE_RESEND_DOMAINS = {
+  verified: 'verified.notify-edge-fake.dev',
+  pending: 'pending.notify-edge-fake.dev',
+} as const
+
 /** The Cloudflare Access team of the tests, whose key set this fake serves too. */
 export const FAKE_ACCESS_TEAM = 'test-team.cloudflareaccess.com'
 
@@ -73,17 +89,20 @@ export async function fakeResend(request: Request): Promise<Response> {
     }
     return new Response('not found', { status: 404 })
   }
-  if (request.method !== 'POST' || (url.pathname !== '/emails' && url.pathname !== '/emails/batch'))
+  const route = `${request.method} ${url.pathname}`
+  if (route !== 'POST /emails' && route !== 'POST /emails/batch' && route !== 'GET /domains')
     return new Response('not found', { status: 404 })
   // Cloudflare, in front of Resend, answers this one with its own page, not Resend's JSON.
   if (!request.headers.get('user-agent')) return new Response('error code: 1010', { status: 403 })
   const authorization = request.headers.get('authorization')
   if (!authorization) return refusal(401, 'missing_api_key', 'Missing API key in the authorization header.')
-  const team = TEAMS[authorization.replace(/^Bearer /, '')]
+  const apiKey = authorization.replace(/^Bearer /, '')
+  const team = TEAM_OF_KEY[apiKey]
   if (!authorization.startsWith('Bearer ') || team === undefined)
     return refusal(403, 'invalid_api_key', 'API key is invalid.')
-  const rate = team.limiter.take(team.name)
+  const rate = team.take(apiKey === 'test-resend-key-default-rate' ? 'default-rate' : 'shared')
   if (!rate.allowed) return refusal(429, 'rate_limit_exceeded', 'Too many requests.', rate.headers)
+  if (route === 'GET /domains') return listDomains(request, apiKey)
   // Resend's own OpenAPI document decides what a request may be; what it refuses, this refuses.
   const payload = await request.text()
   const problems = (await contract()).check({
@@ -151,12 +170,47 @@ type Email = { to?: string[]; subject?: string; from?: string }
  * fast this machine is.
  */
 let heldAt: number | undefined
-const TEAMS: Record<string, { name: string; limiter: ReturnType<typeof resendRateLimiter> }> = {
-  'test-resend-key': { name: 'shared', limiter: resendRateLimiter({ requestsPerSecond: 10_000 }) },
-  'test-resend-key-default-rate': {
-    name: 'default-rate',
-    limiter: resendRateLimiter({ now: () => heldAt ?? Date.now() }),
-  },
+const SHARED_TEAM = resendRateLimiter({ requestsPerSecond: 10_000 })
+const TEAM_OF_KEY: Record<string, ReturnType<typeof resendRateLimiter>> = {
+  [FAKE_RESEND_KEYS.full]: SHARED_TEAM,
+  [FAKE_RESEND_KEYS.sending]: SHARED_TEAM,
+  'test-resend-key-default-rate': resendRateLimiter({ now: () => heldAt ?? Date.now() }),
+}
+
+/**
+ * `GET /domains`: the team's domains, `{object: 'list', has_more, data}` with
+ * each domain's id, name, status, created_at and region, as the list-domains
+ * reference shows it. A sending-only key is refused as Resend's error
+ * reference says (https://resend.com/docs/api-reference/errors):
+ * 401 `restricted_api_key`.
+ */
+async function listDomains(request: Request, apiKey: string): Promise<Response> {
+  const problems = (await contract()).check({
+    method: 'GET',
+    path: '/domains',
+    headers: Object.fromEntries(request.headers),
+    body: '',
+  })
+  if (problems.length > 0) return refusal(422, 'validation_error', problems.join('; '))
+  if (apiKey === FAKE_RESEND_KEYS.sending) {
+    return refusal(401, 'restricted_api_key', 'This API key is restricted to only send emails.')
+  }
+  const domain = (name: string, status: string, id: string) => ({
+    id,
+    name,
+    status,
+    created_at: '2026-01-05 10:00:00.000000+00',
+    region: 'us-east-1',
+    capabilities: { sending: 'enabled', receiving: 'disabled' },
+  })
+  return Response.json({
+    object: 'list',
+    has_more: false,
+    data: [
+      domain(FAKE_RESEND_DOMAINS.verified, 'verified', 'd91cd9bd-1176-453e-8fc1-35364d380206'),
+      domain(FAKE_RESEND_DOMAINS.pending, 'pending', '0b9d6f3e-7c1a-4a6e-9d8e-2f6c5b4a3e21'),
+    ],
+  })
 }
 
 let checker: Promise<ReturnType<typeof resendContract>> | undefined

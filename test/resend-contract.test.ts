@@ -7,15 +7,17 @@
 import { describe, expect, it } from 'vitest'
 import type { Mail } from '../src/dispatch/mime.ts'
 import { resendTransport } from '../src/dispatch/transports/resend.ts'
+import { checkResendDomain } from '../src/health/resend-domains.ts'
+import { schemaValidator } from '../support/openapi-check.ts'
 import { type ResendDocument, type ResendRequest, resendContract } from '../support/resend-contract.ts'
+import { FAKE_RESEND_DOMAINS, FAKE_RESEND_KEYS, FAKE_RESEND_URL } from './fake-resend.ts'
 import doc from './fixtures/resend-openapi/resend.json'
 
 const contract = resendContract(doc as unknown as ResendDocument)
 
-/** The requests a transport sends for these mails, as Resend would receive them (answered 200). */
-async function requestsFor(mails: Mail[], baseUrl = 'https://api.resend.com'): Promise<ResendRequest[]> {
-  const seen: ResendRequest[] = []
-  const fetcher = (async (input: RequestInfo | URL, init?: RequestInit) => {
+/** A `fetch` that records each request as Resend would receive it in `seen`, and answers 200 with `answer`. */
+function recording(seen: ResendRequest[], answer: unknown): typeof fetch {
+  return (async (input: RequestInfo | URL, init?: RequestInit) => {
     const request = new Request(input, init)
     seen.push({
       method: request.method,
@@ -23,9 +25,14 @@ async function requestsFor(mails: Mail[], baseUrl = 'https://api.resend.com'): P
       headers: Object.fromEntries(request.headers),
       body: await request.text(),
     })
-    return Response.json({ id: 're_test' })
+    return Response.json(answer)
   }) as typeof fetch
-  const transport = resendTransport({ apiKey: 're_test_key', baseUrl }, fetcher)
+}
+
+/** The requests a transport sends for these mails, as Resend would receive them (answered 200). */
+async function requestsFor(mails: Mail[], baseUrl = 'https://api.resend.com'): Promise<ResendRequest[]> {
+  const seen: ResendRequest[] = []
+  const transport = resendTransport({ apiKey: 're_test_key', baseUrl }, recording(seen, { id: 're_test' }))
   for (const mail of mails) await transport.send(mail)
   return seen
 }
@@ -76,5 +83,43 @@ describe("the resend transport keeps Resend's published contract", () => {
     const { 'user-agent': _, ...noAgent } = request.headers
     expect(contract.check({ ...request, headers: noAgent })).toEqual(['no User-Agent (Resend answers 403, error 1010)'])
     expect(contract.check({ ...request, path: '/email' })).toEqual(["POST /email is not in Resend's API"])
+  })
+})
+
+describe("the doctor's domain check keeps Resend's contract, and the fake answers it as documented", () => {
+  it('GET /domains carries a User-Agent and the bearer key, as the document and reference require', async () => {
+    const seen: ResendRequest[] = []
+    const fetcher = recording(seen, {
+      object: 'list',
+      has_more: false,
+      data: [{ name: 'mail.acme.dev', status: 'verified' }],
+    })
+    const check = await checkResendDomain(
+      { apiKey: 're_test_key', baseUrl: 'https://api.resend.com' },
+      'mail.acme.dev',
+      fetcher,
+    )
+    expect(check).toEqual({ outcome: 'verified' })
+    expect(seen).toHaveLength(1)
+    expect(seen[0]).toMatchObject({ method: 'GET', path: '/domains' })
+    expect(contract.check(seen[0] as ResendRequest)).toEqual([])
+  })
+
+  it("the fake's list matches ListDomainsResponse; a sending-only key gets 401 restricted_api_key", async () => {
+    const schemas = (doc as unknown as { components: { schemas: Record<string, object> } }).components
+    const validate = schemaValidator(schemas)
+    const call = (key: string) =>
+      fetch(`${FAKE_RESEND_URL}/domains`, { headers: { authorization: `Bearer ${key}`, 'user-agent': 'test' } })
+    const listed = await call(FAKE_RESEND_KEYS.full)
+    expect(listed.status).toBe(200)
+    const body = (await listed.json()) as { data: { name: string; status: string }[] }
+    expect(validate(schemas.schemas.ListDomainsResponse as object, body).errors).toEqual([])
+    expect(body.data.map((domain) => [domain.name, domain.status])).toEqual([
+      [FAKE_RESEND_DOMAINS.verified, 'verified'],
+      [FAKE_RESEND_DOMAINS.pending, 'pending'],
+    ])
+    const restricted = await call(FAKE_RESEND_KEYS.sending)
+    expect(restricted.status).toBe(401)
+    expect(await restricted.json()).toMatchObject({ name: 'restricted_api_key' })
   })
 })

@@ -16,6 +16,7 @@ import { contacts } from './routes/contacts.ts'
 import { deadLetters } from './routes/dead-letters.ts'
 import { erasures } from './routes/erasures.ts'
 import { events } from './routes/events.ts'
+import { health } from './routes/health.ts'
 import { metrics } from './routes/metrics.ts'
 import { notifications } from './routes/notifications.ts'
 import { preferences } from './routes/preferences.ts'
@@ -80,6 +81,7 @@ app.route('/v1/erasures', erasures)
 app.route('/v1/webhooks', webhooks)
 app.route('/u', unsubscribeLinks)
 app.route('/v1/audit', audit)
+app.route('/v1/health', health)
 app.route('/metrics', metrics)
 
 // The ingest route validates its body itself (size before parse); it is documented here.

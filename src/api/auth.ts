@@ -1,5 +1,5 @@
 import { createMiddleware } from 'hono/factory'
-import { type Config, configOf, TOKEN_NAMES } from '../config.ts'
+import { type Config, configOf, TOKEN_NAMES, tokensOf } from '../config.ts'
 import { secretsEqual } from '../crypto.ts'
 import { ApiError } from '../errors.ts'
 
@@ -29,7 +29,10 @@ const SCOPE_OF: Record<(typeof TOKEN_NAMES)[number], Scope> = {
  * configured token — current and previous — is compared, each in constant
  * time, so the answer takes as long whichever matched.
  */
-export async function scopeOfToken(token: string, config: Config): Promise<Scope | undefined> {
+export async function scopeOfToken(
+  token: string,
+  config: Pick<Config, (typeof TOKEN_NAMES)[number]>,
+): Promise<Scope | undefined> {
   const configured = TOKEN_NAMES.flatMap((name) => {
     const value = config[name]
     return value === undefined ? [] : [{ name, value }]
@@ -73,28 +76,41 @@ const READS = new Set(['GET', 'HEAD'])
 /** POST routes that change nothing: a viewer may call them. */
 const READ_ONLY_POSTS = new Set(['/v1/templates/preview'])
 
+/** The configuration's health: what secrets are set and where the deployment is weak is for admins alone. */
+const HEALTH_CONFIG = '/v1/health/config'
+
+/** Reads a viewer may not make. */
+const ADMIN_READS = new Set([HEALTH_CONFIG])
+
 const isRead = (method: string, path: string) => READS.has(method) || (method === 'POST' && READ_ONLY_POSTS.has(path))
+
+/** Why a viewer (`who`) may not make this request, or undefined when it may. */
+function viewerRefusal(method: string, path: string, who: string): string | undefined {
+  if (ADMIN_READS.has(path)) return `${who} may not read this; it needs an admin`
+  return isRead(method, path) ? undefined : `${who} may only read; this change needs an admin`
+}
 
 /**
  * Requires an operator's token: the admin token for everything, the viewer
- * token for reads only (a change → 403). Sets `operator` for the audit trail.
+ * token for reads only (a change, or an admin's read → 403). Sets `operator`
+ * for the audit trail. The health route parses the tokens alone: it must
+ * answer with the rest of the configuration broken, since it reports it.
  */
 export function requireOperator() {
   return createMiddleware<{ Bindings: Env; Variables: { operator: Operator } }>(async (c, next) => {
     const signedIn = (c.env as EnvWithOperator)[CONSOLE_OPERATOR]
     if (signedIn) {
-      if (signedIn.role === 'viewer' && !isRead(c.req.method, c.req.path)) {
-        throw new ApiError('FORBIDDEN', 'a viewer may only read; this change needs an admin')
-      }
+      const refusal = signedIn.role === 'viewer' ? viewerRefusal(c.req.method, c.req.path, 'a viewer') : undefined
+      if (refusal) throw new ApiError('FORBIDDEN', refusal)
       c.set('operator', signedIn)
       return next()
     }
-    const scope = await scopeOfToken(bearerOf(c.req.header('authorization')), configOf(c.env))
+    const tokens = c.req.path === HEALTH_CONFIG ? tokensOf(c.env) : configOf(c.env)
+    const scope = await scopeOfToken(bearerOf(c.req.header('authorization')), tokens)
     if (scope === undefined) throw new ApiError('UNAUTHORIZED', 'unknown bearer token')
     if (scope === 'ingest') throw new ApiError('FORBIDDEN', 'this route needs the admin token')
-    if (scope === 'viewer' && !isRead(c.req.method, c.req.path)) {
-      throw new ApiError('FORBIDDEN', 'the viewer token may only read; this change needs the admin token')
-    }
+    const refusal = scope === 'viewer' ? viewerRefusal(c.req.method, c.req.path, 'the viewer token') : undefined
+    if (refusal) throw new ApiError('FORBIDDEN', refusal)
     const via = /^notify-edge-cli\//.test(c.req.header('user-agent') ?? '') ? 'cli' : 'api'
     c.set('operator', { name: `${scope} token`, role: scope, via })
     await next()

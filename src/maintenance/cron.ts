@@ -4,6 +4,7 @@ import { type DispatchMessage, dispatchFor } from '../dispatch/message.ts'
 import { takeProbe } from '../dispatch/pause.ts'
 import type { Logger } from '../log.ts'
 import { releaseWaiting } from '../materialize/release.ts'
+import { GAUGES, setGauge } from '../metrics/counters.ts'
 import { markExpired, selectExpired } from '../notifications/contact-wait.ts'
 import { resolveUnknownOutcomes } from '../notifications/marks.ts'
 import { releaseOrphanedPaused, releaseProbe } from '../notifications/pause.ts'
@@ -25,7 +26,8 @@ const STUCK_BATCH = 1000
  * dead letters. Then retention: a bounded chunk of each kind of data past
  * its retention (./retention.ts). Each step runs even when one before it
  * failed; a failure is thrown so the run shows as failed, and the next one
- * tries again.
+ * tries again. Last, the time of the run is recorded (the gauge
+ * `notify_maintenance_last_run_timestamp_seconds`).
  */
 export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<void> {
   const steps: [string, () => Promise<unknown>][] = [
@@ -35,6 +37,8 @@ export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<
     ['unknown-outcomes', () => resolveUnknownOutcomes(env.DB, now.toISOString())],
     ['stuck', () => reEnqueueStuck(env, now, log)],
     ['retention', () => runRetention(env, configOf(env), now, log)],
+    // Last, one row: the doctor (GET /v1/health/config) and /metrics tell from it whether the cron runs.
+    ['last-run', () => setGauge(env.DB, GAUGES.maintenanceLastRun, {}, now.getTime() / 1000, now.toISOString()).run()],
   ]
   // Each step on its own: one that fails (a bug, D1 for a moment) must not keep the others from running.
   let failed: unknown

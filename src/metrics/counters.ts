@@ -12,6 +12,7 @@ export const GAUGES = {
   consumerLag: 'notify_consumer_lag_seconds',
   transportPaused: 'notify_transport_paused',
   d1Size: 'notify_d1_size_bytes',
+  maintenanceLastRun: 'notify_maintenance_last_run_timestamp_seconds',
 } as const
 
 /**

@@ -39,6 +39,11 @@ const HELP: Record<string, { help: string; labels: string[]; type: 'counter' | '
     labels: [],
     type: 'gauge',
   },
+  [GAUGES.maintenanceLastRun]: {
+    help: 'When the maintenance cron last ran, in Unix seconds; alert when time() minus it passes 300 (it runs every minute, and re-sends what is stuck).',
+    labels: [],
+    type: 'gauge',
+  },
   [GAUGES.consumerLag]: {
     help: 'Age of the events in the latest notify-events batch (event time to processing), by source.',
     labels: ['source'],

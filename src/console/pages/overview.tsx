@@ -1,12 +1,14 @@
 /**
- * The overview: what waits for an operator (open dead letters by code and
- * queue), what the last 24 hours did (notifications by status), how far behind
- * each source is, how full the database is, and the latest failures — each
- * number a link to its list.
+ * The overview: for an admin, what stands between the deployment and a
+ * delivered email (the doctor's findings); what waits for an operator (open
+ * dead letters by code and queue), what the last 24 hours did (notifications
+ * by status), how far behind each source is, how full the database is, and
+ * the latest failures — each number a link to its list.
  */
 import { D1_SIZE_LIMIT_BYTES, GAUGES } from '../../metrics/counters.ts'
 import type { ConsoleContext } from '../context.ts'
 import { Layout, queryOf, Table } from '../layout.tsx'
+import { FindingsPanel, findingsFor } from './findings.tsx'
 
 type Row = Record<string, string | number | null>
 
@@ -108,10 +110,14 @@ function DatabaseSize(props: { size: Row | undefined }) {
 }
 
 export async function overviewPage(c: ConsoleContext) {
-  const [open = [], statuses = [], lag = [], latest = [], size = []] = await overviewData(c.env.DB)
+  const [[open = [], statuses = [], lag = [], latest = [], size = []], findings] = await Promise.all([
+    overviewData(c.env.DB),
+    findingsFor(c),
+  ])
   const { paused } = c.get('page')
   return c.html(
     <Layout page={c.get('page')} title="Overview">
+      <FindingsPanel findings={findings} />
       <p id="transport-state">
         {paused ? (
           <>

@@ -1,0 +1,49 @@
+import { createRoute, z } from '@hono/zod-openapi'
+import { describeWorker } from '../../health/describe.ts'
+import { findingsOf } from '../../health/findings.ts'
+import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
+
+const FindingSchema = z
+  .object({
+    id: z.string().openapi({ example: 'sender-placeholder' }),
+    severity: z.enum(['blocker', 'warning', 'info']).openapi({
+      description: '`blocker`: no email is delivered until it is fixed; `warning`: something else breaks; `info`',
+    }),
+    message: z.string(),
+    fix: z.string().openapi({ description: 'the command or setting that fixes it' }),
+  })
+  .openapi('Finding')
+
+const config = createRoute({
+  method: 'get',
+  path: '/config',
+  summary: 'What stands between this deployment and a delivered email, each with its fix',
+  description:
+    "The doctor's findings about this Worker: its sender and Resend's word on its domain, its transport's pause, its secrets, bindings, cron and console. Admin only (it tells which secrets are set). Answers even when the configuration does not parse: that is a finding. The same rules as `npx notify-edge doctor` and the console's overview.",
+  security: ADMIN_SECURITY,
+  responses: {
+    200: json(
+      z.object({
+        findings: z.array(FindingSchema).openapi({ description: 'blockers first, then warnings, then info' }),
+        blockers: z.number().int(),
+        checkedAt: z.string(),
+      }),
+      'The findings',
+    ),
+    ...errors(...ADMIN_ERRORS),
+  },
+})
+
+/** `/v1/health`: the configuration's health. */
+export const health = createRouter().openapi(config, async (c) => {
+  const now = new Date()
+  const findings = findingsOf(await describeWorker(c.env, now))
+  return c.json(
+    {
+      findings,
+      blockers: findings.filter((finding) => finding.severity === 'blocker').length,
+      checkedAt: now.toISOString(),
+    },
+    200,
+  )
+})

@@ -1,0 +1,79 @@
+/**
+ * The deployed Worker's description of itself for the doctor's rules: its
+ * variables as set, which secrets and bindings it has, what its configuration
+ * schema refuses, its transport's pause, when its cron last ran, and — for
+ * the resend transport with a key — Resend's word on the sender's domain.
+ * Never throws for a broken configuration: describing it is the point.
+ */
+import { ConfigSchema, configIssues, SECRET_NAMES } from '../config.ts'
+import { readPause, type TransportPause } from '../dispatch/pause.ts'
+import { GAUGES } from '../metrics/counters.ts'
+import { domainOf, isPlaceholderDomain } from './placeholders.ts'
+import { checkResendDomain } from './resend-domains.ts'
+import { transportOf } from './transport.ts'
+import type { Deployment, DomainCheck } from './types.ts'
+import { BINDING_NAMES } from './wiring.ts'
+
+/** The variables as set, as strings; secrets left out. */
+function varsOf(env: Record<string, unknown>): Record<string, string | undefined> {
+  const vars: Record<string, string | undefined> = {}
+  for (const name of Object.keys(ConfigSchema.shape)) {
+    const value = env[name]
+    if (SECRET_NAMES.includes(name) || value === undefined || value === null) continue
+    vars[name] = typeof value === 'string' ? value : JSON.stringify(value)
+  }
+  return vars
+}
+
+/** The pause and the cron's last run, in one D1 round trip; why not, when D1 cannot be read. */
+async function stateOf(
+  db: D1Database | undefined,
+  transport: string,
+): Promise<{ pause?: TransportPause | null; cronLastRun?: string | null; databaseError?: string }> {
+  if (!db) return {}
+  try {
+    const [pause, lastRun] = await db.batch([
+      readPause(db, transport),
+      db.prepare("SELECT updated_at FROM gauges WHERE name = ?1 AND labels = '{}'").bind(GAUGES.maintenanceLastRun),
+    ])
+    return {
+      pause: (pause?.results[0] as TransportPause | undefined) ?? null,
+      cronLastRun: (lastRun?.results[0] as { updated_at: string } | undefined)?.updated_at ?? null,
+    }
+  } catch (error) {
+    return { databaseError: error instanceof Error ? error.message : String(error) }
+  }
+}
+
+/** Resend's word on the sender's domain, asked only where it can tell something. */
+async function domainCheckOf(
+  vars: Record<string, string | undefined>,
+  apiKey: unknown,
+): Promise<DomainCheck | undefined> {
+  const from = vars.EMAIL_FROM
+  if (transportOf({ vars }) !== 'resend' || typeof apiKey !== 'string' || !apiKey || !from?.includes('@'))
+    return undefined
+  const domain = domainOf(from)
+  if (isPlaceholderDomain(domain)) return undefined
+  return checkResendDomain({ apiKey, baseUrl: vars.RESEND_API_URL ?? 'https://api.resend.com' }, domain)
+}
+
+/** This Worker, described from its env. */
+export async function describeWorker(env: Env, now: Date): Promise<Deployment> {
+  const raw = env as unknown as Record<string, unknown>
+  const vars = varsOf(raw)
+  const [state, domain] = await Promise.all([
+    stateOf(raw.DB as D1Database | undefined, transportOf({ vars })),
+    domainCheckOf(vars, raw.RESEND_API_KEY),
+  ])
+  return {
+    source: 'worker',
+    vars,
+    secrets: SECRET_NAMES.filter((name) => typeof raw[name] === 'string' && raw[name] !== ''),
+    invalid: configIssues(raw),
+    bindings: BINDING_NAMES.filter((name) => raw[name] !== undefined && raw[name] !== null),
+    ...state,
+    ...(domain ? { domain } : {}),
+    now,
+  }
+}

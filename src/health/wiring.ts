@@ -1,0 +1,113 @@
+/**
+ * What connects the Worker's parts: its bindings (D1, KV, the queue
+ * producers, send_email), the queues it consumes, its cron and whether that
+ * cron runs, and the resources a deploy creates.
+ */
+import { QUEUES } from '../queue/names.ts'
+import { transportOf } from './transport.ts'
+import type { Deployment, Finding } from './types.ts'
+
+/** How long the every-minute maintenance cron may go unseen before it counts as not running. */
+export const CRON_STALE_MINUTES = 5
+
+/** Each binding the Worker uses, as the repository's wrangler.toml declares it. */
+const BINDINGS: Record<string, string> = {
+  DB: '[[d1_databases]] binding = "DB"',
+  IDEMPOTENCY: '[[kv_namespaces]] binding = "IDEMPOTENCY"',
+  EVENTS: `[[queues.producers]] binding = "EVENTS", queue = "${QUEUES.events}"`,
+  DISPATCH: `[[queues.producers]] binding = "DISPATCH", queue = "${QUEUES.dispatch}"`,
+  DLQ: `[[queues.producers]] binding = "DLQ", queue = "${QUEUES.deadLetters}"`,
+  EMAIL_EVENTS: `[[queues.producers]] binding = "EMAIL_EVENTS", queue = "${QUEUES.emailEvents}"`,
+  EMAIL: '[[send_email]] name = "EMAIL"',
+}
+
+/** The names of the Worker's bindings (EMAIL only used by the cloudflare transport). */
+export const BINDING_NAMES = Object.keys(BINDINGS)
+
+/** Bindings, consumers, placeholder resources and secrets written as variables. */
+export function bindingFindings(deployment: Deployment): Finding[] {
+  const findings: Finding[] = []
+  const needed = BINDING_NAMES.filter((name) => name !== 'EMAIL' || transportOf(deployment) === 'cloudflare')
+  const unbound = needed.filter((name) => !deployment.bindings.includes(name))
+  if (unbound.length > 0) {
+    findings.push({
+      id: 'bindings-missing',
+      severity: 'blocker',
+      message: `not bound: ${unbound.join(', ')}; the Worker cannot take, send or record notifications without them`,
+      fix: `add to wrangler.toml, as the repository's has them: ${unbound.map((name) => BINDINGS[name]).join('; ')}; then npm run deploy`,
+    })
+  }
+  const unconsumed = deployment.consumers && Object.values(QUEUES).filter((q) => !deployment.consumers?.includes(q))
+  if (unconsumed && unconsumed.length > 0) {
+    findings.push({
+      id: 'queue-consumers-missing',
+      severity: 'blocker',
+      message: `no consumer for ${unconsumed.join(', ')}: messages put there wait and are never handled`,
+      fix: `add a [[queues.consumers]] for each to wrangler.toml (queue = "${unconsumed[0]}", …), with the settings the repository's wrangler.toml gives it`,
+    })
+  }
+  if (deployment.databaseError) {
+    findings.push({
+      id: 'database-unreadable',
+      severity: 'blocker',
+      message: `the D1 database could not be read (${deployment.databaseError}): nothing can be taken or sent`,
+      fix: 'npx wrangler d1 migrations apply DB --remote (npm run deploy applies them), and check that database_id in wrangler.toml is the one npx wrangler d1 create printed',
+    })
+  }
+  const placeholders = deployment.placeholderResources ?? []
+  if (placeholders.length > 0) {
+    findings.push({
+      id: 'resources-placeholder',
+      severity: 'blocker',
+      message: `wrangler.toml still has the repository's placeholder id of ${placeholders.join(' and ')}: a deploy fails`,
+      fix: 'npx wrangler d1 create notify-edge and npx wrangler kv namespace create IDEMPOTENCY, then put the ids they print into wrangler.toml',
+    })
+  }
+  const exposed = deployment.exposedSecrets ?? []
+  if (exposed.length > 0) {
+    findings.push({
+      id: 'secrets-in-vars',
+      severity: 'warning',
+      message: `${exposed.join(', ')} ${exposed.length === 1 ? 'is' : 'are'} in [vars]: plain text in wrangler.toml, in the repository and in the dashboard`,
+      fix: `remove ${exposed.length === 1 ? 'it' : 'them'} from [vars], then ${exposed.map((name) => `npx wrangler secret put ${name}`).join('; ')}`,
+    })
+  }
+  return findings
+}
+
+const CRON_FIX =
+  'check that wrangler.toml has [triggers] crons = ["* * * * *"], then npm run deploy; `npx wrangler tail` shows each run and its errors'
+
+/**
+ * The maintenance cron: declared, and running. It re-sends notifications
+ * whose dispatch message was lost, probes and releases a paused transport,
+ * and keeps the database under D1's limit; without it those wait for good.
+ */
+export function cronFindings(deployment: Deployment): Finding[] {
+  const { crons, cronLastRun, now } = deployment
+  if (crons !== undefined && crons.length === 0) {
+    return [
+      {
+        id: 'cron-missing',
+        severity: 'blocker',
+        message:
+          'no cron trigger: stuck notifications are never sent again, a paused transport is never probed, nothing is pruned',
+        fix: 'add [triggers] crons = ["* * * * *"] to wrangler.toml, then npm run deploy',
+      },
+    ]
+  }
+  if (cronLastRun === undefined) return []
+  const minutes = cronLastRun === null ? Infinity : (now.getTime() - Date.parse(cronLastRun)) / 60_000
+  if (minutes <= CRON_STALE_MINUTES) return []
+  return [
+    {
+      id: 'cron-stale',
+      severity: 'blocker',
+      message:
+        cronLastRun === null
+          ? 'the maintenance cron has never run: stuck notifications are not sent again and a paused transport is not probed'
+          : `the cron has not run in the last ${CRON_STALE_MINUTES} minutes (last run ${cronLastRun}): stuck notifications are not sent again and a paused transport is not probed`,
+      fix: CRON_FIX,
+    },
+  ]
+}
