@@ -35,8 +35,8 @@ type Notification = {
 
 /** Statuses after which nothing more happens to the notification without an operator (sent is a hop). */
 const ENDED = new Set<string>(FINAL_STATUSES.filter((status) => status !== 'sent'))
-/** Statuses in which it waits for something the smoke test cannot bring about. */
-const WAITING = new Set(['paused', 'awaiting-contact', 'unknown'])
+/** Statuses in which it waits for something the smoke test cannot bring about: said at once, not waited out. */
+const WAITING = new Set(['paused', 'awaiting-contact'])
 
 /** The smoke test's own event: an ArtHunt `response.created` addressed to `to`, with fresh ids. */
 export function smokeEvent(to: string, now = new Date()) {
@@ -171,12 +171,12 @@ export async function smoke(options: SmokeOptions): Promise<{ code: number; repo
     if (notification && ENDED.has(notification.status)) {
       return stalled(hop, `the notification ended ${notification.status}: ${reasonOf(notification)}`)
     }
+    if (notification && WAITING.has(notification.status)) {
+      return stalled(hop, `the notification is ${notification.status}: ${reasonOf(notification)}`)
+    }
     if (Date.now() > deadline) {
-      const waiting =
-        notification && WAITING.has(notification.status)
-          ? `the notification is ${notification.status}: ${reasonOf(notification)}`
-          : `nothing after ${Math.round(options.hopTimeoutMs / 1000)} s${notification ? ` (status ${notification.status}${notification.statusReason ? `: ${reasonOf(notification)}` : ''})` : ''}`
-      return stalled(hop, waiting)
+      const status = notification ? ` (status ${notification.status}: ${reasonOf(notification)})` : ''
+      return stalled(hop, `nothing after ${Math.round(options.hopTimeoutMs / 1000)} s${status}`)
     }
     await new Promise((resolve) => setTimeout(resolve, poll))
   }

@@ -34,6 +34,23 @@ async function smoke(worker: LocalWorker, ...args: string[]): Promise<{ code: nu
   return { code: result.code, stdout: result.stdout }
 }
 
+/** A Worker with the resend transport, to a stand-in for Resend that posts its signed webhooks back to it. */
+async function resendWorker() {
+  const provider = await startProviderFake({ failureRate: 0, apiKey: 're_smoke_test' })
+  after(() => provider.close())
+  const worker = await startLocalWorker({
+    ADMIN_TOKEN: ADMIN,
+    INGEST_TOKEN: INGEST,
+    EMAIL_TRANSPORT: 'resend',
+    RESEND_API_KEY: 're_smoke_test',
+    RESEND_API_URL: provider.url,
+    RESEND_WEBHOOK_SECRET: WEBHOOK_SECRET,
+  })
+  workers.push(worker)
+  provider.setWebhook({ url: `${worker.url}/v1/webhooks/resend`, secret: WEBHOOK_SECRET })
+  return { provider, worker }
+}
+
 after(async () => {
   for (const worker of workers) await worker.stop()
   assertNoLeaks()
@@ -67,18 +84,7 @@ test('with the send_email binding: every hop through sent, and it says deliverie
 })
 
 test('with the resend transport: through delivered, from the signed webhook the stand-in posts back', async () => {
-  const provider = await startProviderFake({ failureRate: 0, apiKey: 're_smoke_test' })
-  after(() => provider.close())
-  const worker = await startLocalWorker({
-    ADMIN_TOKEN: ADMIN,
-    INGEST_TOKEN: INGEST,
-    EMAIL_TRANSPORT: 'resend',
-    RESEND_API_KEY: 're_smoke_test',
-    RESEND_API_URL: provider.url,
-    RESEND_WEBHOOK_SECRET: WEBHOOK_SECRET,
-  })
-  workers.push(worker)
-  provider.setWebhook({ url: `${worker.url}/v1/webhooks/resend`, secret: WEBHOOK_SECRET })
+  const { provider, worker } = await resendWorker()
   const { code, stdout } = await smoke(worker, '--to', 'someone@example.com', '--json')
   assert.equal(code, 0, stdout)
   const report = JSON.parse(stdout) as Report
@@ -92,4 +98,16 @@ test('with the resend transport: through delivered, from the signed webhook the 
     ['someone@example.com'],
   )
   assert.equal(provider.stats.contractViolations, 0)
+})
+
+test('a stall names its hop and the configuration finding that explains it: a revoked key pauses the transport', async () => {
+  const { provider, worker } = await resendWorker()
+  provider.setKeyRevoked(true)
+  const human = await smoke(worker, '--to', 'someone@example.com')
+  assert.equal(human.code, 1, human.stdout)
+  assert.match(human.stdout, /✓ claimed/)
+  assert.match(human.stdout, /✗ sent +stalled: the notification is paused: /)
+  assert.match(human.stdout, /blocker: .*paused/i)
+  assert.match(human.stdout, /fix: .*wrangler secret put RESEND_API_KEY/)
+  assert.equal(provider.emails.size, 0)
 })
