@@ -80,7 +80,9 @@ test("against the repository's wrangler.toml it names the placeholder sender dom
   const { reports } = JSON.parse(json.stdout) as Reports
   assert.equal(reports.length, 1)
   const findings = reports[0]?.findings ?? []
-  assert.deepEqual(idsOf(findings, 'blocker'), ['sender-placeholder', 'resources-placeholder'])
+  assert.deepEqual(idsOf(findings, 'blocker'), ['sender-placeholder'])
+  // npm run deploy replaces the placeholder ids itself: worth knowing, not in the way.
+  assert.ok(idsOf(findings, 'info').includes('resources-placeholder'))
   assert.deepEqual(idsOf(findings, 'warning'), ['public-url-placeholder'])
 })
 
