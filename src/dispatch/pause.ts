@@ -7,16 +7,7 @@
  * src/notifications/pause.ts.
  */
 
-/** What the claim stage and the console read of a pause. */
-export type TransportPause = {
-  transport: string
-  code: string
-  reason: string
-  since: string
-  failures: number
-  probe_at: string
-  probe_id: string | null
-}
+export type { TransportPause } from './pause-row.ts'
 
 /** Seconds before the next probe after `failures` refused tries: 30 s doubling to 10 min. */
 export function probeDelaySeconds(failures: number): number {

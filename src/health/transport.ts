@@ -2,7 +2,7 @@
  * What the chosen transport needs to send and to hear back: its secrets, no
  * pause, and a way for delivery events to come back.
  */
-import type { TransportPause } from '../dispatch/pause.ts'
+import type { TransportPause } from '../dispatch/pause-row.ts'
 import type { Deployment, Finding } from './types.ts'
 
 /** The configured transport (the schema's default when unset). */

@@ -5,7 +5,7 @@
  * ./findings.ts, one home for the Worker, the console and the CLI.
  */
 import type { ConfigIssue } from '../config.ts'
-import type { TransportPause } from '../dispatch/pause.ts'
+import type { TransportPause } from '../dispatch/pause-row.ts'
 
 /** `blocker`: no email is delivered until it is fixed; `warning`: something else breaks; `info`: worth knowing. */
 export type Severity = 'blocker' | 'warning' | 'info'
