@@ -173,7 +173,7 @@ describe('GET /v1/health/config', () => {
     expect(find(body, 'database-unreadable')).toMatchObject({
       severity: 'blocker',
       message: expect.stringContaining('no such table: transport_pauses'),
-      fix: expect.stringContaining('npx wrangler d1 migrations apply DB --remote'),
+      fix: expect.stringContaining('npm run deploy (it applies the migrations before the code)'),
     })
   })
 
