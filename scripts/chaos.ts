@@ -105,6 +105,8 @@ const worker = await startLocalWorker(
     // Nine quick retries: the 30 % failure rate is the point, not the waiting.
     DISPATCH_RETRY_DELAYS_SECONDS: '1,1,1,2,2,2,3,3,3',
     DISPATCH_LEASE_SECONDS: String(LEASE_SECONDS),
+    // Small batches: many requests, so that every fault of the provider meets batches, not one or two of them.
+    RESEND_BATCH_SIZE: process.env.CHAOS_BATCH_SIZE ?? '4',
   },
   { cron: true },
 )
@@ -590,6 +592,7 @@ const result = {
   provider_contract_violations: stats.contractViolations,
   provider_rate_limited_with_retry_after: stats.rateLimited,
   provider_over_rate_limit: stats.overRate,
+  provider_batch_requests: stats.batchRequests,
   // Tries before the time a 429 named: the retry time is the row's, so there must be none.
   early_retries: stats.earlyRetries,
   burned,

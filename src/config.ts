@@ -166,6 +166,16 @@ export const ConfigSchema = z
       .url({ protocol: /^https?$/ })
       .default('https://api.resend.com')
       .describe('Resend API base URL'),
+    // https://resend.com/docs/api-reference/emails/send-batch-emails: "up to 100 batch emails at once".
+    RESEND_BATCH_SIZE: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(100)
+      .default(100)
+      .describe(
+        'emails per Resend request: the notifications one dispatch batch claims go out in `POST /emails/batch` requests of up to this many (1: one `POST /emails` each) (≤ 100)',
+      ),
     DISPATCH_LEASE_SECONDS: Seconds.min(3)
       .default(120)
       .describe(

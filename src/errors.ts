@@ -53,6 +53,11 @@ export const ERRORS = {
     decision: 'retry',
     description: 'The email transport failed in a way that may pass (timeout, 5xx, rate limit).',
   },
+  NTF_BATCH_REFUSED: {
+    decision: 'retry',
+    description:
+      'Resend refused a batch of emails as invalid, so nothing of it was sent: its notifications are tried again, each alone, so that the one at fault fails by itself.',
+  },
   NTF_SEND_UNKNOWN: {
     decision: 'wait',
     description:

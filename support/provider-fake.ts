@@ -11,6 +11,8 @@ import { RESEND_DEFAULT_REQUESTS_PER_SECOND, resendRateLimiter } from './resend-
 export type ProviderStats = {
   /** Every request (POST /emails and /emails/batch). */
   requests: number
+  /** Of those, `POST /emails/batch`. */
+  batchRequests: number
   /** Answered 503 before anything was accepted (the key stays free, as Resend keeps no failed request). */
   transientFailures: number
   /** Sends held for the slow phase. */
@@ -83,6 +85,7 @@ export async function startProviderFake(options: {
   const running = new Map<string, { clientGone: boolean }>()
   const stats: ProviderStats = {
     requests: 0,
+    batchRequests: 0,
     transientFailures: 0,
     slowSends: 0,
     replays: 0,
@@ -117,6 +120,7 @@ export async function startProviderFake(options: {
     stats.requests += 1
     const key = request.headers['idempotency-key']
     const batch = request.url === '/emails/batch'
+    if (batch) stats.batchRequests += 1
     if (request.method !== 'POST' || (request.url !== '/emails' && !batch) || typeof key !== 'string' || key === '') {
       answer(response, 400, { name: 'validation_error', message: 'POST /emails with an Idempotency-Key' })
       return

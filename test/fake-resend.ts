@@ -17,7 +17,7 @@
  * lists FAKE_RESEND_DOMAINS as Resend's API reference documents the list
  * (https://resend.com/docs/api-reference/domains/list-domains; the schema
  * ListDomainsResponse of its OpenAPI document). The recipient's (a batch: its
- * first member's) local part picks the answer: `transient…` → 503,
+ * first member's; `permanent…` any member's) local part picks the answer: `transient…` → 503,
  * `ratelimited…` → 429 `rate_limit_exceeded` with `retry-after: 3600`,
  * `retrydate…` → the same with `retry-after` as an HTTP date two hours
  * ahead, `quota…` → 429
@@ -144,7 +144,9 @@ export async function fakeResend(request: Request): Promise<Response> {
     })
   if (to.startsWith('unverified'))
     return refusal(403, 'validation_error', 'The notify-edge.example domain is not verified.', rate.headers)
-  if (to.startsWith('permanent')) return refusal(422, 'validation_error', 'Invalid `to` field.', rate.headers)
+  // Resend validates a batch as a whole: one invalid email refuses all of it.
+  if (emails.some((email) => email.to?.[0]?.startsWith('permanent')))
+    return refusal(422, 'validation_error', 'Invalid `to` field.', rate.headers)
   if (!key) return new Response('{"message":"missing idempotency key"}', { status: 400 })
   const done = accepted.get(key)
   if (done && done.payload !== payload)

@@ -286,8 +286,20 @@ export async function dispatchOnce(
   overrides: Record<string, unknown> = {},
   attempts = 1,
 ): Promise<DispatchOutcome> {
-  const batch = createMessageBatch('notify-dispatch', [{ id: `d-${guid()}`, timestamp: new Date(), attempts, body }])
-  const retry = vi.spyOn(batch.messages[0] as Message, 'retry')
+  return dispatchBatch([body], overrides, attempts)
+}
+
+/** Delivers these notify-dispatch messages as one batch (one consumer invocation), as `dispatchOnce` does one. */
+export async function dispatchBatch(
+  bodies: { notificationId: string; due?: string }[],
+  overrides: Record<string, unknown> = {},
+  attempts = 1,
+): Promise<DispatchOutcome> {
+  const batch = createMessageBatch(
+    'notify-dispatch',
+    bodies.map((body) => ({ id: `d-${guid()}`, timestamp: new Date(), attempts, body })),
+  )
+  const retries = batch.messages.map((message) => vi.spyOn(message as Message, 'retry'))
   const enqueued: DispatchOutcome['enqueued'] = []
   const real = env.DISPATCH
   const recording = {
@@ -305,7 +317,8 @@ export async function dispatchOnce(
   const ctx = createExecutionContext()
   await worker.queue(batch, { ...env, ...overrides, DISPATCH: recording } as unknown as Env)
   const result = await getQueueResult(batch, ctx)
-  return { ...result, delays: retry.mock.calls.map(([options]) => options?.delaySeconds), enqueued }
+  const delays = retries.flatMap((retry) => retry.mock.calls.map(([options]) => options?.delaySeconds))
+  return { ...result, delays, enqueued }
 }
 
 /** Runs the cron trigger as of `at`, with an env of our choosing. */

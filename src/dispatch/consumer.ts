@@ -1,12 +1,16 @@
+import type { DeadLetterEnvelope } from '../dead-letters/envelope.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
-import { sendAll } from '../queue/send.ts'
+import type { Settlement } from '../queue/policy.ts'
+import { type Outgoing, sendAll } from '../queue/send.ts'
 import { settleBatch } from '../queue/settle.ts'
+import { type BatchToSend, batchStage } from './batch-stage.ts'
 import { claimStage, type Later, type ToSend } from './claim-stage.ts'
 import { MarkWriter } from './marks.ts'
 import { DispatchRun } from './run.ts'
 import { sendAndRecord } from './send.ts'
-import { transportFor } from './transports/index.ts'
+import { sendBatchAndRecord } from './send-batch.ts'
+import { type Transport, transportFor } from './transports/index.ts'
 
 /** Sends in flight at once from one batch. */
 const SEND_CONCURRENCY = 6
@@ -29,8 +33,15 @@ const SEND_CONCURRENCY = 6
 export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, log: Logger): Promise<void> {
   const run = new DispatchRun(env, log)
   const { toSend, later } = await claimStage(run, batch.messages)
-  const retries = await sendStage(run, toSend)
-  await requeueStage(run, [...later, ...retries])
+  const transport = transportFor(env, run.config)
+  const grouped = await batchStage(run, toSend, {
+    size: run.config.RESEND_BATCH_SIZE,
+    transport: transport.name,
+    canBatch: transport.sendBatch !== undefined,
+  })
+  const { retries, orphans } = await sendStage(run, transport, grouped.alone, grouped.batches)
+  await requeueStage(run, [...later, ...grouped.later, ...retries], orphans.next)
+  await deadLetterOrphans(run, orphans.deadLetters)
   await settleBatch(batch, run.settlements(), { dlq: env.DLQ, log, fallbackDelaySeconds: 30 })
 }
 
@@ -39,28 +50,62 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
  * send finishes, together with the results that finished while the previous
  * write was in flight (MarkWriter).
  */
-async function sendStage(run: DispatchRun, toSend: readonly ToSend[]): Promise<Later[]> {
+async function sendStage(
+  run: DispatchRun,
+  transport: Transport,
+  alone: readonly ToSend[],
+  batches: readonly BatchToSend[],
+): Promise<{ retries: Later[]; orphans: { next: Outgoing[]; deadLetters: DeadLetterEnvelope[] } }> {
   const { env, config, log, lease, pause } = run
-  const transport = transportFor(env, config)
   const context = { env, config, log, lease, transport, marks: new MarkWriter(env.DB), pause }
-  const queue = [...toSend]
+  const queue: (ToSend | BatchToSend)[] = [...batches, ...alone]
   const retries: Later[] = []
+  const orphans = { next: [] as Outgoing[], deadLetters: [] as DeadLetterEnvelope[] }
+  // A retry's message goes out with the ones not due yet; the message is acked only after that.
+  const settle = (message: Message<unknown>, settlement: Settlement, next: Outgoing | undefined) => {
+    if (next) retries.push({ message, outgoing: next })
+    else run.settle(message, settlement)
+  }
   run.lease.start()
   try {
     await Promise.all(
       Array.from({ length: Math.min(SEND_CONCURRENCY, queue.length) }, async () => {
-        for (let item = queue.shift(); item; item = queue.shift()) {
-          const { settlement, next } = await sendAndRecord(context, item.message, item.row)
-          // A retry's message goes out with the ones not due yet; the message is acked only after that.
-          if (next) retries.push({ message: item.message, outgoing: next })
-          else run.settle(item.message, settlement)
+        for (let work = queue.shift(); work; work = queue.shift()) {
+          if ('batchId' in work) {
+            for (const result of await sendBatchAndRecord(context, work)) {
+              const { message } = result.member
+              if (message) settle(message, result.settlement, result.next)
+              else if (result.next) orphans.next.push(result.next)
+              else if (result.deadLetter) orphans.deadLetters.push(result.deadLetter)
+            }
+          } else {
+            const { settlement, next } = await sendAndRecord(context, work.message, work.row)
+            settle(work.message, settlement, next)
+          }
         }
       }),
     )
   } finally {
     run.lease.stop()
   }
-  return retries
+  return { retries, orphans }
+}
+
+/**
+ * Dead letters of batch members that failed for good without a message of
+ * their own here. If notify-dlq does not take them, the notifications are
+ * `failed` all the same (the console and the API show them); the log says so.
+ */
+async function deadLetterOrphans(run: DispatchRun, deadLetters: readonly DeadLetterEnvelope[]): Promise<void> {
+  if (deadLetters.length === 0) return
+  try {
+    await sendAll(
+      run.env.DLQ,
+      deadLetters.map((body) => ({ body })),
+    )
+  } catch (error) {
+    run.log.error('dead-letter.send-failed', { queue: 'notify-dispatch', count: deadLetters.length, error })
+  }
 }
 
 /**
@@ -70,13 +115,10 @@ async function sendStage(run: DispatchRun, toSend: readonly ToSend[]): Promise<L
  * `pending` at its new time, so the old message comes back stale and the cron
  * enqueues the new time once it has passed.
  */
-async function requeueStage(run: DispatchRun, later: readonly Later[]): Promise<void> {
-  if (later.length === 0) return
+async function requeueStage(run: DispatchRun, later: readonly Later[], orphans: readonly Outgoing[]): Promise<void> {
+  if (later.length === 0 && orphans.length === 0) return
   try {
-    await sendAll(
-      run.env.DISPATCH,
-      later.map((entry) => entry.outgoing),
-    )
+    await sendAll(run.env.DISPATCH, [...later.map((entry) => entry.outgoing), ...orphans])
     for (const { message } of later) run.settle(message, { action: 'ack' })
   } catch (cause) {
     const error = new PipelineError('NTF_DEPENDENCY_FAILED', `notify-dispatch: ${(cause as Error).message}`, { cause })

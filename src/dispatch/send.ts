@@ -10,7 +10,7 @@ import { suppressAutomatically } from '../suppression/store.ts'
 import type { DispatchLease } from './lease.ts'
 import type { MarkWriter } from './marks.ts'
 import { dispatchFor } from './message.ts'
-import { messageIdOf } from './mime.ts'
+import { type Mail, messageIdOf } from './mime.ts'
 import { pauseTransport, resumeTransport, type TransportPause } from './pause.ts'
 import { nextTryAt } from './retry.ts'
 import { SendError, type Sent, type Transport } from './transports/index.ts'
@@ -53,15 +53,7 @@ export async function sendAndRecord(
   let sent: Sent | undefined
   let error: unknown
   try {
-    sent = await transport.send({
-      notificationId: row.id,
-      from: { address: config.EMAIL_FROM, name: config.EMAIL_FROM_NAME },
-      to: { address: row.recipient_email as string, name: row.recipient_name },
-      subject: row.subject ?? '',
-      text: row.text_body ?? '',
-      html: row.html_body ?? '',
-      unsubscribeUrl: row.unsubscribe_url,
-    })
+    sent = await transport.send(mailOf(config, row))
   } catch (caught) {
     error = caught
   }
@@ -74,7 +66,21 @@ export async function sendAndRecord(
   return recordFailure(context, message, row, refusal)
 }
 
-function fieldsOf(row: ClaimedRow) {
+/** The mail of a claimed notification: everything from the stored row, so every attempt sends the same. */
+export function mailOf(config: Config, row: ClaimedRow): Mail {
+  return {
+    notificationId: row.id,
+    from: { address: config.EMAIL_FROM, name: config.EMAIL_FROM_NAME },
+    to: { address: row.recipient_email as string, name: row.recipient_name },
+    subject: row.subject ?? '',
+    text: row.text_body ?? '',
+    html: row.html_body ?? '',
+    unsubscribeUrl: row.unsubscribe_url,
+  }
+}
+
+/** The log fields of a claimed notification (no address, no name). */
+export function fieldsOf(row: ClaimedRow) {
   return { notificationId: row.id, eventId: row.event_id, kind: row.kind, source: row.source, traceId: row.trace_id }
 }
 
@@ -253,7 +259,7 @@ async function record(writer: MarkWriter, marks: D1PreparedStatement[]): Promise
  * ends, and retrying the message re-reads it (a send that did happen is then
  * sent again under the same Message-ID and the provider's idempotency key).
  */
-function markFailed(context: SendContext, message: Message<unknown>, cause: unknown): SendResult {
+export function markFailed(context: SendContext, message: Message<unknown>, cause: unknown): SendResult {
   context.log.error('dispatch.mark-failed', { error: cause })
   const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 mark: ${(cause as Error).message}`, { cause })
   return { settlement: settleFailure(error, message.attempts, context.config.DISPATCH_RETRY_DELAYS_SECONDS) }

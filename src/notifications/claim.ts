@@ -18,7 +18,17 @@ export type ClaimedRow = {
   send_attempts: number
   trace_id: string | null
   unsubscribe_url: string | null
+  /** The batch it is sent with (src/notifications/batch.ts), or null when it is sent alone. */
+  batch_id: string | null
+  batch_position: number | null
+  /** 1 when it must not join a batch (one it was in was refused as invalid). */
+  send_alone: number
 }
+
+/** The columns of a `ClaimedRow`, as every statement that hands a claimed notification to a send returns them. */
+export const CLAIMED_COLUMNS = `id, kind, channel, status, event_id, source, recipient_email, recipient_name, subject,
+  text_body, html_body, scheduled_at, lease_until, send_attempts, trace_id, unsubscribe_url, batch_id, batch_position,
+  send_alone`
 
 /**
  * Ends a pending fallback decision (from person-upserted) whose authoritative
@@ -32,7 +42,7 @@ export function supersedeFallback(db: D1Database, id: string, now: string, windo
     .prepare(
       `UPDATE notifications SET status = 'superseded', updated_at = ?2,
          status_reason = 'the decision was notified from verification-requests (authoritative)'
-       WHERE id = ?1 AND status = 'pending' AND is_fallback = 1 AND provider_id IS NULL
+       WHERE id = ?1 AND status = 'pending' AND is_fallback = 1 AND provider_id IS NULL AND batch_id IS NULL
          AND EXISTS (SELECT 1 FROM notifications a WHERE a.is_fallback = 0 AND ${sameDecisionSql('a', '?3')})
        RETURNING id, kind, channel`,
     )
@@ -57,7 +67,7 @@ export function supersedeAuthoritative(
     .prepare(
       `UPDATE notifications SET status = 'superseded', updated_at = ?2,
          status_reason = 'the same decision was already sent from person-upserted'
-       WHERE id = ?1 AND status = 'pending' AND is_fallback = 0 AND decision_person IS NOT NULL
+       WHERE id = ?1 AND status = 'pending' AND is_fallback = 0 AND decision_person IS NOT NULL AND batch_id IS NULL
          AND EXISTS (SELECT 1 FROM notifications f WHERE f.is_fallback = 1 AND f.status = 'sent'
                      AND ${sameDecisionSql('f', '?3')})
        RETURNING id, kind, channel`,
@@ -91,8 +101,7 @@ export function claimNotification(
          AND NOT (is_fallback = 0 AND decision_person IS NOT NULL
                   AND EXISTS (SELECT 1 FROM notifications f WHERE f.is_fallback = 1
                               AND f.status IN ('sending', 'unknown') AND ${sameDecisionSql('f', '?6')}))
-       RETURNING id, kind, channel, status, event_id, source, recipient_email, recipient_name, subject, text_body,
-                 html_body, scheduled_at, lease_until, send_attempts, trace_id, unsubscribe_url`,
+       RETURNING ${CLAIMED_COLUMNS}`,
     )
     .bind(id, now, leaseUntil, token, due, windowSeconds)
 }

@@ -10,6 +10,9 @@ import { claimable } from './sql.ts'
 
 // The claim's own condition (./claim.ts), so a gate ends exactly what the claim would take.
 const CLAIMABLE = `id = ?1 AND ${claimable('?2', '?2')}`
+// Not a notification in a batch: it was judged when the batch was made, and its batch is sent
+// whole or not at all (./batch.ts), so no recipient gate takes one member out of it.
+const UNBATCHED = 'batch_id IS NULL'
 
 /**
  * Ends a claimable notification of an optional kind as `opted-out` when its
@@ -26,7 +29,7 @@ export function optOutGate(
     .prepare(
       `UPDATE notifications SET status = 'opted-out', lease_until = NULL, updated_at = ?2,
          status_reason = 'the recipient opted out of ' || kind || ' by ' || channel
-       WHERE ${CLAIMABLE} AND kind IN (SELECT value FROM json_each(?3))
+       WHERE ${CLAIMABLE} AND ${UNBATCHED} AND kind IN (SELECT value FROM json_each(?3))
          AND EXISTS (SELECT 1 FROM preferences p WHERE p.user_id = notifications.recipient_user_id
                      AND p.kind = notifications.kind AND p.channel = notifications.channel AND p.enabled = 0)
        RETURNING id, kind, channel`,
@@ -52,7 +55,7 @@ export function suppressionGate(db: D1Database, id: string, now: string): D1Prep
          status_reason = (SELECT 'the address is suppressed (' || s.cause || ', ' || s.source || ')'
                           FROM suppressions s WHERE ${SUPPRESSED_ADDRESS} AND (s.until IS NULL OR s.until > ?2)
                           LIMIT 1)
-       WHERE ${CLAIMABLE}
+       WHERE ${CLAIMABLE} AND ${UNBATCHED}
          AND EXISTS (SELECT 1 FROM suppressions s WHERE ${SUPPRESSED_ADDRESS} AND (s.until IS NULL OR s.until > ?2))
        RETURNING id, kind, channel`,
     )

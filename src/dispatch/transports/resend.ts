@@ -1,13 +1,15 @@
 import { USER_AGENT } from '../../version.ts'
-import { buildMime, listHeadersOf, messageIdOf } from '../mime.ts'
+import { buildMime, listHeadersOf, type Mail, messageIdOf } from '../mime.ts'
 import { SendError, type SendOutcome, type Transport } from './types.ts'
 
 /** Longest wait for the provider before the attempt counts as a transient failure. */
 const TIMEOUT_MS = 15_000
 
 /**
- * Resend's HTTP API. `Idempotency-Key` is the notification id and the
- * payload is built from the stored notification alone, so a retry after a lost
+ * Resend's HTTP API: one email per `POST /emails`, or up to 100 in one
+ * `POST /emails/batch` (`sendBatch`). `Idempotency-Key` is the notification
+ * id (a batch's: the batch id, its membership stored before the first
+ * request), and the payload is built from the stored notifications alone, so a retry after a lost
  * answer (a timeout, a 5xx from a proxy) is the same request, and Resend
  * answers it with the first answer instead of sending again (within its 24 h
  * window). Every request names notify-edge in `User-Agent`, which Resend
@@ -26,48 +28,66 @@ export function resendTransport(
   options: { apiKey: string; baseUrl: string },
   fetcher: typeof fetch = fetch,
 ): Transport {
+  /** One request; its answer's JSON when Resend accepted it, else the SendError of its refusal. */
+  async function post(path: string, key: string, body: unknown): Promise<unknown> {
+    let response: Response
+    try {
+      // Joined, not resolved: a base with a path (a proxy's prefix) keeps it.
+      response = await fetcher(`${options.baseUrl.replace(/\/+$/, '')}${path}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${options.apiKey}`,
+          'content-type': 'application/json',
+          'user-agent': USER_AGENT,
+          'idempotency-key': key,
+        },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(TIMEOUT_MS),
+      })
+    } catch (cause) {
+      // No answer: Resend may have taken it.
+      throw new SendError(`resend: ${(cause as Error).message}`, 'transient', { cause })
+    }
+    const text = await response.text()
+    if (!response.ok) throw failureOf(response, text)
+    try {
+      return JSON.parse(text) as unknown
+    } catch {
+      return undefined
+    }
+  }
   return {
     name: 'resend',
     async send(mail) {
+      const answer = (await post('/emails', mail.notificationId, emailOf(mail))) as { id?: unknown } | undefined
       const messageId = messageIdOf(mail)
-      const from = `${displayName(mail.from.name)} <${mail.from.address}>`
-      let response: Response
-      try {
-        // Joined, not resolved: a base with a path (a proxy's prefix) keeps it.
-        response = await fetcher(`${options.baseUrl.replace(/\/+$/, '')}/emails`, {
-          method: 'POST',
-          headers: {
-            authorization: `Bearer ${options.apiKey}`,
-            'content-type': 'application/json',
-            'user-agent': USER_AGENT,
-            'idempotency-key': mail.notificationId,
-          },
-          body: JSON.stringify({
-            from,
-            to: [mail.to.address],
-            subject: mail.subject,
-            text: mail.text,
-            html: mail.html,
-            headers: {
-              'Message-ID': messageId,
-              'X-Notify-Edge-Notification': mail.notificationId,
-              ...listHeadersOf(mail),
-            },
-          }),
-          signal: AbortSignal.timeout(TIMEOUT_MS),
-        })
-      } catch (cause) {
-        throw new SendError(`resend: ${(cause as Error).message}`, 'transient', { cause })
-      }
-      const text = await response.text()
-      if (!response.ok) throw failureOf(response, text)
-      let id: unknown
-      try {
-        id = (JSON.parse(text) as { id?: unknown }).id
-      } catch {
-        id = undefined
-      }
+      const id = answer?.id
       return { providerId: typeof id === 'string' ? id : messageId, raw: buildMime(mail), messageId }
+    },
+    async sendBatch(mails, key) {
+      // https://resend.com/docs/api-reference/emails/send-batch-emails: up to 100 emails, one id per email, in order.
+      const answer = (await post('/emails/batch', key, mails.map(emailOf))) as { data?: { id?: unknown }[] } | undefined
+      return mails.map((mail, index) => {
+        const messageId = messageIdOf(mail)
+        const id = answer?.data?.[index]?.id
+        return { providerId: typeof id === 'string' ? id : messageId, raw: buildMime(mail), messageId }
+      })
+    },
+  }
+}
+
+/** One email as Resend's `POST /emails` (and each member of a batch) takes it. */
+function emailOf(mail: Mail) {
+  return {
+    from: `${displayName(mail.from.name)} <${mail.from.address}>`,
+    to: [mail.to.address],
+    subject: mail.subject,
+    text: mail.text,
+    html: mail.html,
+    headers: {
+      'Message-ID': messageIdOf(mail),
+      'X-Notify-Edge-Notification': mail.notificationId,
+      ...listHeadersOf(mail),
     },
   }
 }
@@ -100,6 +120,17 @@ function outcomeOf(status: number, name: string): SendOutcome {
   return 'permanent'
 }
 
+/**
+ * Whether a refusal says for certain that nothing was sent under the request's
+ * key: a 4xx is Resend refusing the request itself (an invalid payload, the
+ * key, the rate limit), except the two idempotency conflicts, which say that
+ * a request with this key was taken (or is still running). A 5xx, like no
+ * answer at all, may come after the emails were taken.
+ */
+function nothingSent(status: number): boolean {
+  return status >= 400 && status < 500 && status !== 409
+}
+
 /** The SendError of a refused request: its outcome, the provider's code, how long it asked us to wait. */
 function failureOf(response: Response, text: string): SendError {
   let name = ''
@@ -117,6 +148,7 @@ function failureOf(response: Response, text: string): SendError {
   return new SendError(`resend: ${what}`, outcome, {
     delaySeconds: waitSeconds(response),
     providerCode: name || `http-${response.status}`,
+    nothingSent: nothingSent(response.status),
   })
 }
 

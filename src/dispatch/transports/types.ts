@@ -4,8 +4,17 @@ import type { Mail } from '../mime.ts'
 /** What a transport reports for a message it accepted. */
 export type Sent = { providerId: string; raw: string; messageId: string }
 
-/** Sends one mail; throws `SendError` to say whether trying again can help. */
-export type Transport = { name: string; send(mail: Mail): Promise<Sent> }
+/**
+ * Sends one mail; throws `SendError` to say whether trying again can help. A
+ * transport that can send several mails in one request has `sendBatch`: all
+ * of them under one idempotency key, answered one `Sent` per mail in their
+ * order, or refused as a whole.
+ */
+export type Transport = {
+  name: string
+  send(mail: Mail): Promise<Sent>
+  sendBatch?(mails: readonly Mail[], key: string): Promise<Sent[]>
+}
 
 /**
  * What a refused send means: `transient` — try again (not sooner than
@@ -30,6 +39,8 @@ export class SendError extends Error {
   readonly providerCode: string | undefined
   /** The pipeline code of a refusal that has its own (a message over a documented limit). */
   readonly code: PipelineCode | undefined
+  /** The provider said for certain that nothing was sent under the request's key (it refused the request itself). */
+  readonly nothingSent: boolean
 
   constructor(
     message: string,
@@ -39,6 +50,7 @@ export class SendError extends Error {
       delaySeconds?: number | undefined
       providerCode?: string | undefined
       code?: PipelineCode
+      nothingSent?: boolean
     },
   ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause })
@@ -47,5 +59,6 @@ export class SendError extends Error {
     this.delaySeconds = options?.delaySeconds
     this.providerCode = options?.providerCode
     this.code = options?.code
+    this.nothingSent = options?.nothingSent ?? false
   }
 }

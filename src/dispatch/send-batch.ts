@@ -1,0 +1,209 @@
+import type { DeadLetterEnvelope } from '../dead-letters/envelope.ts'
+import { type PipelineCode, PipelineError } from '../errors.ts'
+import { maskEmails } from '../log.ts'
+import { leaveBatch } from '../notifications/batch.ts'
+import { markRetry, markSendFailure, markSent, recordSentMessage } from '../notifications/marks.ts'
+import { markPaused, releasePaused } from '../notifications/pause.ts'
+import { describeError, type Settlement, settleFailure } from '../queue/policy.ts'
+import type { Outgoing } from '../queue/send.ts'
+import type { BatchMember, BatchToSend } from './batch-stage.ts'
+import { dispatchFor } from './message.ts'
+import { pauseTransport, resumeTransport } from './pause.ts'
+import { nextTryAt } from './retry.ts'
+import { fieldsOf, mailOf, type SendContext } from './send.ts'
+import { SendError, type Sent } from './transports/index.ts'
+
+/**
+ * What became of one member of a batch: its message's settlement and its next
+ * try's message, or, for a member claimed with its batch (no message of its
+ * own here), the message of its next try or the dead letter of its failure.
+ */
+export type MemberResult = {
+  member: BatchMember
+  settlement: Settlement
+  next?: Outgoing
+  deadLetter?: DeadLetterEnvelope
+}
+
+/**
+ * Sends a batch in one request under its id and records each member's result
+ * under the batch's claim token. Accepted: every member `sent` with its own
+ * provider id. Refused as a whole with nothing sent (the provider said so —
+ * a 4xx): the members leave the batch, and each is paused, tried again later
+ * (a rate limit), or — the batch was invalid — tried again alone. Any other
+ * failure may have come after the emails were taken: the batch stays as it
+ * is, every member waits for the same retry time, and the retry sends the
+ * same request under the same key.
+ */
+export async function sendBatchAndRecord(context: SendContext, batch: BatchToSend): Promise<MemberResult[]> {
+  const { config, lease, transport } = context
+  if (!lease.canStartSend || !transport.sendBatch) {
+    const error = new PipelineError('NTF_DEPENDENCY_FAILED', 'the dispatch lease could not be renewed; not sending')
+    // Members without a message of their own stay held until the lease ends; the cron takes them up then.
+    return batch.members.map((member) => ({
+      member,
+      settlement: settleFailure(error, member.message?.attempts ?? 1, config.DISPATCH_RETRY_DELAYS_SECONDS),
+    }))
+  }
+  try {
+    const sent = await transport.sendBatch(
+      batch.members.map((member) => mailOf(config, member.row)),
+      batch.batchId,
+    )
+    return await recordSent(context, batch, sent)
+  } catch (caught) {
+    const refusal =
+      caught instanceof SendError ? caught : new SendError(describeError(caught), 'transient', { cause: caught })
+    return await recordRefused(context, batch, refusal)
+  }
+}
+
+async function recordSent(context: SendContext, batch: BatchToSend, sent: Sent[]): Promise<MemberResult[]> {
+  const { env, log, lease, transport, pause } = context
+  const at = new Date().toISOString()
+  const statements = batch.members.flatMap((member, index) => {
+    const one = sent[index] as Sent
+    return [
+      markSent(env.DB, member.row.id, one.providerId, at, lease.token),
+      recordSentMessage(env.DB, member.row.id, transport.name, one.messageId, one.raw, at, lease.token),
+    ]
+  })
+  if (pause) statements.push(resumeTransport(env.DB, pause.transport), releasePaused(env.DB, at))
+  const written = await write(context, statements)
+  if (!Array.isArray(written)) return failedWrite(context, batch, written.cause)
+  if (pause) log.warn('transport.resumed', { transport: pause.transport, code: pause.code, pausedSince: pause.since })
+  return batch.members.map((member, index) => {
+    const providerId = sent[index]?.providerId
+    if ((written[index * 2]?.meta.changes ?? 0) === 0) {
+      log.error('dispatch.lease-lost', { ...fieldsOf(member.row), transport: transport.name, batchId: batch.batchId })
+    } else {
+      log.info('notification.sent', {
+        ...fieldsOf(member.row),
+        transport: transport.name,
+        providerId,
+        batchId: batch.batchId,
+      })
+    }
+    return { member, settlement: { action: 'ack' } }
+  })
+}
+
+async function recordRefused(context: SendContext, batch: BatchToSend, error: SendError): Promise<MemberResult[]> {
+  const { env, config, log, lease, transport } = context
+  const now = new Date()
+  const at = now.toISOString()
+  const reason = describeError(error)
+  // Nothing went out under the batch's key: its members are free to go out otherwise.
+  const leave = error.nothingSent
+  const invalid = leave && error.outcome === 'permanent'
+  const statements: D1PreparedStatement[] = leave ? [leaveBatch(env.DB, batch.batchId, lease.token, invalid)] : []
+  const plans = batch.members.map((member) => {
+    const { row } = member
+    if (error.outcome === 'paused') {
+      statements.push(markPaused(env.DB, row.id, 'NTF_TRANSPORT_PAUSED', maskEmails(reason), at, lease.token))
+      return { member, paused: true as const }
+    }
+    // Refused as invalid with nothing sent: tried again alone; any other permanent refusal
+    // (another payload was accepted under this key) ends the notification.
+    const code: PipelineCode = invalid
+      ? 'NTF_BATCH_REFUSED'
+      : (error.code ?? (error.outcome === 'permanent' ? 'NTF_SEND_PERMANENT' : 'NTF_SEND_TRANSIENT'))
+    const retryAt =
+      error.outcome === 'permanent' && !invalid
+        ? undefined
+        : nextTryAt(row.send_attempts, config.DISPATCH_RETRY_DELAYS_SECONDS, error.delaySeconds, now)
+    statements.push(
+      retryAt
+        ? markRetry(env.DB, row.id, code, reason, retryAt.toISOString(), at, lease.token)
+        : markSendFailure(env.DB, row.id, 'failed', code, reason, at, lease.token),
+    )
+    return { member, code, retryAt }
+  })
+  if (error.outcome === 'paused') {
+    const notBefore = error.delaySeconds ? new Date(now.getTime() + error.delaySeconds * 1000) : null
+    const code = error.providerCode ?? 'unknown'
+    statements.push(
+      pauseTransport(env.DB, transport.name, code, maskEmails(reason), now, notBefore, batch.members[0]?.row.id ?? ''),
+    )
+    log.error('transport.paused', {
+      transport: transport.name,
+      code,
+      error: maskEmails(reason),
+      batchId: batch.batchId,
+    })
+  }
+  const written = await write(context, statements)
+  if (!Array.isArray(written)) return failedWrite(context, batch, written.cause)
+  const offset = leave ? 1 : 0
+  return plans.map((plan, index): MemberResult => {
+    const fenced = (written[offset + index]?.meta.changes ?? 0) === 0
+    const fields = { ...fieldsOf(plan.member.row), batchId: batch.batchId, attempts: plan.member.row.send_attempts }
+    if ('paused' in plan || fenced) return { member: plan.member, settlement: { action: 'ack' } }
+    if (plan.retryAt) {
+      log.warn('notification.retry', { ...fields, code: plan.code, error: reason, retryAt: plan.retryAt.toISOString() })
+      return {
+        member: plan.member,
+        settlement: { action: 'ack' },
+        next: dispatchFor(plan.member.row.id, plan.retryAt.toISOString(), now),
+      }
+    }
+    log.error('notification.failed', { ...fields, code: plan.code, error: reason })
+    const failure = { code: plan.code, error: reason, kind: plan.member.row.kind }
+    return {
+      member: plan.member,
+      settlement: { action: 'dead-letter', ...failure },
+      ...(plan.member.message ? {} : { deadLetter: orphanDeadLetter(plan.member, failure, now) }),
+    }
+  })
+}
+
+/** Writes a batch's marks (one transaction with whatever shares their group), or says why it could not. */
+async function write(
+  context: SendContext,
+  statements: D1PreparedStatement[],
+): Promise<D1Result[] | { cause: unknown }> {
+  try {
+    return await context.marks.write(statements)
+  } catch (cause) {
+    return { cause }
+  }
+}
+
+/**
+ * The batch's result could not be recorded: every member stays `sending`
+ * until the lease ends; the retry of a message (or the cron) claims the batch
+ * again and sends the same request, which the provider answers with its
+ * first answer if it took it.
+ */
+function failedWrite(context: SendContext, batch: BatchToSend, cause: unknown): MemberResult[] {
+  context.log.error('dispatch.mark-failed', { error: cause, batchId: batch.batchId })
+  const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 mark: ${(cause as Error).message}`, { cause })
+  return batch.members.map((member) => ({
+    member,
+    settlement: settleFailure(error, member.message?.attempts ?? 1, context.config.DISPATCH_RETRY_DELAYS_SECONDS),
+  }))
+}
+
+/**
+ * The dead letter of a member that failed without a message of its own here
+ * (it was claimed with its batch): the same envelope a settled message gets,
+ * its body the dispatch message that would have carried it.
+ */
+function orphanDeadLetter(
+  member: BatchMember,
+  failure: { code: string; error: string; kind: string },
+  now: Date,
+): DeadLetterEnvelope {
+  const { row } = member
+  return {
+    notifyEdgeDeadLetter: 1,
+    queue: 'notify-dispatch',
+    code: failure.code,
+    error: failure.error,
+    attempts: Math.max(1, row.send_attempts),
+    failureId: `batch:${row.batch_id}:${row.id}:${row.send_attempts}`,
+    failedAt: now.toISOString(),
+    kind: failure.kind,
+    message: { notificationId: row.id, due: row.scheduled_at },
+  }
+}
