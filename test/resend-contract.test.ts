@@ -29,11 +29,13 @@ function recording(seen: ResendRequest[], answer: unknown): typeof fetch {
   }) as typeof fetch
 }
 
-/** The requests a transport sends for these mails, as Resend would receive them (answered 200). */
-async function requestsFor(mails: Mail[], baseUrl = 'https://api.resend.com'): Promise<ResendRequest[]> {
+/** The requests a transport sends for these mails, as Resend would receive them (answered 200); `batch`: in one. */
+async function requestsFor(mails: Mail[], baseUrl = 'https://api.resend.com', batch = false): Promise<ResendRequest[]> {
   const seen: ResendRequest[] = []
-  const transport = resendTransport({ apiKey: 're_test_key', baseUrl }, recording(seen, { id: 're_test' }))
-  for (const mail of mails) await transport.send(mail)
+  const answer = batch ? { data: mails.map((_, i) => ({ id: `re_${i}` })) } : { id: 're_test' }
+  const transport = resendTransport({ apiKey: 're_test_key', baseUrl }, recording(seen, answer))
+  if (batch) await transport.sendBatch?.(mails, 'bat_0123456789abcdef0123456789abcdef')
+  else for (const mail of mails) await transport.send(mail)
   return seen
 }
 
@@ -63,6 +65,26 @@ describe("the resend transport keeps Resend's published contract", () => {
       expect(request.headers['user-agent']).toMatch(/^notify-edge\/\d+\.\d+\.\d+$/)
       expect(request.headers['idempotency-key']).toBe(base.notificationId)
     }
+  })
+
+  it('a batch of every kind of mail is one request the document allows, under the batch id', async () => {
+    const mails = [
+      base,
+      { ...base, notificationId: 'ntf_1', unsubscribeUrl: 'https://notify-edge.example.workers.dev/u/v1.token.mac' },
+      { ...base, notificationId: 'ntf_2', to: { address: 'anna@example.com', name: null } },
+      { ...base, notificationId: 'ntf_3', from: { address: base.from.address, name: 'ArtHunt, Inc. "Notifications"' } },
+    ]
+    const requests = await requestsFor(mails, 'https://api.resend.com', true)
+    expect(requests).toHaveLength(1)
+    const [request] = requests as [ResendRequest]
+    expect(request).toMatchObject({ method: 'POST', path: '/emails/batch' })
+    expect(contract.check(request)).toEqual([])
+    expect(request.headers['idempotency-key']).toBe('bat_0123456789abcdef0123456789abcdef')
+    expect((JSON.parse(request.body) as unknown[]).length).toBe(4)
+    // Over 100, or a field a batch does not take: refused by the same check.
+    const body = JSON.parse(request.body) as Record<string, unknown>[]
+    const many = Array.from({ length: 101 }, () => body[0])
+    expect(contract.check({ ...request, body: JSON.stringify(many) })).toEqual(['a batch of 101 emails (at most 100)'])
   })
 
   it('a base URL with a path keeps it (a proxy in front of Resend)', async () => {
