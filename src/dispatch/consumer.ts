@@ -6,7 +6,7 @@ import { claimStage, type Later, type ToSend } from './claim-stage.ts'
 import { MarkWriter } from './marks.ts'
 import { DispatchRun } from './run.ts'
 import { sendAndRecord } from './send.ts'
-import { transportFor } from './transports/index.ts'
+import { paceFor, transportFor } from './transports/index.ts'
 
 /** Sends in flight at once from one batch. */
 const SEND_CONCURRENCY = 6
@@ -15,9 +15,11 @@ const SEND_CONCURRENCY = 6
  * Consumer of `notify-dispatch`: claim every notification of the batch
  * (`pending → sending` under the batch's claim token and lease; one winner;
  * verification decisions that arrived from both sources settled on the way),
- * send the claimed ones a few at a time through the configured transport and
- * record each result as its send finishes (grouped with those that finished
- * while the previous write was in flight), then put back what is not due yet.
+ * send the claimed ones a few at a time through the configured transport —
+ * through resend, each at the slot the account's pace gives it, shared with
+ * every other invocation (src/dispatch/pace/) — and record each result as its
+ * send finishes (grouped with those that finished while the previous write was
+ * in flight), then put back what is not due yet.
  * The lease is renewed while sends run, and every mark applies only under the
  * token that claimed, so a send slower than the lease is never sent a second
  * time by a delivery that took over, and never has its outcome overwritten.
@@ -41,8 +43,9 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
  */
 async function sendStage(run: DispatchRun, toSend: readonly ToSend[]): Promise<Later[]> {
   const { env, config, log, lease, pause } = run
-  const transport = transportFor(env, config)
-  const context = { env, config, log, lease, transport, marks: new MarkWriter(env.DB), pause }
+  const pace = paceFor(env, config, log)
+  const transport = transportFor(env, config, pace)
+  const context = { env, config, log, lease, transport, marks: new MarkWriter(env.DB), pause, pace }
   const queue = [...toSend]
   const retries: Later[] = []
   run.lease.start()
