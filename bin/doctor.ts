@@ -19,6 +19,7 @@ export type WranglerConfig = {
   kv_namespaces?: { binding?: string; id?: string }[]
   queues?: { producers?: { binding?: string; queue?: string }[]; consumers?: { queue?: string }[] }
   send_email?: { name?: string }[]
+  durable_objects?: { bindings?: { name?: string }[] }
   triggers?: { crons?: string[] }
 }
 
@@ -59,6 +60,7 @@ export function describeWranglerConfig(config: WranglerConfig, now: Date): Deplo
       ...named(kv, (namespace) => namespace.binding),
       ...named(config.queues?.producers, (producer) => producer.binding),
       ...named(config.send_email, (binding) => binding.name),
+      ...named(config.durable_objects?.bindings, (binding) => binding.name),
     ],
     consumers: named(config.queues?.consumers, (consumer) => consumer.queue),
     crons: config.triggers?.crons ?? [],

@@ -76,19 +76,22 @@ async function readBody(request: IncomingMessage): Promise<Buffer> {
 
 // ── the fake email provider (Resend's API and its rules), 25 % transient failures, 5 % 429s with a
 // retry-after, a phase with the key revoked, a slow phase ──
-const RETRY_AFTER_SECONDS = 3
+// Resend's rate window is a second, so a 429's retry-after names at most the rest of it. The Worker
+// holds every send of the account for it (src/dispatch/pace/): at 3 s, the run's drawn 429s alone
+// would hold the sends for about as long as the run may take.
+const RETRY_AFTER_SECONDS = 1
 const KEY_REVOKED_SECONDS = Number(process.env.CHAOS_KEY_REVOKED_SECONDS ?? '60')
 const LATE_CONTACTS = Math.max(3, Math.min(20, Math.floor(EVENTS / 15)))
 const LATE_CONTACT_DELAY_MS = 15_000
+const PROVIDER_RPS = Number(process.env.CHAOS_PROVIDER_RPS ?? '40')
 const provider = await startProviderFake({
   failureRate: 0.25,
   rateLimitRate: 0.05,
   retryAfterSeconds: RETRY_AFTER_SECONDS,
   apiKey: 'chaos',
-  // Resend's default is 5 requests per second per team, raised on request. The Worker does not
-  // pace its sends to a rate yet, so the run uses a raised one: requests past it are 429s with
-  // Resend's headers, one fault among the others, not the whole run.
-  requestsPerSecond: Number(process.env.CHAOS_PROVIDER_RPS ?? '40'),
+  // Resend's default is 5 requests per second per team, raised on request: the run uses a raised
+  // one, and tells the Worker's pace the same (RESEND_REQUESTS_PER_SECOND below).
+  requestsPerSecond: PROVIDER_RPS,
 })
 
 // ── the Worker under wrangler dev, with the resend transport pointed at the fake ──
@@ -102,6 +105,7 @@ const worker = await startLocalWorker(
     EMAIL_TRANSPORT: 'resend',
     RESEND_API_KEY: 'chaos',
     RESEND_API_URL: provider.url,
+    RESEND_REQUESTS_PER_SECOND: String(PROVIDER_RPS),
     // Nine quick retries: the 30 % failure rate is the point, not the waiting.
     DISPATCH_RETRY_DELAYS_SECONDS: '1,1,1,2,2,2,3,3,3',
     DISPATCH_LEASE_SECONDS: String(LEASE_SECONDS),

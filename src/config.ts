@@ -21,6 +21,9 @@ const UrgencyList = commaList(z.enum(['low', 'normal', 'high']))
 
 const Seconds = z.coerce.number().int().nonnegative()
 
+/** The highest send pace one Durable Object is asked to keep (see RESEND_REQUESTS_PER_SECOND). */
+export const PACE_MAX_REQUESTS_PER_SECOND = 500
+
 /** Days of retention, at least `min`. */
 const RetentionDays = (min: number, fallback: number) => z.coerce.number().int().min(min).default(fallback)
 
@@ -175,6 +178,17 @@ export const ConfigSchema = z
       .default(100)
       .describe(
         'emails per Resend request: the notifications one dispatch batch claims go out in `POST /emails/batch` requests of up to this many (1: one `POST /emails` each) (≤ 100)',
+      ),
+    // One Durable Object paces every send of the account (src/dispatch/pace/), and an object has a
+    // soft limit of 1,000 requests per second: each send asks it once, some twice, hence the ceiling.
+    RESEND_REQUESTS_PER_SECOND: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(PACE_MAX_REQUESTS_PER_SECOND)
+      .default(5)
+      .describe(
+        "Resend's rate limit of the team behind RESEND_API_KEY, in requests per second (5 by default, raised on request): sends through resend are paced to it across every consumer invocation; a lower `ratelimit-limit` in Resend's answers lowers the pace by itself (≤ 500)",
       ),
     DISPATCH_LEASE_SECONDS: Seconds.min(3)
       .default(120)

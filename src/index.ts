@@ -9,6 +9,10 @@ import { runMaintenance } from './maintenance/cron.ts'
 import { consumeEvents } from './materialize/consumer.ts'
 import { QUEUES } from './queue/names.ts'
 
+// The send pace of each provider account (the SEND_PACE binding): a Durable Object class must be
+// exported by the Worker that declares it.
+export { SendPace } from './dispatch/pace/send-pace.ts'
+
 // The console's pages sit beside the API and call it in-process (no import cycle: the API does
 // not know the console).
 app.route('/console', consoleApp)

@@ -1,7 +1,16 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
-import { FAKE_RESEND_URL } from './fake-resend.ts'
-import { type DispatchOutcome, deliver, dispatchOnce, eventually, guid, parseMime, runCron } from './helpers.ts'
+import { FAKE_RESEND_TEAM_KEY_PREFIX, FAKE_RESEND_URL } from './fake-resend.ts'
+import {
+  type DispatchOutcome,
+  deliver,
+  dispatchOnce,
+  eventually,
+  guid,
+  parseMime,
+  pendingNotification,
+  runCron,
+} from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 type Row = {
@@ -26,22 +35,6 @@ async function providerRequests(id: string): Promise<number> {
 async function providerEmails(id: string): Promise<number> {
   const response = await fetch(`${FAKE_RESEND_URL}/control/emails?key=${id}`)
   return ((await response.json()) as { count: number }).count
-}
-
-/** A pending notification due now, as materialize would have written it. */
-async function pendingNotification(email: string, overrides: { scheduledAt?: string } = {}): Promise<string> {
-  const id = `ntf_test_${guid().replaceAll('-', '')}`
-  const now = new Date().toISOString()
-  await env.DB.prepare(
-    `INSERT INTO notifications (id, idempotency_key, event_id, source, kind, channel, urgency,
-       recipient_user_id, recipient_email, recipient_name, locale, time_zone, subject, text_body, html_body,
-       template_version, status, scheduled_at, enqueued_at, created_at, updated_at)
-     VALUES (?1, ?2, ?3, 'http', 'InvitationCreated', 'email', 'normal', ?4, ?5, 'Михаил Дизайнер', 'ru',
-       'Europe/Moscow', 'Вас пригласили в проект', 'Текст', '<p>Текст</p>', 1, 'pending', ?6, ?7, ?7, ?7)`,
-  )
-    .bind(id, `test:${id}`, guid(), guid(), email, overrides.scheduledAt ?? now, now)
-    .run()
-  return id
 }
 
 async function rowOf(id: string): Promise<Row> {
@@ -169,9 +162,12 @@ describe('notify-dispatch consumer', () => {
   })
 
   it('a retry time is authoritative: a 429 that asked for an hour is not tried again before the hour', async () => {
+    // A 429 holds every send of its account for its retry-after (src/dispatch/pace/): this one asks for
+    // an hour, so it is sent through a team of its own, whose pace no other test uses.
+    const ownTeam = { RESEND_API_KEY: `${FAKE_RESEND_TEAM_KEY_PREFIX}retry-time-${guid().slice(0, 8)}` }
     const id = await pendingNotification(`ratelimited-${guid().slice(0, 8)}@example.com`)
     const original = { notificationId: id, due: (await rowOf(id)).scheduled_at }
-    await expectRetryIn(id, await dispatchOnce(original, resendEnv()), 3600, Date.now())
+    await expectRetryIn(id, await dispatchOnce(original, resendEnv(ownTeam)), 3600, Date.now())
     expect(await providerRequests(id)).toBe(1)
     const { scheduled_at: retryAt, enqueued_at: enqueuedAt } = (await env.DB.prepare(
       'SELECT scheduled_at, enqueued_at FROM notifications WHERE id = ?1',
@@ -179,14 +175,14 @@ describe('notify-dispatch consumer', () => {
       .bind(id)
       .first()) as { scheduled_at: string; enqueued_at: string }
     // The old message redelivered: stale, acked, nothing sent, nothing enqueued.
-    const redelivered = await dispatchOnce(original, resendEnv())
+    const redelivered = await dispatchOnce(original, resendEnv(ownTeam))
     expect(redelivered.explicitAcks).toHaveLength(1)
     expect(redelivered.enqueued).toEqual([])
     // A message of the new time arriving early (Queues delay at most 12 h): back on the queue, not sent.
-    const early = await dispatchOnce({ notificationId: id, due: retryAt }, resendEnv())
+    const early = await dispatchOnce({ notificationId: id, due: retryAt }, resendEnv(ownTeam))
     expect(early.enqueued.map((message) => message.body)).toEqual([{ notificationId: id, due: retryAt }])
     // The cron three minutes later: the notification is not lost, so it is not enqueued again.
-    await runCron(new Date(Date.now() + 180_000), resendEnv())
+    await runCron(new Date(Date.now() + 180_000), resendEnv(ownTeam))
     expect((await rowOf(id)).status).toBe('pending')
     const after = await env.DB.prepare('SELECT enqueued_at FROM notifications WHERE id = ?1').bind(id).first()
     expect(after).toEqual({ enqueued_at: enqueuedAt })

@@ -11,9 +11,13 @@
  * `test-resend-key` (full access) and `test-resend-sending-key` (sending
  * access only, which Resend answers with 401 `restricted_api_key` on
  * anything but sending), both of one team, and
- * `test-resend-key-default-rate` of another. Each team has Resend's rate
- * limit (support/resend-rate.ts): past it a 429 `rate_limit_exceeded` with
- * `retry-after`, and the `ratelimit-*` headers on every answer. `GET /domains`
+ * `test-resend-key-default-rate` of another; every key
+ * `test-resend-key-team-{name}` is a team of its own at Resend's default
+ * rate, made on first use and on the real clock, so that a test of the send
+ * pace has a team (and, keyed by it, a pace) that no other test touches.
+ * Each team has Resend's rate limit (support/resend-rate.ts): past it a 429
+ * `rate_limit_exceeded` with `retry-after`, and the `ratelimit-*` headers on
+ * every answer. `GET /domains`
  * lists FAKE_RESEND_DOMAINS as Resend's API reference documents the list
  * (https://resend.com/docs/api-reference/domains/list-domains; the schema
  * ListDomainsResponse of its OpenAPI document). The recipient's (a batch: its
@@ -31,7 +35,9 @@
  * the first answer and no new email, with another payload a 409
  * `invalid_idempotent_request`. Requests and accepted emails are counted by
  * key (`GET /control/sends?key=`, `GET /control/emails?key=`,
- * `POST /control/release?key=`, `POST /control/rate-clock?at=`).
+ * `POST /control/release?key=`, `POST /control/rate-clock?at=`), and so are
+ * the requests refused 429 for their team's rate (`GET /control/rate-limited?key=`),
+ * which are refused before they count as sends.
  */
 import { readFile } from 'node:fs/promises'
 import { type ResendDocument, resendContract } from '../support/resend-contract.ts'
@@ -40,6 +46,7 @@ import { resendRateLimiter } from '../support/resend-rate.ts'
 export const FAKE_RESEND_URL = 'http://fake-resend.test'
 
 const requests = new Map<string, number>()
+const rateLimited = new Map<string, number>()
 const accepted = new Map<string, { payload: string; ids: string[] }>()
 const released = new Map<string, () => void>()
 const releases = new Map<string, Promise<void>>()
@@ -55,6 +62,9 @@ function releaseOf(key: string): Promise<void> {
 
 /** The full-access key and the sending-only key this fake knows. */
 export const FAKE_RESEND_KEYS = { full: 'test-resend-key', sending: 'test-resend-sending-key' } as const
+
+/** A key that starts so is a team of its own, at Resend's default rate. */
+export const FAKE_RESEND_TEAM_KEY_PREFIX = 'test-resend-key-team-'
 
 /** The domains of the fake's team, by their status. */
 export const FAKE_RESEND_DOMAINS = {
@@ -77,6 +87,7 @@ export async function fakeResend(request: Request): Promise<Response> {
     const key = url.searchParams.get('key') ?? ''
     if (url.pathname === '/control/sends') return Response.json({ count: requests.get(key) ?? 0 })
     if (url.pathname === '/control/emails') return Response.json({ count: accepted.get(key)?.ids.length ?? 0 })
+    if (url.pathname === '/control/rate-limited') return Response.json({ count: rateLimited.get(key) ?? 0 })
     if (url.pathname === '/control/rate-clock') {
       const at = url.searchParams.get('at')
       heldAt = at === null ? undefined : Number(at)
@@ -97,11 +108,16 @@ export async function fakeResend(request: Request): Promise<Response> {
   const authorization = request.headers.get('authorization')
   if (!authorization) return refusal(401, 'missing_api_key', 'Missing API key in the authorization header.')
   const apiKey = authorization.replace(/^Bearer /, '')
-  const team = TEAM_OF_KEY[apiKey]
+  const team = teamOf(apiKey)
   if (!authorization.startsWith('Bearer ') || team === undefined)
     return refusal(403, 'invalid_api_key', 'API key is invalid.')
-  const rate = team.take(apiKey === 'test-resend-key-default-rate' ? 'default-rate' : 'shared')
-  if (!rate.allowed) return refusal(429, 'rate_limit_exceeded', 'Too many requests.', rate.headers)
+  // Each team has a limiter of its own, so one window per limiter.
+  const rate = team.take('team')
+  if (!rate.allowed) {
+    const refused = request.headers.get('idempotency-key') ?? ''
+    rateLimited.set(refused, (rateLimited.get(refused) ?? 0) + 1)
+    return refusal(429, 'rate_limit_exceeded', 'Too many requests.', rate.headers)
+  }
   if (route === 'GET /domains') return listDomains(request, apiKey)
   // Resend's own OpenAPI document decides what a request may be; what it refuses, this refuses.
   const payload = await request.text()
@@ -177,6 +193,12 @@ const TEAM_OF_KEY: Record<string, ReturnType<typeof resendRateLimiter>> = {
   [FAKE_RESEND_KEYS.full]: SHARED_TEAM,
   [FAKE_RESEND_KEYS.sending]: SHARED_TEAM,
   'test-resend-key-default-rate': resendRateLimiter({ now: () => heldAt ?? Date.now() }),
+}
+
+/** A key's team: one of the above, or a team of its own for a `test-resend-key-team-…` key. */
+function teamOf(apiKey: string): ReturnType<typeof resendRateLimiter> | undefined {
+  if (apiKey.startsWith(FAKE_RESEND_TEAM_KEY_PREFIX)) TEAM_OF_KEY[apiKey] ??= resendRateLimiter({})
+  return TEAM_OF_KEY[apiKey]
 }
 
 /**

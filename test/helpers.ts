@@ -321,6 +321,22 @@ export async function dispatchBatch(
   return { ...result, delays, enqueued }
 }
 
+/** A pending notification due now, as materialize would have written it. */
+export async function pendingNotification(email: string, overrides: { scheduledAt?: string } = {}): Promise<string> {
+  const id = `ntf_test_${guid().replaceAll('-', '')}`
+  const now = new Date().toISOString()
+  await env.DB.prepare(
+    `INSERT INTO notifications (id, idempotency_key, event_id, source, kind, channel, urgency,
+       recipient_user_id, recipient_email, recipient_name, locale, time_zone, subject, text_body, html_body,
+       template_version, status, scheduled_at, enqueued_at, created_at, updated_at)
+     VALUES (?1, ?2, ?3, 'http', 'InvitationCreated', 'email', 'normal', ?4, ?5, 'Михаил Дизайнер', 'ru',
+       'Europe/Moscow', 'Вас пригласили в проект', 'Текст', '<p>Текст</p>', 1, 'pending', ?6, ?7, ?7, ?7)`,
+  )
+    .bind(id, `test:${id}`, guid(), guid(), email, overrides.scheduledAt ?? now, now)
+    .run()
+  return id
+}
+
 /** Runs the cron trigger as of `at`, with an env of our choosing. */
 export async function runCron(at: Date, overrides: Record<string, unknown> = {}): Promise<void> {
   const { createScheduledController, waitOnExecutionContext } = await import('cloudflare:test')

@@ -15,7 +15,8 @@ import {
 import { describe, expect, it } from 'vitest'
 import worker from '../src/index.ts'
 import { D1_LIMITS, KV_LIMITS, WORKER_LIMITS } from '../src/platform-limits.ts'
-import { ADMIN_TOKEN, freshInbound, guid, seedContact } from './helpers.ts'
+import { FAKE_RESEND_TEAM_KEY_PREFIX, FAKE_RESEND_URL } from './fake-resend.ts'
+import { ADMIN_TOKEN, freshInbound, guid, pendingNotification, seedContact } from './helpers.ts'
 import { meterEnv, type Usage } from './invocation-meter.ts'
 
 /** Cloudflare Queues: a `sendBatch` holds at most 256 KB (https://developers.cloudflare.com/queues/platform/limits/). */
@@ -82,6 +83,62 @@ describe('per-invocation limits', () => {
     // Each notification is a statement of its own in the write's one D1 batch: none comes near a statement's limits.
     expect(usage.d1.statements).toBeGreaterThan(2000)
     expectWithinLimits(usage)
+  })
+
+  it('a full notify-dispatch batch through resend, paced, fits one invocation', async () => {
+    // 50 sends at 4 a second: every send asks the account's pace for its slot (a Durable Object call,
+    // a subrequest), makes its request to Resend (another), and every fifth answer spends Resend's
+    // window and is reported to the pace (a third).
+    const ids = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => pendingNotification(`limits-${i}-${guid().slice(0, 8)}@example.com`)),
+    )
+    const meter = meterEnv({
+      ...env,
+      EMAIL_TRANSPORT: 'resend',
+      RESEND_API_KEY: `${FAKE_RESEND_TEAM_KEY_PREFIX}limits-${guid().slice(0, 8)}`,
+      RESEND_API_URL: FAKE_RESEND_URL,
+      // Below the team's 5 a second: a request that leaves on its slot but arrives late on a loaded
+      // machine must not land in the next window of the stand-in's and be refused (this test is about
+      // the invocation's limits; test/send-pace.test.ts is about the pace).
+      RESEND_REQUESTS_PER_SECOND: '4',
+      // One request per email (no /emails/batch): the most subrequests and the longest pace 50 sends can cost.
+      RESEND_BATCH_SIZE: '1',
+    } as Env)
+    const batch = createMessageBatch(
+      'notify-dispatch',
+      ids.map((id, index) => ({
+        id: `send-${index}`,
+        timestamp: new Date(),
+        attempts: 1,
+        body: { notificationId: id },
+      })),
+    )
+    const ctx = createExecutionContext()
+    await worker.queue(batch, meter.env)
+    const result = await getQueueResult(batch, ctx)
+    const usage = meter.usage()
+    // The requests to Resend, as the fake counted them: those it took and those it refused for the rate.
+    let fetches = 0
+    for (const id of ids) {
+      for (const path of ['sends', 'rate-limited']) {
+        fetches += ((await (await fetch(`${FAKE_RESEND_URL}/control/${path}?key=${id}`)).json()) as { count: number })
+          .count
+      }
+    }
+    console.log(`invocation-limits: 50 paced sends ${JSON.stringify(usage)}, ${fetches} requests to Resend`)
+
+    expect(result.explicitAcks).toHaveLength(50)
+    const sent = await env.DB.prepare(
+      "SELECT count(*) AS n FROM notifications WHERE status = 'sent' AND id IN (SELECT value FROM json_each(?1))",
+    )
+      .bind(JSON.stringify(ids))
+      .first()
+    expect(sent).toEqual({ n: 50 })
+    expect(fetches).toBe(50)
+    // A slot per send, and a report only for an answer that changes the pace.
+    expect(usage.durableObjects.calls).toBeGreaterThanOrEqual(50)
+    expect(usage.durableObjects.calls).toBeLessThanOrEqual(100)
+    expectWithinLimits({ ...usage, subrequests: usage.subrequests + fetches })
   })
 
   it('a bulk replay of 1,000 dead letters of 120 KB each keeps every invocation within the limits', async () => {

@@ -1,4 +1,5 @@
 import { utf8Length } from '@notify-edge/contracts'
+import type { SendPace } from '../src/dispatch/pace/send-pace.ts'
 
 /** What one invocation asked of the platform, in the units Cloudflare limits it by. */
 export type Usage = {
@@ -28,6 +29,8 @@ export type Usage = {
     bytesSent: number
   }
   kv: { calls: number }
+  /** Calls to a Durable Object through a stub of SEND_PACE (the send pace): each is a subrequest. */
+  durableObjects: { calls: number }
   /** Every call above: what Cloudflare counts against the invocation's subrequests. */
   subrequests: number
 }
@@ -36,7 +39,7 @@ const EXECUTIONS = new Set(['run', 'all', 'first', 'raw'])
 const KV_OPERATIONS = new Set(['get', 'getWithMetadata', 'put', 'delete', 'list'])
 
 /**
- * The env with its D1, queue and KV bindings counted, for one invocation
+ * The env with its D1, queue, KV and Durable Object bindings counted, for one invocation
  * (`worker.queue`, `worker.fetch`) the test hands it to. Every call still
  * goes to the real local binding. A statement's SQL and parameters are read
  * from workerd's `D1PreparedStatement` (`statement`, `params`), through any
@@ -54,6 +57,7 @@ export function meterEnv(env: Env): { env: Env; usage: () => Usage } {
   }
   const queues = { calls: 0, messages: 0, maxMessagesPerCall: 0, maxBytesPerCall: 0, maxMessageBytes: 0, bytesSent: 0 }
   const kv = { calls: 0 }
+  const durableObjects = { calls: 0 }
 
   const inspect = (statement: unknown) => {
     const { statement: sql, params } = statement as { statement?: unknown; params?: unknown }
@@ -154,6 +158,29 @@ export function meterEnv(env: Env): { env: Env; usage: () => Usage } {
     },
   })
 
+  // A stub's methods are its RPC calls; `then` is not one (a stub is not a promise). Reflect.apply:
+  // on an RPC method, `.apply` would itself be taken for the name of a remote method.
+  const stub = (real: DurableObjectStub<SendPace>): DurableObjectStub<SendPace> =>
+    new Proxy(real, {
+      get(target, property) {
+        const value = Reflect.get(target, property)
+        if (property === 'then' || typeof value !== 'function') return value
+        return (...args: unknown[]) => {
+          durableObjects.calls += 1
+          return Reflect.apply(value, target, args)
+        }
+      },
+    })
+  const sendPace = new Proxy(env.SEND_PACE, {
+    get(target, property) {
+      const value = Reflect.get(target, property)
+      if (property === 'get' || property === 'getByName') {
+        return (...args: unknown[]) => stub(Reflect.apply(value, target, args) as DurableObjectStub<SendPace>)
+      }
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  })
+
   return {
     env: {
       ...env,
@@ -163,12 +190,14 @@ export function meterEnv(env: Env): { env: Env; usage: () => Usage } {
       DLQ: queue(env.DLQ),
       EMAIL_EVENTS: queue(env.EMAIL_EVENTS),
       IDEMPOTENCY: idempotency,
+      SEND_PACE: sendPace,
     } as Env,
     usage: () => ({
       d1: { ...d1 },
       queues: { ...queues },
       kv: { ...kv },
-      subrequests: d1.calls + queues.calls + kv.calls,
+      durableObjects: { ...durableObjects },
+      subrequests: d1.calls + queues.calls + kv.calls + durableObjects.calls,
     }),
   }
 }

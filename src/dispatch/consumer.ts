@@ -7,10 +7,11 @@ import { settleBatch } from '../queue/settle.ts'
 import { type BatchToSend, batchStage } from './batch-stage.ts'
 import { claimStage, type Later, type ToSend } from './claim-stage.ts'
 import { MarkWriter } from './marks.ts'
+import type { Pace } from './pace/client.ts'
 import { DispatchRun } from './run.ts'
 import { sendAndRecord } from './send.ts'
 import { sendBatchAndRecord } from './send-batch.ts'
-import { type Transport, transportFor } from './transports/index.ts'
+import { paceFor, type Transport, transportFor } from './transports/index.ts'
 
 /** Sends in flight at once from one batch. */
 const SEND_CONCURRENCY = 6
@@ -19,9 +20,11 @@ const SEND_CONCURRENCY = 6
  * Consumer of `notify-dispatch`: claim every notification of the batch
  * (`pending → sending` under the batch's claim token and lease; one winner;
  * verification decisions that arrived from both sources settled on the way),
- * send the claimed ones a few at a time through the configured transport and
- * record each result as its send finishes (grouped with those that finished
- * while the previous write was in flight), then put back what is not due yet.
+ * send the claimed ones a few at a time through the configured transport —
+ * through resend, each at the slot the account's pace gives it, shared with
+ * every other invocation (src/dispatch/pace/) — and record each result as its
+ * send finishes (grouped with those that finished while the previous write was
+ * in flight), then put back what is not due yet.
  * The lease is renewed while sends run, and every mark applies only under the
  * token that claimed, so a send slower than the lease is never sent a second
  * time by a delivery that took over, and never has its outcome overwritten.
@@ -33,13 +36,14 @@ const SEND_CONCURRENCY = 6
 export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, log: Logger): Promise<void> {
   const run = new DispatchRun(env, log)
   const { toSend, later } = await claimStage(run, batch.messages)
-  const transport = transportFor(env, run.config)
+  const pace = paceFor(env, run.config, log)
+  const transport = transportFor(env, run.config, pace)
   const grouped = await batchStage(run, toSend, {
     size: run.config.RESEND_BATCH_SIZE,
     transport: transport.name,
     canBatch: transport.sendBatch !== undefined,
   })
-  const { retries, orphans } = await sendStage(run, transport, grouped.alone, grouped.batches)
+  const { retries, orphans } = await sendStage(run, transport, pace, grouped.alone, grouped.batches)
   await requeueStage(run, [...later, ...grouped.later, ...retries], orphans.next)
   await deadLetterOrphans(run, orphans.deadLetters)
   await settleBatch(batch, run.settlements(), { dlq: env.DLQ, log, fallbackDelaySeconds: 30 })
@@ -53,11 +57,12 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
 async function sendStage(
   run: DispatchRun,
   transport: Transport,
+  pace: Pace | undefined,
   alone: readonly ToSend[],
   batches: readonly BatchToSend[],
 ): Promise<{ retries: Later[]; orphans: { next: Outgoing[]; deadLetters: DeadLetterEnvelope[] } }> {
   const { env, config, log, lease, pause } = run
-  const context = { env, config, log, lease, transport, marks: new MarkWriter(env.DB), pause }
+  const context = { env, config, log, lease, transport, marks: new MarkWriter(env.DB), pause, pace }
   const queue: (ToSend | BatchToSend)[] = [...batches, ...alone]
   const retries: Later[] = []
   const orphans = { next: [] as Outgoing[], deadLetters: [] as DeadLetterEnvelope[] }

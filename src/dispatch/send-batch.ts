@@ -2,7 +2,7 @@ import type { DeadLetterEnvelope } from '../dead-letters/envelope.ts'
 import { type PipelineCode, PipelineError } from '../errors.ts'
 import { maskEmails } from '../log.ts'
 import { leaveBatch } from '../notifications/batch.ts'
-import { markRetry, markSendFailure, markSent, recordSentMessage } from '../notifications/marks.ts'
+import { markPaced, markRetry, markSendFailure, markSent, recordSentMessage } from '../notifications/marks.ts'
 import { markPaused, releasePaused } from '../notifications/pause.ts'
 import { describeError, type Settlement, settleFailure } from '../queue/policy.ts'
 import type { Outgoing } from '../queue/send.ts'
@@ -36,15 +36,13 @@ export type MemberResult = {
  * same request under the same key.
  */
 export async function sendBatchAndRecord(context: SendContext, batch: BatchToSend): Promise<MemberResult[]> {
-  const { config, lease, transport } = context
-  if (!lease.canStartSend || !transport.sendBatch) {
-    const error = new PipelineError('NTF_DEPENDENCY_FAILED', 'the dispatch lease could not be renewed; not sending')
-    // Members without a message of their own stay held until the lease ends; the cron takes them up then.
-    return batch.members.map((member) => ({
-      member,
-      settlement: settleFailure(error, member.message?.attempts ?? 1, config.DISPATCH_RETRY_DELAYS_SECONDS),
-    }))
-  }
+  const { config, lease, transport, pace } = context
+  if (!lease.canStartSend || !transport.sendBatch) return leaseAtRisk(context, batch)
+  // One request, one slot of the provider's rate, whatever the batch's size.
+  const decision = await pace?.slot()
+  if (decision?.kind === 'later') return recordPaced(context, batch, decision.at)
+  // The wait for the slot may have outlasted failing renewals.
+  if (!lease.canStartSend) return leaseAtRisk(context, batch)
   try {
     const sent = await transport.sendBatch(
       batch.members.map((member) => mailOf(config, member.row)),
@@ -56,6 +54,41 @@ export async function sendBatchAndRecord(context: SendContext, batch: BatchToSen
       caught instanceof SendError ? caught : new SendError(describeError(caught), 'transient', { cause: caught })
     return await recordRefused(context, batch, refusal)
   }
+}
+
+/**
+ * Renewals are failing: no request starts. Members without a message of their
+ * own here stay held until the lease ends; the cron takes them up then.
+ */
+function leaseAtRisk(context: SendContext, batch: BatchToSend): MemberResult[] {
+  context.log.warn('dispatch.lease-at-risk', { batchId: batch.batchId, members: batch.members.length })
+  const error = new PipelineError('NTF_DEPENDENCY_FAILED', 'the dispatch lease could not be renewed; not sending')
+  const delays = context.config.DISPATCH_RETRY_DELAYS_SECONDS
+  return batch.members.map((member) => ({
+    member,
+    settlement: settleFailure(error, member.message?.attempts ?? 1, delays),
+  }))
+}
+
+/**
+ * The pace had no slot for the batch soon enough: every member goes back to
+ * `pending` at the slot's time, its try not counted, and stays in its batch.
+ */
+async function recordPaced(context: SendContext, batch: BatchToSend, at: Date): Promise<MemberResult[]> {
+  const { env, log, lease } = context
+  const now = new Date()
+  const dueAt = at.toISOString()
+  const written = await write(
+    context,
+    batch.members.map((member) => markPaced(env.DB, member.row.id, dueAt, now.toISOString(), lease.token)),
+  )
+  if (!Array.isArray(written)) return failedWrite(context, batch, written.cause)
+  log.info('notification.paced', { batchId: batch.batchId, members: batch.members.length, dueAt })
+  return batch.members.map((member, index) =>
+    (written[index]?.meta.changes ?? 0) === 0
+      ? { member, settlement: { action: 'ack' } }
+      : { member, settlement: { action: 'ack' }, next: dispatchFor(member.row.id, dueAt, now) },
+  )
 }
 
 async function recordSent(context: SendContext, batch: BatchToSend, sent: Sent[]): Promise<MemberResult[]> {

@@ -2,7 +2,14 @@ import type { Config } from '../config.ts'
 import { PipelineError } from '../errors.ts'
 import { type Logger, maskEmails } from '../log.ts'
 import type { ClaimedRow } from '../notifications/claim.ts'
-import { markRetry, markSendFailure, markSent, markUnknown, recordSentMessage } from '../notifications/marks.ts'
+import {
+  markPaced,
+  markRetry,
+  markSendFailure,
+  markSent,
+  markUnknown,
+  recordSentMessage,
+} from '../notifications/marks.ts'
 import { markPaused, releasePaused } from '../notifications/pause.ts'
 import { describeError, type Settlement, settleFailure } from '../queue/policy.ts'
 import type { Outgoing } from '../queue/send.ts'
@@ -11,6 +18,7 @@ import type { DispatchLease } from './lease.ts'
 import type { MarkWriter } from './marks.ts'
 import { dispatchFor } from './message.ts'
 import { type Mail, messageIdOf } from './mime.ts'
+import type { Pace } from './pace/client.ts'
 import { pauseTransport, resumeTransport, type TransportPause } from './pause.ts'
 import { nextTryAt } from './retry.ts'
 import { SendError, type Sent, type Transport } from './transports/index.ts'
@@ -25,6 +33,8 @@ export type SendContext = {
   marks: MarkWriter
   /** The transport's pause as the claim read it: an accepted send ends it. */
   pause: TransportPause | undefined
+  /** The account's send pace, for a transport that has one (resend). */
+  pace: Pace | undefined
 }
 
 /** How one send ended for its queue message, and the message of its next try, if any. */
@@ -34,22 +44,22 @@ export type SendResult = { settlement: Settlement; next?: Outgoing }
  * Sends one notification this batch claimed and records the result at once,
  * under the batch's claim token: `sent` (with the exact MIME), `pending` again
  * at its retry time, `paused` with its transport, `failed` (a dead letter) or
- * `suppressed`. A send is not started when the lease cannot be renewed; a mark
- * that finds the claim taken over changes nothing (logged as `dispatch.lease-lost`).
+ * `suppressed`. Through a paced transport the send first waits for its slot,
+ * or, when that is too far off, goes back `pending` at the slot's time without
+ * counting the try. A send is not started when the lease cannot be renewed; a
+ * mark that finds the claim taken over changes nothing (logged as `dispatch.lease-lost`).
  */
 export async function sendAndRecord(
   context: SendContext,
   message: Message<unknown>,
   row: ClaimedRow,
 ): Promise<SendResult> {
-  const { config, log, lease, transport } = context
-  if (!lease.canStartSend) {
-    // Renewals are failing: the lease might run out during the send. The row stays ours until it
-    // expires; the retry comes back after that and claims it afresh.
-    log.warn('dispatch.lease-at-risk', fieldsOf(row))
-    const error = new PipelineError('NTF_DEPENDENCY_FAILED', 'the dispatch lease could not be renewed; not sending')
-    return { settlement: settleFailure(error, message.attempts, config.DISPATCH_RETRY_DELAYS_SECONDS) }
-  }
+  const { config, lease, transport, pace } = context
+  if (!lease.canStartSend) return leaseAtRisk(context, message, row)
+  const decision = await pace?.slot()
+  if (decision?.kind === 'later') return recordPaced(context, message, row, decision.at)
+  // The wait for the slot may have outlasted failing renewals.
+  if (!lease.canStartSend) return leaseAtRisk(context, message, row)
   let sent: Sent | undefined
   let error: unknown
   try {
@@ -64,6 +74,17 @@ export async function sendAndRecord(
   if (refusal.outcome === 'paused') return recordPaused(context, message, row, refusal)
   if (refusal.outcome === 'unknown') return recordUnknown(context, message, row, refusal)
   return recordFailure(context, message, row, refusal)
+}
+
+/**
+ * Renewals are failing: the lease might run out during the send, so none
+ * starts. The row stays ours until it expires; the retry comes back after
+ * that and claims it afresh.
+ */
+function leaseAtRisk(context: SendContext, message: Message<unknown>, row: ClaimedRow): SendResult {
+  context.log.warn('dispatch.lease-at-risk', fieldsOf(row))
+  const error = new PipelineError('NTF_DEPENDENCY_FAILED', 'the dispatch lease could not be renewed; not sending')
+  return { settlement: settleFailure(error, message.attempts, context.config.DISPATCH_RETRY_DELAYS_SECONDS) }
 }
 
 /** The mail of a claimed notification: everything from the stored row, so every attempt sends the same. */
@@ -148,6 +169,28 @@ async function recordFailure(
   log.error('notification.failed', fields)
   if (marked === 'fenced') return { settlement: { action: 'ack' } }
   return { settlement: { action: 'dead-letter', code, error: reason, kind: row.kind } }
+}
+
+/**
+ * The pace had no slot for it within PACE_MAX_WAIT_MS: the notification goes
+ * back to `pending` at the slot's time, with a message for that time, and its
+ * try is not counted (`markPaced`) — nothing reached the provider, so waiting
+ * for the rate never uses up its retries.
+ */
+async function recordPaced(
+  context: SendContext,
+  message: Message<unknown>,
+  row: ClaimedRow,
+  at: Date,
+): Promise<SendResult> {
+  const { env, log, lease } = context
+  const now = new Date()
+  const dueAt = at.toISOString()
+  const marked = await record(context.marks, [markPaced(env.DB, row.id, dueAt, now.toISOString(), lease.token)])
+  if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
+  log.info('notification.paced', { ...fieldsOf(row), dueAt })
+  if (marked === 'fenced') return { settlement: { action: 'ack' } }
+  return { settlement: { action: 'ack' }, next: dispatchFor(row.id, dueAt, now) }
 }
 
 /**

@@ -43,7 +43,7 @@ export type Deployment = {
   exposedSecrets?: readonly string[]
   /** What the configuration schema refuses, by variable. */
   invalid: readonly ConfigIssue[]
-  /** Names of the bindings present: D1, KV, queue producers, send_email. */
+  /** Names of the bindings present: D1, KV, queue producers, send_email, the send pace. */
   bindings: readonly string[]
   /** Queues this Worker consumes; undefined where unknown (a Worker cannot see its own consumers). */
   consumers?: readonly string[]

@@ -1,7 +1,7 @@
 /**
  * What connects the Worker's parts: its bindings (D1, KV, the queue
- * producers, send_email), the queues it consumes, its cron and whether that
- * cron runs, and the resources a deploy creates.
+ * producers, send_email, the send pace), the queues it consumes, its cron and
+ * whether that cron runs, and the resources a deploy creates.
  */
 import { QUEUES } from '../queue/names.ts'
 import { transportOf } from './transport.ts'
@@ -19,15 +19,21 @@ const BINDINGS: Record<string, string> = {
   DLQ: `[[queues.producers]] binding = "DLQ", queue = "${QUEUES.deadLetters}"`,
   EMAIL_EVENTS: `[[queues.producers]] binding = "EMAIL_EVENTS", queue = "${QUEUES.emailEvents}"`,
   EMAIL: '[[send_email]] name = "EMAIL"',
+  SEND_PACE:
+    '[[durable_objects.bindings]] name = "SEND_PACE", class_name = "SendPace", and [exports.SendPace] type = "durable-object", storage = "sqlite"',
 }
 
-/** The names of the Worker's bindings (EMAIL only used by the cloudflare transport). */
+/** Bindings only one transport uses: the send_email binding, and the send pace of resend. */
+const TRANSPORT_OF_BINDING: Record<string, string> = { EMAIL: 'cloudflare', SEND_PACE: 'resend' }
+
+/** The names of the Worker's bindings. */
 export const BINDING_NAMES = Object.keys(BINDINGS)
 
 /** Bindings, consumers, placeholder resources and secrets written as variables. */
 export function bindingFindings(deployment: Deployment): Finding[] {
   const findings: Finding[] = []
-  const needed = BINDING_NAMES.filter((name) => name !== 'EMAIL' || transportOf(deployment) === 'cloudflare')
+  const transport = transportOf(deployment)
+  const needed = BINDING_NAMES.filter((name) => (TRANSPORT_OF_BINDING[name] ?? transport) === transport)
   const unbound = needed.filter((name) => !deployment.bindings.includes(name))
   if (unbound.length > 0) {
     findings.push({

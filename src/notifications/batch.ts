@@ -1,5 +1,5 @@
 import { CLAIMED_COLUMNS } from './claim.ts'
-import { claimable, heldBy } from './sql.ts'
+import { claimable, heldBy, TRY_NOT_COUNTED } from './sql.ts'
 
 /**
  * Batches of notifications sent in one provider request under one
@@ -63,8 +63,7 @@ export function batchMembers(db: D1Database, batchId: string) {
 export function giveBackMember(db: D1Database, id: string, now: string, token: string) {
   return db
     .prepare(
-      `UPDATE notifications SET status = 'pending', lease_until = NULL, updated_at = ?2,
-         send_attempts = max(0, send_attempts - 1)
+      `UPDATE notifications SET status = 'pending', lease_until = NULL, updated_at = ?2, ${TRY_NOT_COUNTED}
        WHERE id = ?1 AND ${heldBy('?3')}`,
     )
     .bind(id, now, token)

@@ -1,4 +1,4 @@
-import { heldBy } from './sql.ts'
+import { heldBy, TRY_NOT_COUNTED } from './sql.ts'
 
 /**
  * Marks a notification sent, only under the claim that sent it — also when a
@@ -93,6 +93,25 @@ export function markRetry(
        WHERE id = ?1 AND ${heldBy('?6')}`,
     )
     .bind(id, code, reason, retryAt, now, token)
+}
+
+/**
+ * Gives a claimed notification back unsent, `pending` at the time the send
+ * pace names (src/dispatch/pace/), only under the claim that holds it: the
+ * provider's rate had no slot for it soon enough. Nothing reached the
+ * provider, so the try is not counted (`TRY_NOT_COUNTED`): a notification
+ * that waits for the pace never uses up its retries. Its last error code is
+ * kept. Parameters: id, due at, now, claim token.
+ */
+export function markPaced(db: D1Database, id: string, dueAt: string, now: string, token: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'pending', scheduled_at = ?2, enqueued_at = ?3, updated_at = ?3,
+         lease_until = NULL, status_reason = 'waiting for a send slot: the provider''s rate is spent until then',
+         ${TRY_NOT_COUNTED}
+       WHERE id = ?1 AND ${heldBy('?4')}`,
+    )
+    .bind(id, dueAt, now, token)
 }
 
 /**

@@ -1,4 +1,4 @@
-import { claimable, heldBy } from './sql.ts'
+import { claimable, heldBy, TRY_NOT_COUNTED } from './sql.ts'
 
 /**
  * The notification's side of a paused transport (src/dispatch/pause.ts keeps
@@ -46,7 +46,7 @@ export function markPaused(
   return db
     .prepare(
       `UPDATE notifications SET status = 'paused', error_code = ?2, status_reason = ?3, updated_at = ?4,
-         lease_until = NULL, send_attempts = max(send_attempts - 1, 0)
+         lease_until = NULL, ${TRY_NOT_COUNTED}
        WHERE id = ?1 AND ${heldBy('?5')}`,
     )
     .bind(id, code, reason, now, token)

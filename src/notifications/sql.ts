@@ -31,6 +31,15 @@ export function heldBy(token: string): string {
 }
 
 /**
+ * Takes back the try the claim counted (`claimNotification` adds one): for a
+ * try that never reached the provider — its transport was paused, or the pace
+ * had no send slot for it soon enough — so that a notification's attempts,
+ * and with them its retry budget, count only what a provider answered or lost.
+ * An assignment for the `SET` list of a statement that releases a claim.
+ */
+export const TRY_NOT_COUNTED = 'send_attempts = max(send_attempts - 1, 0)'
+
+/**
  * `sameDecision` (./decision.ts) in SQL, between `notifications` and the row
  * aliased `other`: the same person and decision; the same request when both
  * name one, else decided within `windowSeconds` of each other (either time

@@ -1,16 +1,32 @@
 import type { Config } from '../../config.ts'
+import type { Logger } from '../../log.ts'
+import { Pace } from '../pace/client.ts'
 import { cloudflareTransport } from './cloudflare.ts'
 import { resendTransport } from './resend.ts'
 import type { Transport } from './types.ts'
 
 export { SendError, type Sent, type Transport } from './types.ts'
 
-/** The transport `EMAIL_TRANSPORT` names. */
-export function transportFor(env: Env, config: Config): Transport {
+/** The transport `EMAIL_TRANSPORT` names; a resend transport reports every answer to `pace`. */
+export function transportFor(env: Env, config: Config, pace?: Pace): Transport {
   if (config.EMAIL_TRANSPORT === 'resend') {
-    return resendTransport({ apiKey: config.RESEND_API_KEY as string, baseUrl: config.RESEND_API_URL })
+    return resendTransport({ apiKey: config.RESEND_API_KEY as string, baseUrl: config.RESEND_API_URL, pace })
   }
   return cloudflareTransport(env.EMAIL)
+}
+
+/**
+ * The send pace of the configured transport, if it has one. Only `resend` is
+ * paced: Resend documents a rate per second per team and says in every answer
+ * how much of it is left (https://resend.com/docs/api-reference/rate-limit).
+ * Cloudflare's Email Service documents daily sending limits per account, no
+ * rate per second (https://developers.cloudflare.com/email-service/platform/limits/),
+ * and its binding's `E_RATE_LIMIT_EXCEEDED` names no time to wait, so there is
+ * nothing to pace it to; that code keeps its own longer wait (./cloudflare-errors.ts).
+ */
+export function paceFor(env: Env, config: Config, log: Logger): Pace | undefined {
+  if (config.EMAIL_TRANSPORT !== 'resend') return undefined
+  return new Pace(env.SEND_PACE, config.RESEND_API_KEY as string, config.RESEND_REQUESTS_PER_SECOND, log)
 }
 
 /**

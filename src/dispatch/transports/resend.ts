@@ -1,5 +1,6 @@
 import { USER_AGENT } from '../../version.ts'
 import { buildMime, listHeadersOf, type Mail, messageIdOf } from '../mime.ts'
+import type { PaceObserver } from '../pace/answer.ts'
 import { SendError, type SendOutcome, type Transport } from './types.ts'
 
 /** Longest wait for the provider before the attempt counts as a transient failure. */
@@ -23,9 +24,13 @@ const TIMEOUT_MS = 15_000
  * address, which must not reach our logs. It does expose the idempotency key
  * and the answer's headers; the request itself is small, and is checked
  * against Resend's published OpenAPI document in the tests.
+ *
+ * With a `pace` (src/dispatch/pace/), each answer's rate headers are reported
+ * to it before the send returns; the wait for a slot happens before the send,
+ * in the dispatch consumer.
  */
 export function resendTransport(
-  options: { apiKey: string; baseUrl: string },
+  options: { apiKey: string; baseUrl: string; pace?: PaceObserver | undefined },
   fetcher: typeof fetch = fetch,
 ): Transport {
   /** One request; its answer's JSON when Resend accepted it, else the SendError of its refusal. */
@@ -49,7 +54,14 @@ export function resendTransport(
       throw new SendError(`resend: ${(cause as Error).message}`, 'transient', { cause })
     }
     const text = await response.text()
-    if (!response.ok) throw failureOf(response, text)
+    const failure = response.ok ? undefined : failureOf(response, text)
+    // Every answer carries Resend's rate headers: the pace of every sender of this account learns from them.
+    await options.pace?.observe({
+      headers: response.headers,
+      rateLimited: response.status === 429 && failure?.outcome === 'transient',
+      waitSeconds: failure?.delaySeconds,
+    })
+    if (failure) throw failure
     try {
       return JSON.parse(text) as unknown
     } catch {

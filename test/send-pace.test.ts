@@ -1,0 +1,236 @@
+/**
+ * The send pace (src/dispatch/pace/): every send through resend takes a slot
+ * from one Durable Object per account, shared by all consumer invocations, and
+ * Resend's answers correct it. Against the fake's teams at Resend's documented
+ * default of 5 requests per second (test/fake-resend.ts, a team of its own per
+ * test), in the real Durable Object of wrangler.toml. What is asserted is what
+ * happened — 429s the fake gave, attempts on rows, the slot times the object
+ * handed out — never how fast.
+ */
+import { evictDurableObject, runInDurableObject } from 'cloudflare:test'
+import { env } from 'cloudflare:workers'
+import { describe, expect, it } from 'vitest'
+import { configOf } from '../src/config.ts'
+import { reportOf } from '../src/dispatch/pace/answer.ts'
+import { PACE_MAX_WAIT_MS, paceName } from '../src/dispatch/pace/client.ts'
+import { type Slot, WINDOW_MS } from '../src/dispatch/pace/slots.ts'
+import { paceFor } from '../src/dispatch/transports/index.ts'
+import { createLogger } from '../src/log.ts'
+import { FAKE_RESEND_TEAM_KEY_PREFIX, FAKE_RESEND_URL } from './fake-resend.ts'
+import { dispatchOnce, guid, pendingNotification } from './helpers.ts'
+
+type Row = { id: string; status: string; scheduled_at: string; send_attempts: number; status_reason: string | null }
+
+/** A team of the fake at Resend's default rate that no other test uses, and the Worker's variables to send through it. */
+function ownTeam(overrides: Record<string, string> = {}) {
+  const apiKey = `${FAKE_RESEND_TEAM_KEY_PREFIX}${guid().slice(0, 8)}`
+  const vars = {
+    EMAIL_TRANSPORT: 'resend',
+    RESEND_API_KEY: apiKey,
+    RESEND_API_URL: FAKE_RESEND_URL,
+    RESEND_REQUESTS_PER_SECOND: '5',
+    ...overrides,
+  }
+  return { apiKey, vars }
+}
+
+async function paceOf(apiKey: string) {
+  return env.SEND_PACE.getByName(await paceName(apiKey))
+}
+
+/** What the pace object keeps in its storage (the hold, the provider's limit). */
+async function kept(apiKey: string): Promise<{ heldUntil?: number; limit?: number }> {
+  return runInDurableObject(await paceOf(apiKey), (_, state) => ({
+    heldUntil: state.storage.kv.get<number>('heldUntil'),
+    limit: state.storage.kv.get<number>('limit'),
+  }))
+}
+
+async function control(path: 'sends' | 'rate-limited', key: string): Promise<number> {
+  return ((await (await fetch(`${FAKE_RESEND_URL}/control/${path}?key=${key}`)).json()) as { count: number }).count
+}
+
+async function rowOf(id: string): Promise<Row> {
+  return (await env.DB.prepare(
+    'SELECT id, status, scheduled_at, send_attempts, status_reason FROM notifications WHERE id = ?1',
+  )
+    .bind(id)
+    .first<Row>()) as Row
+}
+
+/** Each notification's message in its own invocation, all at once: concurrent consumers of one account. */
+function dispatchAll(ids: string[], vars: Record<string, string>) {
+  return Promise.all(ids.map((id) => dispatchOnce({ notificationId: id }, vars)))
+}
+
+/** Slot starts, in order: no window of WINDOW_MS holds more than `perSecond` of them. */
+function expectPaced(starts: number[], perSecond: number) {
+  expect(starts).toEqual([...starts].sort((a, b) => a - b))
+  for (let i = perSecond; i < starts.length; i += 1) {
+    expect((starts[i] as number) - (starts[i - perSecond] as number)).toBeGreaterThanOrEqual(WINDOW_MS)
+  }
+}
+
+describe('the pace object', () => {
+  it('hands out slots at most the rate in any window, in the order asked, and sends those it cannot seat back spread at the pace', async () => {
+    const pace = env.SEND_PACE.getByName(`test-slots-${guid()}`)
+    const slots: Slot[] = await Promise.all(
+      Array.from({ length: 23 }, () => pace.take({ perSecond: 5, maxWaitMs: 60_000 })),
+    )
+    expect(slots.every((slot) => slot.kind === 'send' && slot.perSecond === 5)).toBe(true)
+    const starts = slots.map((slot) => slot.at).sort((a, b) => a - b)
+    expectPaced(starts, 5)
+    // Bursts of five, one window apart: the 23 fit five windows.
+    expect((starts[22] as number) - (starts[0] as number)).toBeGreaterThanOrEqual(4 * WINDOW_MS)
+
+    const short = env.SEND_PACE.getByName(`test-slots-${guid()}`)
+    const answers: Slot[] = []
+    for (let i = 0; i < 12; i += 1) answers.push(await short.take({ perSecond: 5, maxWaitMs: 1500 }))
+    // Two windows fit within 1.5 s, handed out in the order asked; the other two are told to come
+    // back, one pace step apart, and hold no slot.
+    expect(answers.map((slot) => slot.kind)).toEqual([...Array(10).fill('send'), 'later', 'later'])
+    expectPaced(
+      answers.slice(0, 10).map((slot) => slot.at),
+      5,
+    )
+    const [first, second] = answers.slice(10)
+    expect((second?.at as number) - (first?.at as number)).toBe(WINDOW_MS / 5)
+    const next = await short.take({ perSecond: 5, maxWaitMs: 60_000 })
+    expect(next).toMatchObject({ kind: 'send', at: first?.at })
+  })
+
+  it('a hold stops every slot until it ends, and outlives the object; a provider limit below the rate lowers it', async () => {
+    const { apiKey } = ownTeam()
+    const pace = await paceOf(apiKey)
+    await pace.observe({ perSecond: 5, holdSeconds: 3600, cause: 'rate-limited' })
+    const { heldUntil } = await kept(apiKey)
+    expect(heldUntil).toBeGreaterThan(Date.now())
+    await evictDurableObject(pace)
+    const held = await (await paceOf(apiKey)).take({ perSecond: 5, maxWaitMs: PACE_MAX_WAIT_MS })
+    expect(held).toEqual({ kind: 'later', at: heldUntil, perSecond: 5 })
+
+    const lowered = env.SEND_PACE.getByName(`test-limit-${guid()}`)
+    await lowered.observe({ perSecond: 5, limit: 2 })
+    const slots = await Promise.all(Array.from({ length: 6 }, () => lowered.take({ perSecond: 5, maxWaitMs: 60_000 })))
+    expect(slots.every((slot) => slot.perSecond === 2)).toBe(true)
+    expectPaced(
+      slots.map((slot) => slot.at),
+      2,
+    )
+  })
+})
+
+describe('what an answer tells the pace', () => {
+  const headers = (values: Record<string, string>) => new Headers(values)
+  const answer = (values: Record<string, string>, rateLimited = false, waitSeconds?: number) => ({
+    headers: headers(values),
+    rateLimited,
+    waitSeconds,
+  })
+  const usual = { 'ratelimit-limit': '5', 'ratelimit-remaining': '3', 'ratelimit-reset': '1' }
+
+  it('nothing, for most answers: one request to the pace per send', () => {
+    expect(reportOf(answer(usual), 5, 5)).toBeUndefined()
+    expect(reportOf(answer({}), 5, 5)).toBeUndefined()
+    // A raised limit is no reason to go faster than configured.
+    expect(reportOf(answer({ ...usual, 'ratelimit-limit': '50' }), 5, 5)).toBeUndefined()
+  })
+
+  it('a 429 holds for its retry-after; a spent window until its reset; a lower limit, and a limit back up, are reported', () => {
+    expect(reportOf(answer({ ...usual, 'retry-after': '7' }, true, 7), 5, 5)).toEqual({
+      perSecond: 5,
+      holdSeconds: 7,
+      cause: 'rate-limited',
+    })
+    expect(reportOf(answer({ ...usual, 'ratelimit-remaining': '0', 'ratelimit-reset': '1' }), 5, 5)).toEqual({
+      perSecond: 5,
+      holdSeconds: 1,
+      cause: 'window-spent',
+    })
+    expect(reportOf(answer({ ...usual, 'ratelimit-limit': '2' }), 5, 5)).toEqual({ perSecond: 5, limit: 2 })
+    expect(reportOf(answer(usual), 5, 2)).toEqual({ perSecond: 5, limit: 5 })
+  })
+
+  it('only the resend transport is paced', () => {
+    const log = createLogger('error')
+    expect(paceFor(env, configOf({ ...env, EMAIL_TRANSPORT: 'cloudflare' }), log)).toBeUndefined()
+    const resend = { ...env, ...ownTeam().vars }
+    expect(paceFor(resend, configOf(resend), log)).toBeDefined()
+  })
+})
+
+describe('sends through resend, paced', () => {
+  it('twelve concurrent invocations at the team’s documented rate are spread: none is refused 429, each sent at its first attempt', async () => {
+    const { vars } = ownTeam()
+    const ids = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => pendingNotification(`paced-${i}-${guid().slice(0, 8)}@example.com`)),
+    )
+    const outcomes = await dispatchAll(ids, vars)
+    for (const outcome of outcomes) expect(outcome.explicitAcks).toHaveLength(1)
+    for (const id of ids) {
+      expect(await rowOf(id)).toMatchObject({ status: 'sent', send_attempts: 1 })
+      expect(await control('rate-limited', id)).toBe(0)
+      expect(await control('sends', id)).toBe(1)
+    }
+  })
+
+  it('a lower ratelimit-limit in an answer lowers the pace for every sender, and is kept', async () => {
+    const { apiKey, vars } = ownTeam({ RESEND_REQUESTS_PER_SECOND: '10' })
+    const first = await pendingNotification(`limit-${guid().slice(0, 8)}@example.com`)
+    await dispatchAll([first], vars)
+    expect(await kept(apiKey)).toMatchObject({ limit: 5 })
+    const ids = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => pendingNotification(`limit-${i}-${guid().slice(0, 8)}@example.com`)),
+    )
+    await dispatchAll(ids, vars)
+    for (const id of [first, ...ids]) {
+      expect(await rowOf(id)).toMatchObject({ status: 'sent', send_attempts: 1 })
+      expect(await control('rate-limited', id)).toBe(0)
+    }
+  })
+
+  it("a 429's retry-after holds every sender of the account; waiting for it never uses up a notification's attempts", async () => {
+    // One retry in the policy: a wait that counted would end these failed by the second one.
+    const { apiKey, vars } = ownTeam({ DISPATCH_RETRY_DELAYS_SECONDS: '5' })
+    const limited = await pendingNotification(`ratelimited-${guid().slice(0, 8)}@example.com`)
+    await dispatchAll([limited], vars)
+    // It reached the provider: its try counts, and it waits the hour the 429 asked for.
+    expect(await rowOf(limited)).toMatchObject({ status: 'pending', send_attempts: 1 })
+    const { heldUntil } = await kept(apiKey)
+    expect(heldUntil).toBeGreaterThan(Date.now())
+
+    const others = await Promise.all(
+      Array.from({ length: 3 }, (_, i) => pendingNotification(`held-${i}-${guid().slice(0, 8)}@example.com`)),
+    )
+    for (let round = 0; round < 3; round += 1) {
+      // Each round: due now, delivered; the pace has no slot before the hold ends, so each goes back.
+      const due = new Date(Date.now() - 1).toISOString()
+      for (const id of others) {
+        await env.DB.prepare('UPDATE notifications SET scheduled_at = ?2 WHERE id = ?1').bind(id, due).run()
+      }
+      const outcomes = await Promise.all(others.map((id) => dispatchOnce({ notificationId: id, due }, vars)))
+      for (const [index, id] of others.entries()) {
+        const row = await rowOf(id)
+        expect(row).toMatchObject({ status: 'pending', send_attempts: 0 })
+        expect(row.status_reason).toMatch(/^waiting for a send slot/)
+        expect(Date.parse(row.scheduled_at)).toBeGreaterThanOrEqual(heldUntil as number)
+        // Back on the queue for that time, acked, no retry of the queue's own.
+        expect(outcomes[index]?.enqueued.map((message) => message.body)).toEqual([
+          { notificationId: id, due: row.scheduled_at },
+        ])
+        expect(outcomes[index]?.explicitAcks).toHaveLength(1)
+        expect(outcomes[index]?.delays).toEqual([])
+      }
+    }
+    for (const id of others) {
+      expect(await control('sends', id)).toBe(0)
+      expect(await control('rate-limited', id)).toBe(0)
+    }
+    const dead = await env.DB.prepare(
+      'SELECT count(*) AS n FROM dead_letters WHERE body LIKE ?1 OR body LIKE ?2 OR body LIKE ?3',
+    )
+      .bind(...others.map((id) => `%${id}%`))
+      .first()
+    expect(dead).toEqual({ n: 0 })
+  })
+})
