@@ -136,6 +136,28 @@ describe('batched sends through Resend', () => {
     expect(await provider(batchId)).toEqual({ requests: 2, emails: 3 })
   })
 
+  it('a notification whose lone send lost its answer is retried alone under its own key, never in a batch', async () => {
+    const [lone] = await pending(mail('lostanswer'))
+    await dispatchBatch([{ notificationId: lone as string }], resendEnv())
+    expect(await provider(lone as string)).toEqual({ requests: 1, emails: 1 })
+    const others = await pending(mail('b'), mail('c'))
+    const [retry] = await retryTimeReached([lone as string])
+    await dispatchBatch(
+      [retry as { notificationId: string; due: string }, ...others.map((notificationId) => ({ notificationId }))],
+      resendEnv(),
+    )
+    const [loneRow, ...batched] = await rows([lone as string, ...others])
+    // The same request again: Resend answers it with its first answer, one email.
+    expect(loneRow).toMatchObject({ status: 'sent', batch_id: null, provider_id: `re_${lone}` })
+    expect(await provider(lone as string)).toEqual({ requests: 2, emails: 1 })
+    const batchId = batched[0]?.batch_id as string
+    expect(batched.map((row) => [row.status, row.batch_id])).toEqual([
+      ['sent', batchId],
+      ['sent', batchId],
+    ])
+    expect(await provider(batchId)).toEqual({ requests: 1, emails: 2 })
+  })
+
   it('after a crash between writing the membership and the request, the batch is sent as it was written', async () => {
     const ids = await pending(mail('a'), mail('b'), mail('c'))
     const batchId = `bat_${guid().replaceAll('-', '')}`
@@ -213,7 +235,7 @@ describe('batched sends through Resend', () => {
     })
   })
 
-  it('a rate limit on a batch sent nothing: its members wait for the retry-after, free to join another batch', async () => {
+  it('a rate limit on a batch sent nothing: its members leave it and wait for the retry-after', async () => {
     const ids = await pending(mail('ratelimited'), mail('b'))
     const before = Date.now()
     // A team of its own: the hour this 429 asks for holds every send of its account (src/dispatch/pace/).

@@ -87,7 +87,7 @@ describe('per-invocation limits', () => {
 
   it('a full notify-dispatch batch through resend, paced, fits one invocation', async () => {
     // 50 sends at 4 a second: every send asks the account's pace for its slot (a Durable Object call,
-    // a subrequest), makes its request to Resend (another), and every fifth answer spends Resend's
+    // a subrequest), makes its request to Resend (another), and an answer that spends Resend's
     // window and is reported to the pace (a third).
     const ids = await Promise.all(
       Array.from({ length: 50 }, (_, i) => pendingNotification(`limits-${i}-${guid().slice(0, 8)}@example.com`)),

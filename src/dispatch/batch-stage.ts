@@ -22,7 +22,7 @@ const HELD_RETRY_SECONDS = 30
  * with all of its batch: the rest of the batch is claimed too, and when
  * another delivery holds a part of it, the part this one took is given back
  * (its attempt not counted) to ask again shortly. New batches, of up to
- * `size`, are made of the rest when the transport can send batches: their
+ * `size`, are made of first tries when the transport can send batches: their
  * membership is written (one D1 batch) before anything is sent, and a
  * notification whose membership could not be written is sent alone.
  */
@@ -37,7 +37,10 @@ export async function batchStage(
   const fresh: ToSend[] = []
   for (const item of toSend) {
     if (item.row.batch_id) retries.set(item.row.batch_id, [...(retries.get(item.row.batch_id) ?? []), item])
-    else if (options.canBatch && options.size > 1 && item.row.send_alone === 0) fresh.push(item)
+    // Only a first try joins a batch: after a try whose outcome is not known (a lost answer), the
+    // retry must be the very request it was, under its own key, or the provider could send it twice.
+    else if (options.canBatch && options.size > 1 && item.row.send_alone === 0 && item.row.send_attempts === 1)
+      fresh.push(item)
     else alone.push(item)
   }
   const batches = [...(await retriedBatches(run, retries, later))]
