@@ -8,8 +8,10 @@
  * policy (and a lost answer its wait for delivery events) like a new one.
  * Nothing is put back whose content retention or an erasure
  * removed: there is nothing left to send. A replayed notification leaves the
- * batch it failed with (./batch.ts) and is sent anew: an operator's replay is
- * a decision to send again, and a batch cannot be sent whole once a member
+ * batch it failed with (./batch.ts) and is sent alone from then on, under its
+ * own id as the key — the key of its earlier lone tries, so Resend still
+ * answers one of those it took instead of sending again: an operator's replay
+ * is a decision to send again, and a batch cannot be sent whole once a member
  * went its own way. Parameters: id, now, the end of a new wait.
  */
 export function resetForReplay(db: D1Database, id: string, now: string, waitUntil: string): D1PreparedStatement {
@@ -19,7 +21,7 @@ export function resetForReplay(db: D1Database, id: string, now: string, waitUnti
          status = CASE WHEN model IS NOT NULL THEN 'awaiting-contact' ELSE 'pending' END,
          scheduled_at = CASE WHEN model IS NOT NULL THEN ?3 ELSE ?2 END,
          enqueued_at = ?2, error_code = NULL, status_reason = 'replayed by an operator', lease_until = NULL,
-         updated_at = ?2, send_attempts = 0, batch_id = NULL, batch_position = NULL
+         updated_at = ?2, send_attempts = 0, batch_id = NULL, batch_position = NULL, send_alone = 1
        WHERE id = ?1 AND content_removed_at IS NULL
          AND (status = 'failed'
               OR (status = 'undeliverable' AND error_code = 'NTF_CONTACT_NOT_FOUND' AND model IS NOT NULL))`,
