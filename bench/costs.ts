@@ -29,7 +29,8 @@ export function costLines(output: string): Line[] {
   const lines: Line[] = []
   for (const text of output.split('\n')) {
     if (!text.includes('"event":"invocation.cost"')) continue
-    const line = JSON.parse(text.slice(text.indexOf('{'))) as Line
+    // Wrangler may decorate a line (a warning's marker before it, colours after it).
+    const line = JSON.parse(text.slice(text.indexOf('{'), text.lastIndexOf('}') + 1)) as Line
     if (PIPELINE.has(line.handler)) lines.push(line)
   }
   return lines

@@ -15,9 +15,9 @@
  *     isolate is busy anyway, and a ticker would add its own CPU).
  */
 
-import { readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { SourceMap } from 'node:module'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 
 /** A V8 CPU profile (`Profiler.stop`'s answer), as Chrome DevTools opens it. */
 export type CpuProfile = {
@@ -31,24 +31,27 @@ export type CpuProfile = {
 export type CallFrame = { functionName: string; url: string; lineNumber: number; columnNumber: number }
 
 /**
- * Names a frame by where it is in our sources: wrangler bundles the Worker
- * into one index.js with a source map beside it, read while `wrangler dev`
- * still runs (it deletes its bundle when it stops). Frames of other files
- * (workerd's own `cloudflare-internal:` modules) keep their file and line.
+ * Names a frame of the Worker's bundle by where it is in our sources:
+ * `wrangler dev` bundles the Worker into `.wrangler/tmp/dev-…/index.js` with
+ * a source map beside it, read while it still runs (it deletes its bundle
+ * when it stops); the profile calls that file just `index.js`. Frames of
+ * other files (workerd's own `cloudflare-internal:` modules) keep their file
+ * and line.
  */
 export function sourceMapped(): (frame: CallFrame) => string | undefined {
-  const maps = new Map<string, SourceMap | undefined>()
+  let map: SourceMap | undefined
+  try {
+    const tmp = '.wrangler/tmp'
+    const newest = readdirSync(tmp)
+      .filter((name) => name.startsWith('dev-') && existsSync(join(tmp, name, 'index.js.map')))
+      .map((name) => join(tmp, name, 'index.js.map'))
+      .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0]
+    if (newest) map = new SourceMap(JSON.parse(readFileSync(newest, 'utf8')))
+  } catch {
+    map = undefined // no bundle to read: frames keep the bundle's lines
+  }
   return (frame) => {
-    if (!frame.url.startsWith('file://')) return undefined
-    let map = maps.get(frame.url)
-    if (!maps.has(frame.url)) {
-      try {
-        map = new SourceMap(JSON.parse(readFileSync(`${fileURLToPath(frame.url)}.map`, 'utf8')))
-      } catch {
-        map = undefined
-      }
-      maps.set(frame.url, map)
-    }
+    if (frame.url !== 'index.js') return undefined
     const entry = map?.findEntry(frame.lineNumber, frame.columnNumber)
     if (!entry || !('originalSource' in entry)) return undefined
     const source = entry.originalSource.replace(/^.*?\/(src|node_modules)\//, '$1/')

@@ -346,7 +346,11 @@ const derivedFrom = new WeakMap<object, object>()
  * not mean parsing every variable again with zod.
  */
 export function withBindings<E extends object>(env: E, bindings: Partial<E>): E {
-  const derived = { ...env, ...bindings }
+  // A proxy, not a copy: spreading the runtime's env reads every binding and variable, per invocation.
+  const derived = new Proxy(env, {
+    get: (target, property) =>
+      Object.hasOwn(bindings, property) ? bindings[property as keyof E] : Reflect.get(target, property),
+  })
   derivedFrom.set(derived, derivedFrom.get(env) ?? env)
   return derived
 }
