@@ -10,6 +10,9 @@ import { waitFor } from '../support/wait.ts'
 /** BENCH_SCALE (default 1) multiplies every message count. */
 export const SCALE = Number(process.env.BENCH_SCALE ?? '1')
 
+/** `npm run bench -- --profile` or BENCH_PROFILE=1: a CPU profile of the Worker isolate (bench/profile.ts). */
+export const PROFILE = process.argv.includes('--profile') || process.env.BENCH_PROFILE === '1'
+
 export const N = {
   pg: 50_000 * SCALE,
   pgBaseline: 5_000 * SCALE,

@@ -8,7 +8,8 @@
  * not run to its end.
  *
  * BENCH_SCALE (default 1) multiplies every message count; BENCH_ONLY=kafka runs
- * only the benches whose name holds it.
+ * only the benches whose name holds it; `-- --profile` (or BENCH_PROFILE=1)
+ * records a CPU profile of the Worker isolate during worker_pipeline.
  */
 import { execFileSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'

@@ -1,17 +1,24 @@
 /** `npm run bench`: the Worker under `wrangler dev`, beside a bare Worker doing the same work with nothing of ours. */
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gzipSync } from 'node:zlib'
+import { renderTable } from '../bin/table.ts'
 import { startBridge } from '../support/bridge-process.ts'
 import { startLocalWorker } from '../support/local-worker.ts'
 import { freshDatabase } from '../support/postgres.ts'
-import { waitFor } from '../support/wait.ts'
-import { budget, cpuMsOfGroup, goals, N, percentile, progress, rate, ratio, results } from './lib.ts'
+import { freePort, waitFor } from '../support/wait.ts'
+import { costLines, costPerEmail, messagesRead } from './costs.ts'
+import { budget, cpuMsOfGroup, goals, N, PROFILE, percentile, progress, rate, ratio, results } from './lib.ts'
+import { type Recording, sourceMapped, startProfile, summarise } from './profile.ts'
 
 /** Budget of workerd CPU per 1,000 events through the whole pipeline, locally (D1 and Queues run in it too). */
 const CPU_BUDGET_MS_PER_1000 = 6_000
+/** Goal of workerd CPU per 1,000 events beside the bare Worker's per 1,000 messages sent. */
+const CPU_GOAL_TIMES_BARE = 2
+/** Where `--profile` writes the Worker isolate's profile (git-ignored; open it in Chrome DevTools). */
+const PROFILE_FILE = 'bench/worker-pipeline.cpuprofile'
 /** Budget of the Worker bundle, gzip: a tenth of the paid plan's 10 MB limit, a third of the free plan's 3 MB. */
 const BUNDLE_BUDGET_BYTES = 1_000_000
 
@@ -79,7 +86,11 @@ export async function benchWorker() {
   const bare = await bareCeilings()
   const ingest = 'bench-ingest-token-0123456789'
   const adminToken = 'bench-admin-token-0123456789'
-  const local = await startLocalWorker({ INGEST_TOKEN: ingest, ADMIN_TOKEN: adminToken, LOG_LEVEL: 'info' })
+  const inspectorPort = PROFILE ? await freePort() : undefined
+  const local = await startLocalWorker(
+    { INGEST_TOKEN: ingest, ADMIN_TOKEN: adminToken, LOG_LEVEL: 'info' },
+    inspectorPort ? { inspectorPort } : {},
+  )
   const worker = local.url
   const db = await freshDatabase()
   try {
@@ -131,8 +142,9 @@ export async function benchWorker() {
         body: JSON.stringify({ events }),
       }).then((r) => r.text())
 
-    progress('worker_pipeline: D1 round trips per consumer batch at batch sizes 1, 10 and 100')
+    progress('worker_pipeline: D1 round trips per consumer batch, and the cost per email, at batch sizes 1, 10 and 100')
     const roundTrips: Record<string, number[]> = {}
+    const perEmail: Record<string, Record<string, number>> = {}
     for (const size of [1, 10, 100]) {
       const before = local.output().length
       const baseline = await sentCount()
@@ -142,6 +154,13 @@ export async function benchWorker() {
         `batch of ${size}`,
         120_000,
       )
+      // A consumer logs its cost once it has settled its batch, after the emails are counted as sent.
+      const costs = await waitFor(() => {
+        const lines = costLines(local.output().slice(before))
+        const done = messagesRead(lines, 'notify-events') >= size && messagesRead(lines, 'notify-dispatch') >= size
+        return done ? lines : undefined
+      }, `the cost lines of a batch of ${size}`)
+      perEmail[String(size)] = costPerEmail(costs, size)
       const lines = [
         ...local
           .output()
@@ -159,6 +178,9 @@ export async function benchWorker() {
     progress(`worker_pipeline: ${N.worker} events, ingest → email`)
     const baseline = await sentCount()
     const sentAt = new Map<string, number>()
+    const recording: Recording | undefined = inspectorPort
+      ? await startProfile(inspectorPort, `${worker}/healthz`)
+      : undefined
     const cpuBefore = cpuMsOfGroup(local.processGroup, 'workerd')
     const start = performance.now()
     for (let sent = 0; sent < N.worker; sent += 100) {
@@ -170,6 +192,7 @@ export async function benchWorker() {
     await waitFor(async () => ((await sentCount()) >= baseline + N.worker ? true : undefined), 'all emails', 600_000)
     const pipelineRate = rate(N.worker, performance.now() - start)
     const cpuPer1000 = Math.round(((cpuMsOfGroup(local.processGroup, 'workerd') - cpuBefore) / N.worker) * 1000)
+    const profile = recording ? await recordProfile(recording) : undefined
     const latencies: number[] = []
     for (const [eventId, at] of [...sentAt].slice(0, 200)) {
       const story = (await (
@@ -196,11 +219,21 @@ export async function benchWorker() {
       cpu_ms_per_1000_events: cpuPer1000,
       bare_send_cpu_ms_per_1000_messages: bare.sendCpuPer1000,
       d1_round_trips_per_batch: tripsBySize,
+      ...costsBySize(perEmail),
       p50_ms: percentile(latencies, 50),
       p99_ms: percentile(latencies, 99),
       events: N.worker,
+      ...(profile ? { profiled: true, profile_top_self: profile } : {}),
     }
     budget('Worker CPU per 1,000 events (workerd, local)', cpuPer1000, CPU_BUDGET_MS_PER_1000, 'ms')
+    const timesBare = Math.round((cpuPer1000 / bare.sendCpuPer1000) * 10) / 10
+    results.worker_pipeline.cpu_times_bare_send = timesBare
+    goals.push({
+      name: 'Worker CPU per 1,000 events / bare Worker per 1,000 sends',
+      value: `${timesBare}×`,
+      goal: `≤ ${CPU_GOAL_TIMES_BARE}×`,
+      met: timesBare <= CPU_GOAL_TIMES_BARE,
+    })
 
     progress(`end_to_end: ${N.e2e} outbox rows, PostgreSQL commit → email`)
     const relay = await startBridge({
@@ -241,4 +274,40 @@ export async function benchWorker() {
     await local.stop()
     await db.drop()
   }
+}
+
+/**
+ * `{d1_statements_per_email: {1: …, 10: …, 100: …}, …}`: each cost per email
+ * as one key of bench/results.json, by the batch size it was measured at.
+ */
+function costsBySize(perEmail: Record<string, Record<string, number>>): Record<string, Record<string, number>> {
+  const keyed: Record<string, Record<string, number>> = {}
+  for (const [size, costs] of Object.entries(perEmail)) {
+    for (const [name, value] of Object.entries(costs)) {
+      keyed[`${name}_per_email`] ??= {}
+      ;(keyed[`${name}_per_email`] as Record<string, number>)[size] = value
+    }
+  }
+  return keyed
+}
+
+/**
+ * Stops the profile, writes it to PROFILE_FILE and prints its top functions
+ * by self and by inclusive time; returns the top ten by self for results.json.
+ */
+async function recordProfile(recording: Recording): Promise<string[]> {
+  const profile = await recording.stop()
+  writeFileSync(PROFILE_FILE, JSON.stringify(profile))
+  const { bySelf, byInclusive } = summarise(profile, sourceMapped())
+  const table = (entries: typeof bySelf) =>
+    renderTable(
+      ['SELF %', 'INCLUSIVE %', 'FUNCTION'],
+      entries.map((entry) => [entry.selfPercent, entry.inclusivePercent, entry.fn]),
+    )
+  progress(`worker_pipeline: CPU profile of the Worker isolate written to ${PROFILE_FILE}`)
+  progress("  (profiling slows the isolate: this run's rate and CPU are not comparable with an unprofiled one)")
+  console.log(
+    `\nTop functions by self time:\n${table(bySelf)}\n\nTop functions by inclusive time:\n${table(byInclusive)}\n`,
+  )
+  return bySelf.slice(0, 10).map((entry) => `${entry.selfPercent}% ${entry.fn}`)
 }

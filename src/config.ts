@@ -361,6 +361,23 @@ const invalid = (issues: ConfigIssue[]) =>
   )
 
 const parsed = new WeakMap<object, Config>()
+/** An env derived from another (`withBindings`) → the env its configuration is parsed from. */
+const derivedFrom = new WeakMap<object, object>()
+
+/**
+ * `env` with some bindings replaced (the metered ones of src/metrics/invocation.ts).
+ * It shares `env`'s parsed configuration: a new env object per invocation must
+ * not mean parsing every variable again with zod.
+ */
+export function withBindings<E extends object>(env: E, bindings: Partial<E>): E {
+  // A proxy, not a copy: spreading the runtime's env reads every binding and variable, per invocation.
+  const derived = new Proxy(env, {
+    get: (target, property) =>
+      Object.hasOwn(bindings, property) ? bindings[property as keyof E] : Reflect.get(target, property),
+  })
+  derivedFrom.set(derived, derivedFrom.get(env) ?? env)
+  return derived
+}
 
 /**
  * Parses the Worker's variables once per `env` object and fails with a message
@@ -368,9 +385,10 @@ const parsed = new WeakMap<object, Config>()
  * that Node scripts (the generated configuration docs) can import this module.
  */
 export function configOf(env: object): Config {
-  const cached = parsed.get(env)
+  const source = derivedFrom.get(env) ?? env
+  const cached = parsed.get(source)
   if (cached) return cached
-  const result = ConfigSchema.safeParse(env)
+  const result = ConfigSchema.safeParse(source)
   if (!result.success) throw invalid(issuesOf(result.error))
   const data = result.data
   const config = {
@@ -384,6 +402,6 @@ export function configOf(env: object): Config {
     },
     erasureKey: data.ERASURE_HASH_KEY ?? data.UNSUBSCRIBE_SIGNING_KEY,
   }
-  parsed.set(env, config)
+  parsed.set(source, config)
   return config
 }

@@ -7,6 +7,8 @@ import { consumeDispatch } from './dispatch/consumer.ts'
 import { loggerFor } from './log.ts'
 import { runMaintenance } from './maintenance/cron.ts'
 import { consumeEvents } from './materialize/consumer.ts'
+import { logCost, meterEnv } from './metrics/invocation.ts'
+import { meteredBatch } from './metrics/metered-bindings.ts'
 import { QUEUES } from './queue/names.ts'
 
 // The send pace of each provider account (the SEND_PACE binding): a Durable Object class must be
@@ -21,8 +23,20 @@ connectApi(async (request, env, ctx) => app.fetch(request, env, ctx))
 /** Delay for messages of a batch that failed as a whole before any was settled. */
 const BATCH_FAILURE_DELAY_SECONDS = 30
 
+/** The pipeline's way in: its requests are metered like the queue consumers (`invocation.cost`). */
+const INGEST_PATH = '/v1/ingest'
+
 export default {
-  fetch: app.fetch,
+  async fetch(request: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
+    // Only ingest is part of an email's cost; the operator API's reads are not metered.
+    if (new URL(request.url).pathname !== INGEST_PATH) return app.fetch(request, env, ctx)
+    const metered = meterEnv(env)
+    try {
+      return await app.fetch(request, metered.env, ctx)
+    } finally {
+      logCost(loggerFor(env), 'ingest', metered.cost)
+    }
+  },
 
   /**
    * Routes each batch to its consumer. Never throws: a consumer settles every
@@ -30,8 +44,10 @@ export default {
    * the batch is retried and nothing is lost. Local Queues would otherwise
    * redeliver even acked messages of a batch whose handler threw.
    */
-  async queue(batch, env): Promise<void> {
-    const log = loggerFor(env)
+  async queue(delivered, unmetered): Promise<void> {
+    const log = loggerFor(unmetered)
+    const { env, cost } = meterEnv(unmetered)
+    const batch = meteredBatch(delivered, cost)
     try {
       switch (batch.queue) {
         case QUEUES.events:
@@ -49,6 +65,8 @@ export default {
     } catch (error) {
       log.error('queue.batch-failed', { queue: batch.queue, count: batch.messages.length, error })
       batch.retryAll({ delaySeconds: BATCH_FAILURE_DELAY_SECONDS })
+    } finally {
+      logCost(log, batch.queue, cost)
     }
   },
 

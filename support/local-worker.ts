@@ -41,11 +41,12 @@ export type LocalWorker = {
  * with `vars` (each `--var NAME:value`), and resolves once `/healthz` answers.
  * With `cron`, the Worker's scheduled handler can be run on demand (`runCron()`),
  * as Cloudflare's cron trigger would; `wrangler dev` never runs it by itself.
- * `config` names another wrangler.toml (the bench's bare Worker).
+ * `config` names another wrangler.toml (the bench's bare Worker);
+ * `inspectorPort` opens the DevTools inspector there (the bench's CPU profile).
  */
 export async function startLocalWorker(
   vars: Record<string, string>,
-  options: { cron?: boolean; config?: string } = {},
+  options: { cron?: boolean; config?: string; inspectorPort?: number } = {},
 ): Promise<LocalWorker> {
   const port = await freePort()
   const state = mkdtempSync(join(tmpdir(), 'notify-edge-worker-'))
@@ -67,6 +68,7 @@ export async function startLocalWorker(
     state,
     '--show-interactive-dev-session=false',
     ...(options.cron ? ['--test-scheduled'] : []),
+    ...(options.inspectorPort ? ['--inspector-port', String(options.inspectorPort)] : []),
   ]
   // Secrets the Worker needs, for tests only; `vars` may override them.
   const all = {

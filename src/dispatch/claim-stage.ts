@@ -1,14 +1,8 @@
 import { describeIssues, toFieldIssues } from '../contracts/index.ts'
 import { PipelineError } from '../errors.ts'
 import { optionalKindNames } from '../events/registry.ts'
-import {
-  type ClaimedRow,
-  claimNotification,
-  notificationState,
-  supersedeAuthoritative,
-  supersedeFallback,
-} from '../notifications/claim.ts'
-import { optOutGate, suppressionGate, unknownOutcomeGate } from '../notifications/gates.ts'
+import { type ClaimedRow, claimNotification, notificationStates, supersedeDecision } from '../notifications/claim.ts'
+import { recipientGate, unknownOutcomeGate } from '../notifications/gates.ts'
 import { pauseGate } from '../notifications/pause.ts'
 import type { Outgoing } from '../queue/send.ts'
 import { DispatchMessageSchema, dispatchFor } from './message.ts'
@@ -28,17 +22,22 @@ type Claim = { message: Message<unknown>; id: string; due: string | null; statem
 const HELD_RETRY_SECONDS = 30
 
 /** Statements per message in the claim batch (see `claimStatements`), after the batch's one read of the pause. */
-const PER_MESSAGE = 8
+const PER_MESSAGE = 5
+
+/** What the claim batch did to one notification: ended it (a gate), claimed it, or neither. */
+type Outcome = { ended?: Record<string, unknown>; how?: string; claimed?: ClaimedRow }
 
 /**
  * Claims every notification of the batch in one D1 batch — per message:
  * supersede a fallback decision, or an authoritative one already sent from its
  * fallback; end it if its recipient opted out or its address is suppressed;
  * hold it `paused` while its transport is paused (unless it is the probe);
- * claim (`pending → sending` under the batch's token and lease); read the
- * state — and sorts out what to send, what is not due yet, and what is done
- * with. The batch's first statement reads the transport's pause, so the
- * sends know whether an accepted one ends it.
+ * claim (`pending → sending` under the batch's token and lease) — and sorts
+ * out what to send, what is not due yet, and what is done with; the state of
+ * a notification neither claimed nor ended is read after the batch, so the
+ * usual batch, where every claim wins, pays no read of it. The batch's first
+ * statement reads the transport's pause, so the sends know whether an
+ * accepted one ends it.
  */
 export async function claimStage(run: DispatchRun, messages: readonly Message<unknown>[]) {
   const claims: Claim[] = []
@@ -67,8 +66,52 @@ export async function claimStage(run: DispatchRun, messages: readonly Message<un
   run.pause = first(results[0]) as TransportPause | undefined
   const toSend: ToSend[] = []
   const later: Later[] = []
-  for (const claim of claims) sortClaim(run, claim, results, toSend, later)
+  const unclaimed: Claim[] = []
+  for (const claim of claims) {
+    const outcome = outcomeOf(results, claim.statement)
+    if (outcome.ended) {
+      run.settle(claim.message, { action: 'ack' })
+      run.log.info(`dispatch.${outcome.how}`, { notificationId: claim.id, kind: outcome.ended.kind })
+    } else if (outcome.claimed) {
+      toSend.push({ message: claim.message, row: outcome.claimed })
+    } else {
+      unclaimed.push(claim)
+    }
+  }
+  if (unclaimed.length > 0) await sortUnclaimed(run, unclaimed, later)
   return { toSend, later }
+}
+
+/** The results of one notification's `PER_MESSAGE` statements, from `statement` on. */
+function outcomeOf(results: D1Result[], statement: number): Outcome {
+  const [superseded, recipient, unknown, paused, claimed] = Array.from({ length: PER_MESSAGE }, (_, i) =>
+    first(results[statement + i]),
+  )
+  const ended = superseded ?? recipient ?? paused ?? unknown
+  if (!ended) return claimed ? { claimed: claimed as ClaimedRow } : {}
+  const how = superseded ? 'superseded' : recipient ? String(recipient.status) : paused ? 'paused' : 'outcome-unknown'
+  return { ended, how }
+}
+
+/**
+ * Notifications the claim neither took nor ended: their state, read in one
+ * more statement (a round trip only a batch with such a notification pays),
+ * says why — missing, stale, not due yet, held, final or leased elsewhere.
+ */
+async function sortUnclaimed(run: DispatchRun, unclaimed: readonly Claim[], later: Later[]): Promise<void> {
+  let states: Map<string, Record<string, unknown>>
+  try {
+    const { results } = await notificationStates(
+      run.env.DB,
+      unclaimed.map((claim) => claim.id),
+    ).all<Record<string, unknown>>()
+    states = new Map(results.map((row) => [String(row.id), row]))
+  } catch (cause) {
+    const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 claim state: ${(cause as Error).message}`, { cause })
+    for (const claim of unclaimed) run.fail(claim.message, error)
+    return
+  }
+  for (const claim of unclaimed) sortClaim(run, claim, states.get(claim.id), later)
 }
 
 /** The `PER_MESSAGE` statements of one notification, in the order `sortClaim` reads their results. */
@@ -85,45 +128,23 @@ function claimStatements(
     from: { address: config.EMAIL_FROM, name: config.EMAIL_FROM_NAME },
   })
   return [
-    supersedeFallback(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
-    supersedeAuthoritative(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
-    optOutGate(env.DB, id, nowIso, optionalKinds),
-    suppressionGate(env.DB, id, nowIso),
+    supersedeDecision(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
+    recipientGate(env.DB, id, nowIso, optionalKinds),
     // Before the pause gate: a send that may have gone out must wait for its outcome, not be held and resent.
     unknownOutcomeGate(env.DB, id, nowIso, messageId, decideAt, !hasIdempotencyKey(config.EMAIL_TRANSPORT)),
     pauseGate(env.DB, id, nowIso, config.EMAIL_TRANSPORT),
     claimNotification(env.DB, id, nowIso, lease.until, lease.token, due, config.DECISION_MATCH_SECONDS),
-    notificationState(env.DB, id),
   ]
 }
 
 /**
- * What one claim came to: ended (superseded, opted out, suppressed), held
- * (paused), to send, stale, not due yet, or done with (missing, final, leased elsewhere).
+ * What a claim that neither took nor ended its notification came to, by the
+ * notification's state: missing, stale, not due yet, held, or done with
+ * (final, or leased elsewhere).
  */
-function sortClaim(run: DispatchRun, claim: Claim, results: D1Result[], toSend: ToSend[], later: Later[]): void {
-  const { message, id, due, statement } = claim
-  const [fallback, authoritative, optedOut, suppressed, unknown, paused, claimed, state] = Array.from(
-    { length: PER_MESSAGE },
-    (_, i) => first(results[statement + i]),
-  )
-  const ended = fallback ?? authoritative ?? optedOut ?? suppressed ?? paused ?? unknown
-  if (ended) {
-    const how =
-      fallback || authoritative
-        ? 'superseded'
-        : optedOut
-          ? 'opted-out'
-          : suppressed
-            ? 'suppressed'
-            : paused
-              ? 'paused'
-              : 'outcome-unknown'
-    run.settle(message, { action: 'ack' })
-    run.log.info(`dispatch.${how}`, { notificationId: id, kind: ended.kind })
-  } else if (claimed) {
-    toSend.push({ message, row: claimed as ClaimedRow })
-  } else if (!state) {
+function sortClaim(run: DispatchRun, claim: Claim, state: Record<string, unknown> | undefined, later: Later[]): void {
+  const { message, id, due } = claim
+  if (!state) {
     run.settle(message, { action: 'ack' })
     run.log.warn('dispatch.not-found', { notificationId: id })
   } else if (due !== null && state.status === 'pending' && String(state.scheduled_at) !== due) {

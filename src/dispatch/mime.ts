@@ -24,14 +24,20 @@ export function messageIdOf(mail: Pick<Mail, 'notificationId' | 'from'>): string
   return `<${mail.notificationId}@${mail.from.address.slice(mail.from.address.indexOf('@') + 1)}>`
 }
 
+const encoder = new TextEncoder()
+
 /** UTF-8 text as base64 in lines of 76 characters (RFC 2045). */
 function base64Lines(text: string): string {
-  const bytes = new TextEncoder().encode(text)
+  const bytes = encoder.encode(text)
   let binary = ''
   for (let index = 0; index < bytes.length; index += 0x8000) {
     binary += String.fromCharCode(...bytes.subarray(index, index + 0x8000))
   }
-  return (btoa(binary).match(/.{1,76}/g) ?? []).join('\r\n')
+  const base64 = btoa(binary)
+  // Slices, not a regular expression: this runs over every part of every email.
+  const lines: string[] = []
+  for (let index = 0; index < base64.length; index += 76) lines.push(base64.slice(index, index + 76))
+  return lines.join('\r\n')
 }
 
 /**

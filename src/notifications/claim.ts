@@ -30,46 +30,39 @@ export const CLAIMED_COLUMNS = `id, kind, channel, status, event_id, source, rec
   text_body, html_body, scheduled_at, lease_until, send_attempts, trace_id, unsubscribe_url, batch_id, batch_position,
   send_alone`
 
-/**
- * Ends a pending fallback decision (from person-upserted) whose authoritative
- * notification exists — unless it may have gone out already (it has a
- * provider id: its outcome was unknown and no event settled it), in which case
- * it is sent again under its Message-ID and supersedes the authoritative one.
- * Parameters: id, now, match window in seconds.
- */
-export function supersedeFallback(db: D1Database, id: string, now: string, windowSeconds: number): D1PreparedStatement {
-  return db
-    .prepare(
-      `UPDATE notifications SET status = 'superseded', updated_at = ?2,
-         status_reason = 'the decision was notified from verification-requests (authoritative)'
-       WHERE id = ?1 AND status = 'pending' AND is_fallback = 1 AND provider_id IS NULL AND batch_id IS NULL
-         AND EXISTS (SELECT 1 FROM notifications a WHERE a.is_fallback = 0 AND ${sameDecisionSql('a', '?3')})
-       RETURNING id, kind, channel`,
-    )
-    .bind(id, now, windowSeconds)
-}
+// A row is a fallback (is_fallback = 1) or not, so at most one of the two ends it.
+const FALLBACK_SUPERSEDED = `is_fallback = 1 AND provider_id IS NULL
+  AND EXISTS (SELECT 1 FROM notifications a WHERE a.is_fallback = 0 AND ${sameDecisionSql('a', '?3')})`
+const AUTHORITATIVE_SUPERSEDED = `is_fallback = 0 AND decision_person IS NOT NULL
+  AND EXISTS (SELECT 1 FROM notifications f WHERE f.is_fallback = 1 AND f.status = 'sent'
+              AND ${sameDecisionSql('f', '?3')})`
 
 /**
- * Ends a pending authoritative decision whose fallback was sent, so the owner
- * gets one email per decision: it is superseded by that fallback. A fallback
- * still in flight (`sending`, `unknown`) supersedes nothing: if it then fails,
- * the authoritative decision (with its reason) is what reaches the owner;
- * until it is settled, the claim holds the authoritative one (see
- * `claimNotification`). Parameters: id, now, match window in seconds.
+ * Ends a pending verification decision that the other source's notification
+ * settles, so the owner gets one email per decision — one statement for both
+ * directions (a row is one or the other), as they run in every claim:
+ *
+ * - a fallback (from person-upserted) whose authoritative notification
+ *   exists is superseded — unless it may have gone out already (it has a
+ *   provider id: its outcome was unknown and no event settled it), in which
+ *   case it is sent again under its Message-ID and supersedes the
+ *   authoritative one;
+ * - an authoritative decision whose fallback was sent is superseded by that
+ *   fallback. A fallback still in flight (`sending`, `unknown`) supersedes
+ *   nothing: if it then fails, the authoritative decision (with its reason)
+ *   is what reaches the owner; until it is settled, the claim holds the
+ *   authoritative one (see `claimNotification`).
+ *
+ * Parameters: id, now, match window in seconds.
  */
-export function supersedeAuthoritative(
-  db: D1Database,
-  id: string,
-  now: string,
-  windowSeconds: number,
-): D1PreparedStatement {
+export function supersedeDecision(db: D1Database, id: string, now: string, windowSeconds: number): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE notifications SET status = 'superseded', updated_at = ?2,
-         status_reason = 'the same decision was already sent from person-upserted'
-       WHERE id = ?1 AND status = 'pending' AND is_fallback = 0 AND decision_person IS NOT NULL AND batch_id IS NULL
-         AND EXISTS (SELECT 1 FROM notifications f WHERE f.is_fallback = 1 AND f.status = 'sent'
-                     AND ${sameDecisionSql('f', '?3')})
+         status_reason = CASE WHEN is_fallback = 1
+           THEN 'the decision was notified from verification-requests (authoritative)'
+           ELSE 'the same decision was already sent from person-upserted' END
+       WHERE id = ?1 AND status = 'pending' AND batch_id IS NULL AND ((${FALLBACK_SUPERSEDED}) OR (${AUTHORITATIVE_SUPERSEDED}))
        RETURNING id, kind, channel`,
     )
     .bind(id, now, windowSeconds)
@@ -106,7 +99,15 @@ export function claimNotification(
     .bind(id, now, leaseUntil, token, due, windowSeconds)
 }
 
-/** The state of a notification after the claim statements. Parameters: id. */
-export function notificationState(db: D1Database, id: string): D1PreparedStatement {
-  return db.prepare('SELECT id, status, scheduled_at, lease_until FROM notifications WHERE id = ?1').bind(id)
+/**
+ * The state of the notifications a claim neither took nor ended, read after
+ * it — only they need it, and most claims take their notification.
+ * Parameters: JSON array of ids.
+ */
+export function notificationStates(db: D1Database, ids: readonly string[]): D1PreparedStatement {
+  return db
+    .prepare(
+      'SELECT id, status, scheduled_at, lease_until FROM notifications WHERE id IN (SELECT value FROM json_each(?1))',
+    )
+    .bind(JSON.stringify(ids))
 }

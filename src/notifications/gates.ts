@@ -14,12 +14,26 @@ const CLAIMABLE = `id = ?1 AND ${claimable('?2', '?2')}`
 // whole or not at all (./batch.ts), so no recipient gate takes one member out of it.
 const UNBATCHED = 'batch_id IS NULL'
 
+// An opt-out of this optional kind by (kind, channel), recorded after the notification was written.
+const OPTED_OUT = `kind IN (SELECT value FROM json_each(?3))
+  AND EXISTS (SELECT 1 FROM preferences p WHERE p.user_id = notifications.recipient_user_id
+              AND p.kind = notifications.kind AND p.channel = notifications.channel AND p.enabled = 0)`
+
+// An entry is kept under the address, or under its pseudonym once the address was erased
+// (src/erasure/): the row carries both forms, so each is one primary-key lookup.
+const SUPPRESSED_ADDRESS = 's.address IN (lower(notifications.recipient_email), notifications.recipient_hash)'
+const SUPPRESSION = `FROM suppressions s WHERE ${SUPPRESSED_ADDRESS} AND (s.until IS NULL OR s.until > ?2)`
+
 /**
- * Ends a claimable notification of an optional kind as `opted-out` when its
- * recipient turned (kind, channel) off after it was written.
- * Parameters: id, now, JSON array of the optional kinds.
+ * Ends a claimable notification without a send when its recipient opted out
+ * of its (optional) kind — `opted-out` — or else when its address, in clear
+ * or as the pseudonym an erasure left on the list, is suppressed and the
+ * entry has not ended — `suppressed` (NTF_RECIPIENT_SUPPRESSED). One
+ * statement for both, as it runs in every claim; SQLite computes every SET
+ * from the row as it was, so the opt-out decides all of them alike. Returns
+ * the status it set. Parameters: id, now, JSON array of the optional kinds.
  */
-export function optOutGate(
+export function recipientGate(
   db: D1Database,
   id: string,
   now: string,
@@ -27,39 +41,17 @@ export function optOutGate(
 ): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE notifications SET status = 'opted-out', lease_until = NULL, updated_at = ?2,
-         status_reason = 'the recipient opted out of ' || kind || ' by ' || channel
-       WHERE ${CLAIMABLE} AND ${UNBATCHED} AND kind IN (SELECT value FROM json_each(?3))
-         AND EXISTS (SELECT 1 FROM preferences p WHERE p.user_id = notifications.recipient_user_id
-                     AND p.kind = notifications.kind AND p.channel = notifications.channel AND p.enabled = 0)
-       RETURNING id, kind, channel`,
+      `UPDATE notifications SET lease_until = NULL, updated_at = ?2,
+         status = CASE WHEN ${OPTED_OUT} THEN 'opted-out' ELSE 'suppressed' END,
+         error_code = CASE WHEN ${OPTED_OUT} THEN error_code ELSE 'NTF_RECIPIENT_SUPPRESSED' END,
+         status_reason = CASE WHEN ${OPTED_OUT}
+           THEN 'the recipient opted out of ' || kind || ' by ' || channel
+           ELSE (SELECT 'the address is suppressed (' || s.cause || ', ' || s.source || ')' ${SUPPRESSION} LIMIT 1)
+         END
+       WHERE ${CLAIMABLE} AND ${UNBATCHED} AND ((${OPTED_OUT}) OR EXISTS (SELECT 1 ${SUPPRESSION}))
+       RETURNING id, kind, channel, status`,
     )
     .bind(id, now, JSON.stringify(optionalKinds))
-}
-
-// An entry is kept under the address, or under its pseudonym once the address was erased
-// (src/erasure/): the row carries both forms, so each is one primary-key lookup.
-const SUPPRESSED_ADDRESS = 's.address IN (lower(notifications.recipient_email), notifications.recipient_hash)'
-
-/**
- * Ends a claimable notification as `suppressed` (NTF_RECIPIENT_SUPPRESSED)
- * when its address — in clear, or as the pseudonym an erasure left on the
- * list — is suppressed and the entry has not ended.
- * Parameters: id, now.
- */
-export function suppressionGate(db: D1Database, id: string, now: string): D1PreparedStatement {
-  return db
-    .prepare(
-      `UPDATE notifications SET status = 'suppressed', error_code = 'NTF_RECIPIENT_SUPPRESSED', lease_until = NULL,
-         updated_at = ?2,
-         status_reason = (SELECT 'the address is suppressed (' || s.cause || ', ' || s.source || ')'
-                          FROM suppressions s WHERE ${SUPPRESSED_ADDRESS} AND (s.until IS NULL OR s.until > ?2)
-                          LIMIT 1)
-       WHERE ${CLAIMABLE} AND ${UNBATCHED}
-         AND EXISTS (SELECT 1 FROM suppressions s WHERE ${SUPPRESSED_ADDRESS} AND (s.until IS NULL OR s.until > ?2))
-       RETURNING id, kind, channel`,
-    )
-    .bind(id, now)
 }
 
 /**

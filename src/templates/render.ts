@@ -65,6 +65,29 @@ const DAY_WORDS: Record<string, Partial<Record<Intl.LDMLPluralRule, string>>> = 
   en: { one: 'day', other: 'days' },
 }
 
+// Intl formatters are costly to build and immutable: one per (locale, currency) per isolate,
+// not one per rendered value. The currency comes from event data, so the cache is bounded.
+const FORMATS_LIMIT = 200
+const formats = new Map<string, Intl.NumberFormat | Intl.PluralRules>()
+
+function cachedFormat<T extends Intl.NumberFormat | Intl.PluralRules>(key: string, build: () => T): T {
+  let format = formats.get(key) as T | undefined
+  if (!format) {
+    format = build()
+    if (formats.size >= FORMATS_LIMIT) formats.clear()
+    formats.set(key, format)
+  }
+  return format
+}
+
+const moneyFormat = (locale: string, currency: string) =>
+  cachedFormat(
+    `money|${locale}|${currency}`,
+    () => new Intl.NumberFormat(locale, { style: 'currency', currency, maximumFractionDigits: 0 }),
+  )
+
+const pluralRulesOf = (locale: string) => cachedFormat(`plural|${locale}`, () => new Intl.PluralRules(locale))
+
 function localeOf(scope: { getSync(paths: string[]): unknown }): string {
   const locale = scope.getSync(['locale'])
   return typeof locale === 'string' ? locale : 'ru'
@@ -107,18 +130,14 @@ function createEngine(escapeHtml: boolean, parseLimit: number): Liquid {
   engine.registerFilter('money', function (value: unknown, currency: unknown) {
     const amount = typeof value === 'number' ? value : Number(value)
     if (!Number.isFinite(amount)) return ''
-    return new Intl.NumberFormat(localeOf(this.context), {
-      style: 'currency',
-      currency: typeof currency === 'string' ? currency : 'RUB',
-      maximumFractionDigits: 0,
-    }).format(amount)
+    return moneyFormat(localeOf(this.context), typeof currency === 'string' ? currency : 'RUB').format(amount)
   })
   /** `{{ 14 | days }}` → `14 дней` / `14 days`. */
   engine.registerFilter('days', function (value: unknown) {
     const count = Number(value)
     const locale = localeOf(this.context)
     const words = DAY_WORDS[locale.slice(0, 2)] ?? DAY_WORDS.en
-    const rule = new Intl.PluralRules(locale).select(count)
+    const rule = pluralRulesOf(locale).select(count)
     return `${count} ${words?.[rule] ?? words?.other}`
   })
   return engine

@@ -1,0 +1,31 @@
+import { withBindings } from '../config.ts'
+import type { Logger } from '../log.ts'
+import { type Cost, noCost } from './cost.ts'
+import { meteredKv, meteredQueue } from './metered-bindings.ts'
+import { meteredD1 } from './metered-d1.ts'
+
+const QUEUE_BINDINGS = ['EVENTS', 'DISPATCH', 'DLQ', 'EMAIL_EVENTS'] as const
+
+/**
+ * An invocation's env with its D1, KV and queue bindings metered, and the
+ * cost they count. Each invocation gets its own, so concurrent batches of one
+ * isolate never mix their counts.
+ */
+export function meterEnv(env: Env): { env: Env; cost: Cost } {
+  const cost = noCost()
+  const bindings: Partial<Env> = {}
+  // A binding a test's env leaves out stays out.
+  if (env.DB) bindings.DB = meteredD1(env.DB, cost)
+  if (env.IDEMPOTENCY) bindings.IDEMPOTENCY = meteredKv(env.IDEMPOTENCY, cost)
+  for (const name of QUEUE_BINDINGS) if (env[name]) bindings[name] = meteredQueue(env[name], cost)
+  return { env: withBindings(env, bindings), cost }
+}
+
+/**
+ * One line per invocation of the pipeline (`invocation.cost`): what it cost
+ * in D1, KV and queue operations. Workers Logs can sum it per handler; `npm
+ * run bench` sums it per email.
+ */
+export function logCost(log: Logger, handler: string, cost: Cost): void {
+  log.info('invocation.cost', { handler, ...cost })
+}
