@@ -11,6 +11,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, relative } from 'node:path'
 import { test } from 'node:test'
 import { configurationDoc } from '../../scripts/config-docs.ts'
+import { costChart, costDoc } from '../../scripts/cost.ts'
 
 const ROOT = join(import.meta.dirname, '..', '..')
 
@@ -81,6 +82,13 @@ test("every step of docs/deploy.md that leans on Cloudflare or Resend links thei
 test('docs/configuration.md holds the variable tables the zod schemas make today (npm run docs:config)', () => {
   const committed = readFileSync(join(ROOT, 'docs', 'configuration.md'), 'utf8')
   assert.equal(committed, configurationDoc(committed))
+})
+
+test('docs/cost.md and its chart are what scripts/cost.ts makes of bench/results.json and its prices', () => {
+  const committed = readFileSync(join(ROOT, 'docs', 'cost.md'), 'utf8')
+  assert.equal(committed, costDoc(committed), 'run `npm run docs:cost`')
+  const chart = readFileSync(join(ROOT, 'docs', 'images', 'cost-per-million.svg'), 'utf8')
+  assert.equal(chart, costChart(), 'run `npm run docs:cost`')
 })
 
 test('docs/adding-an-event-type.md shows the module test/event-registry.test.ts sends end to end', () => {
