@@ -24,10 +24,13 @@ export const DeadLetterEnvelopeSchema = z.object({
 /** A dead letter as consumers send it. */
 export type DeadLetterEnvelope = z.infer<typeof DeadLetterEnvelopeSchema>
 
-/** Wraps a failed message for `notify-dlq`. */
+/**
+ * Wraps a failed message for `notify-dlq`: a delivered message, or what stands
+ * for one (a batch member that failed without a message of its own).
+ */
 export function deadLetterEnvelope(
   queue: string,
-  message: Message<unknown>,
+  message: Pick<Message<unknown>, 'id' | 'attempts' | 'body'>,
   failure: { code: string; error: string; kind?: string },
   now = new Date(),
 ): DeadLetterEnvelope {

@@ -1,4 +1,4 @@
-import type { DeadLetterEnvelope } from '../dead-letters/envelope.ts'
+import { type DeadLetterEnvelope, deadLetterEnvelope } from '../dead-letters/envelope.ts'
 import { type PipelineCode, PipelineError } from '../errors.ts'
 import { maskEmails } from '../log.ts'
 import { leaveBatch } from '../notifications/batch.ts'
@@ -219,8 +219,8 @@ function failedWrite(context: SendContext, batch: BatchToSend, cause: unknown): 
 
 /**
  * The dead letter of a member that failed without a message of its own here
- * (it was claimed with its batch): the same envelope a settled message gets,
- * its body the dispatch message that would have carried it.
+ * (it was claimed with its batch): the envelope a settled message gets, for
+ * the dispatch message that would have carried it.
  */
 function orphanDeadLetter(
   member: BatchMember,
@@ -228,15 +228,10 @@ function orphanDeadLetter(
   now: Date,
 ): DeadLetterEnvelope {
   const { row } = member
-  return {
-    notifyEdgeDeadLetter: 1,
-    queue: 'notify-dispatch',
-    code: failure.code,
-    error: failure.error,
+  const standIn = {
+    id: `batch:${row.batch_id}:${row.id}`,
     attempts: Math.max(1, row.send_attempts),
-    failureId: `batch:${row.batch_id}:${row.id}:${row.send_attempts}`,
-    failedAt: now.toISOString(),
-    kind: failure.kind,
-    message: { notificationId: row.id, due: row.scheduled_at },
+    body: { notificationId: row.id, due: row.scheduled_at },
   }
+  return deadLetterEnvelope('notify-dispatch', standIn, failure, now)
 }
