@@ -1,7 +1,7 @@
 import { describeIssues, toFieldIssues } from '../contracts/index.ts'
 import { PipelineError } from '../errors.ts'
 import { optionalKindNames } from '../events/registry.ts'
-import { type ClaimedRow, claimNotification, notificationStates, supersedeDecision } from '../notifications/claim.ts'
+import { type ClaimedRow, claimNotifications, notificationStates, supersedeDecision } from '../notifications/claim.ts'
 import { recipientGate, unknownOutcomeGate } from '../notifications/gates.ts'
 import { pauseGate } from '../notifications/pause.ts'
 import type { Outgoing } from '../queue/send.ts'
@@ -16,33 +16,32 @@ export type ToSend = { message: Message<unknown>; row: ClaimedRow }
 /** A notification not due yet, to put back on the queue with its delay. */
 export type Later = { message: Message<unknown>; outgoing: Outgoing }
 
-type Claim = { message: Message<unknown>; id: string; due: string | null; statement: number }
+type Claim = { message: Message<unknown>; id: string; due: string | null }
 
 /** How soon an authoritative decision held by its fallback in flight asks again. */
 const HELD_RETRY_SECONDS = 30
 
-/** Statements per message in the claim batch (see `claimStatements`), after the batch's one read of the pause. */
-const PER_MESSAGE = 5
-
 /** What the claim batch did to one notification: ended it (a gate), claimed it, or neither. */
 type Outcome = { ended?: Record<string, unknown>; how?: string; claimed?: ClaimedRow }
 
+/** The rows each claim statement returned, by notification id. */
+type Returned = Map<string, Record<string, unknown>>
+
 /**
- * Claims every notification of the batch in one D1 batch — per message:
- * supersede a fallback decision, or an authoritative one already sent from its
- * fallback; end it if its recipient opted out or its address is suppressed;
- * hold it `paused` while its transport is paused (unless it is the probe);
- * claim (`pending → sending` under the batch's token and lease) — and sorts
- * out what to send, what is not due yet, and what is done with; the state of
- * a notification neither claimed nor ended is read after the batch, so the
- * usual batch, where every claim wins, pays no read of it. The batch's first
- * statement reads the transport's pause, so the sends know whether an
- * accepted one ends it.
+ * Claims every notification of the batch in one D1 batch of six statements,
+ * whatever the batch's size — each over every notification of the batch at
+ * once: supersede a fallback decision, or an authoritative one already sent
+ * from its fallback; end it if its recipient opted out or its address is
+ * suppressed; end a send of unknown outcome; hold it `paused` while its
+ * transport is paused (unless it is the probe); claim (`pending → sending`
+ * under the batch's token and lease) — and sorts out what to send, what is
+ * not due yet, and what is done with. The state of a notification neither
+ * claimed nor ended is read after the batch, so the usual batch, where every
+ * claim wins, pays no read of it. The batch's first statement reads the
+ * transport's pause, so the sends know whether an accepted one ends it.
  */
 export async function claimStage(run: DispatchRun, messages: readonly Message<unknown>[]) {
   const claims: Claim[] = []
-  const statements: D1PreparedStatement[] = [readPause(run.env.DB, run.config.EMAIL_TRANSPORT)]
-  const optionalKinds = optionalKindNames()
   for (const message of messages) {
     const parsed = DispatchMessageSchema.safeParse(message.body)
     if (!parsed.success) {
@@ -51,28 +50,33 @@ export async function claimStage(run: DispatchRun, messages: readonly Message<un
       continue
     }
     const { notificationId: id, due = null } = parsed.data
-    claims.push({ message, id, due, statement: statements.length })
-    statements.push(...claimStatements(run, id, due, optionalKinds))
+    claims.push({ message, id, due })
   }
   if (claims.length === 0) return { toSend: [], later: [] }
   let results: D1Result[]
   try {
-    results = await run.env.DB.batch(statements)
+    results = await run.env.DB.batch(claimStatements(run, claims))
   } catch (cause) {
     const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 claim: ${(cause as Error).message}`, { cause })
     for (const claim of claims) run.fail(claim.message, error)
     return { toSend: [], later: [] }
   }
   run.pause = first(results[0]) as TransportPause | undefined
+  const returned = results.slice(1).map(byId)
   const toSend: ToSend[] = []
   const later: Later[] = []
   const unclaimed: Claim[] = []
+  // A notification named by two messages of the batch: the first message that could have
+  // claimed it owns the outcome; the other is sorted as unclaimed (done with, or held).
+  const owned = new Set<string>()
   for (const claim of claims) {
-    const outcome = outcomeOf(results, claim.statement)
+    const outcome = owned.has(claim.id) ? {} : outcomeOf(returned, claim)
     if (outcome.ended) {
+      owned.add(claim.id)
       run.settle(claim.message, { action: 'ack' })
       run.log.info(`dispatch.${outcome.how}`, { notificationId: claim.id, kind: outcome.ended.kind })
     } else if (outcome.claimed) {
+      owned.add(claim.id)
       toSend.push({ message: claim.message, row: outcome.claimed })
     } else {
       unclaimed.push(claim)
@@ -82,15 +86,30 @@ export async function claimStage(run: DispatchRun, messages: readonly Message<un
   return { toSend, later }
 }
 
-/** The results of one notification's `PER_MESSAGE` statements, from `statement` on. */
-function outcomeOf(results: D1Result[], statement: number): Outcome {
-  const [superseded, recipient, unknown, paused, claimed] = Array.from({ length: PER_MESSAGE }, (_, i) =>
-    first(results[statement + i]),
+/** The rows a statement returned, by notification id. */
+function byId(result: D1Result): Returned {
+  const rows = (result.results ?? []) as Record<string, unknown>[]
+  return new Map(rows.map((row) => [String(row.id), row]))
+}
+
+/**
+ * What the claim statements (in `claimStatements`' order, after the pause)
+ * did to one message's notification. A claimed row goes to a message that
+ * named no `due`, or the row's own: a stale message of the same notification
+ * in the batch gets nothing, as it claimed nothing.
+ */
+function outcomeOf(returned: readonly Returned[], claim: Claim): Outcome {
+  const [superseded, recipient, unknown, paused, claimedOthers, claimedAuthoritative] = returned.map((rows) =>
+    rows.get(claim.id),
   )
   const ended = superseded ?? recipient ?? paused ?? unknown
-  if (!ended) return claimed ? { claimed: claimed as ClaimedRow } : {}
-  const how = superseded ? 'superseded' : recipient ? String(recipient.status) : paused ? 'paused' : 'outcome-unknown'
-  return { ended, how }
+  if (ended) {
+    const how = superseded ? 'superseded' : recipient ? String(recipient.status) : paused ? 'paused' : 'outcome-unknown'
+    return { ended, how }
+  }
+  const claimed = (claimedOthers ?? claimedAuthoritative) as ClaimedRow | undefined
+  if (!claimed || (claim.due !== null && claim.due !== claimed.scheduled_at)) return {}
+  return { claimed }
 }
 
 /**
@@ -114,26 +133,28 @@ async function sortUnclaimed(run: DispatchRun, unclaimed: readonly Claim[], late
   for (const claim of unclaimed) sortClaim(run, claim, states.get(claim.id), later)
 }
 
-/** The `PER_MESSAGE` statements of one notification, in the order `sortClaim` reads their results. */
-function claimStatements(
-  run: DispatchRun,
-  id: string,
-  due: string | null,
-  optionalKinds: readonly string[],
-): D1PreparedStatement[] {
+/**
+ * The claim's D1 batch: the transport's pause, then each gate and the claim
+ * over the whole claim batch (`IN_CLAIM_BATCH`), in the order `outcomeOf`
+ * reads their results.
+ */
+function claimStatements(run: DispatchRun, claims: readonly Claim[]): D1PreparedStatement[] {
   const { env, nowIso, lease, config } = run
   const decideAt = new Date(run.now.getTime() + config.UNKNOWN_OUTCOME_SECONDS * 1000).toISOString()
-  const messageId = messageIdOf({
-    notificationId: id,
-    from: { address: config.EMAIL_FROM, name: config.EMAIL_FROM_NAME },
-  })
+  const from = { address: config.EMAIL_FROM, name: config.EMAIL_FROM_NAME }
+  const batch = JSON.stringify(
+    claims.map(({ id, due }) => ({ id, due, messageId: messageIdOf({ notificationId: id, from }) })),
+  )
+  const window = config.DECISION_MATCH_SECONDS
   return [
-    supersedeDecision(env.DB, id, nowIso, config.DECISION_MATCH_SECONDS),
-    recipientGate(env.DB, id, nowIso, optionalKinds),
+    readPause(env.DB, config.EMAIL_TRANSPORT),
+    supersedeDecision(env.DB, batch, nowIso, window),
+    recipientGate(env.DB, batch, nowIso, optionalKindNames()),
     // Before the pause gate: a send that may have gone out must wait for its outcome, not be held and resent.
-    unknownOutcomeGate(env.DB, id, nowIso, messageId, decideAt, !hasIdempotencyKey(config.EMAIL_TRANSPORT)),
-    pauseGate(env.DB, id, nowIso, config.EMAIL_TRANSPORT),
-    claimNotification(env.DB, id, nowIso, lease.until, lease.token, due, config.DECISION_MATCH_SECONDS),
+    unknownOutcomeGate(env.DB, batch, nowIso, decideAt, !hasIdempotencyKey(config.EMAIL_TRANSPORT)),
+    pauseGate(env.DB, batch, nowIso, config.EMAIL_TRANSPORT),
+    claimNotifications(env.DB, batch, nowIso, lease.until, lease.token, window, false),
+    claimNotifications(env.DB, batch, nowIso, lease.until, lease.token, window, true),
   ]
 }
 

@@ -1,4 +1,4 @@
-import { claimable, sameDecisionSql } from './sql.ts'
+import { claimable, IN_CLAIM_BATCH, sameDecisionSql } from './sql.ts'
 
 /** A notification as the dispatcher reads it after its claim. */
 export type ClaimedRow = {
@@ -31,8 +31,9 @@ export const CLAIMED_COLUMNS = `id, kind, channel, status, event_id, source, rec
   send_alone`
 
 // A row is a fallback (is_fallback = 1) or not, so at most one of the two ends it.
-const FALLBACK_SUPERSEDED = `is_fallback = 1 AND provider_id IS NULL
-  AND EXISTS (SELECT 1 FROM notifications a WHERE a.is_fallback = 0 AND ${sameDecisionSql('a', '?3')})`
+const FALLBACK_SUPERSEDED = `is_fallback = 1
+  AND EXISTS (SELECT 1 FROM notifications a WHERE a.is_fallback = 0
+              AND (notifications.provider_id IS NULL OR a.status = 'sent') AND ${sameDecisionSql('a', '?3')})`
 const AUTHORITATIVE_SUPERSEDED = `is_fallback = 0 AND decision_person IS NOT NULL
   AND EXISTS (SELECT 1 FROM notifications f WHERE f.is_fallback = 1 AND f.status = 'sent'
               AND ${sameDecisionSql('f', '?3')})`
@@ -46,57 +47,87 @@ const AUTHORITATIVE_SUPERSEDED = `is_fallback = 0 AND decision_person IS NOT NUL
  *   exists is superseded — unless it may have gone out already (it has a
  *   provider id: its outcome was unknown and no event settled it), in which
  *   case it is sent again under its Message-ID and supersedes the
- *   authoritative one;
+ *   authoritative one; but once the authoritative one was sent, even such a
+ *   fallback is superseded: sending it again could only make a second email
+ *   (and while the authoritative one is in flight, the claim holds it);
  * - an authoritative decision whose fallback was sent is superseded by that
  *   fallback. A fallback still in flight (`sending`, `unknown`) supersedes
  *   nothing: if it then fails, the authoritative decision (with its reason)
  *   is what reaches the owner; until it is settled, the claim holds the
- *   authoritative one (see `claimNotification`).
+ *   authoritative one (see `claimNotifications`).
  *
- * Parameters: id, now, match window in seconds.
+ * Parameters: the claim batch's JSON (`IN_CLAIM_BATCH`), now, match window in seconds.
  */
-export function supersedeDecision(db: D1Database, id: string, now: string, windowSeconds: number): D1PreparedStatement {
+export function supersedeDecision(
+  db: D1Database,
+  claims: string,
+  now: string,
+  windowSeconds: number,
+): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE notifications SET status = 'superseded', updated_at = ?2,
          status_reason = CASE WHEN is_fallback = 1
            THEN 'the decision was notified from verification-requests (authoritative)'
            ELSE 'the same decision was already sent from person-upserted' END
-       WHERE id = ?1 AND status = 'pending' AND batch_id IS NULL AND ((${FALLBACK_SUPERSEDED}) OR (${AUTHORITATIVE_SUPERSEDED}))
+       WHERE ${IN_CLAIM_BATCH} AND status = 'pending' AND batch_id IS NULL
+         AND ((${FALLBACK_SUPERSEDED}) OR (${AUTHORITATIVE_SUPERSEDED}))
        RETURNING id, kind, channel`,
     )
-    .bind(id, now, windowSeconds)
+    .bind(claims, now, windowSeconds)
 }
 
+// A message that names a `due` claims only the row still due then; one without claims any.
+const NAMED_DUE = `EXISTS (SELECT 1 FROM json_each(?1) c WHERE json_extract(c.value, '$.id') = notifications.id
+  AND (json_extract(c.value, '$.due') IS NULL OR json_extract(c.value, '$.due') = notifications.scheduled_at))`
+
+// An authoritative decision notification: one that a fallback from person-upserted may also announce.
+const AUTHORITATIVE_DECISION = 'is_fallback = 0 AND decision_person IS NOT NULL'
+
 /**
- * Claims a due notification for sending under `token`: `pending → sending`
- * with a lease, or takes over a `sending` one whose lease ran out. One
- * statement, so exactly one of several concurrent deliveries wins. A message
- * that names a `due` other than the row's is stale and claims nothing. An
- * authoritative decision whose fallback is in flight is not claimed until
- * that fallback is settled: never two emails for one decision, and none lost.
- * Parameters: id, now, lease until, claim token, due (or null), match window in seconds.
+ * Claims the due notifications of a claim batch for sending under `token`:
+ * `pending → sending` with a lease, or takes over a `sending` one whose lease
+ * ran out. One statement for the batch, so exactly one of several concurrent
+ * deliveries wins each notification. A message that names a `due` other than
+ * the row's is stale and claims nothing.
+ *
+ * An authoritative decision whose fallback is in flight is not claimed until
+ * that fallback is settled, nor a fallback that may have gone out while its
+ * authoritative decision is in flight: never two emails for one decision,
+ * and none lost. So the claim is two statements, run in this order in the claim's D1 batch:
+ * everything else first (`authoritative` false), then the authoritative
+ * decisions (`authoritative` true), which see a fallback the first one took
+ * in the same batch as in flight. (One statement would judge every row
+ * against the table as it was before it, and take both.)
+ *
+ * Parameters: the claim batch's JSON (`IN_CLAIM_BATCH`), now, lease until,
+ * claim token, match window in seconds.
  */
-export function claimNotification(
+export function claimNotifications(
   db: D1Database,
-  id: string,
+  claims: string,
   now: string,
   leaseUntil: string,
   token: string,
-  due: string | null,
   windowSeconds: number,
+  authoritative: boolean,
 ): D1PreparedStatement {
+  const which = authoritative
+    ? `${AUTHORITATIVE_DECISION}
+         AND NOT EXISTS (SELECT 1 FROM notifications f WHERE f.is_fallback = 1
+                         AND f.status IN ('sending', 'unknown') AND ${sameDecisionSql('f', '?5')})`
+    : `NOT (${AUTHORITATIVE_DECISION})
+         AND NOT (is_fallback = 1 AND provider_id IS NOT NULL
+                  AND EXISTS (SELECT 1 FROM notifications a WHERE a.is_fallback = 0
+                              AND a.status IN ('sending', 'unknown') AND ${sameDecisionSql('a', '?5')}))`
   return db
     .prepare(
       `UPDATE notifications SET status = 'sending', lease_until = ?3, claim_token = ?4,
          send_attempts = send_attempts + 1, updated_at = ?2, claimed_at = ?2
-       WHERE id = ?1 AND ${claimable('?2', '?2')} AND (?5 IS NULL OR scheduled_at = ?5)
-         AND NOT (is_fallback = 0 AND decision_person IS NOT NULL
-                  AND EXISTS (SELECT 1 FROM notifications f WHERE f.is_fallback = 1
-                              AND f.status IN ('sending', 'unknown') AND ${sameDecisionSql('f', '?6')}))
+       WHERE ${IN_CLAIM_BATCH} AND ${claimable('?2', '?2')} AND ${NAMED_DUE} AND ${which}
        RETURNING ${CLAIMED_COLUMNS}`,
     )
-    .bind(id, now, leaseUntil, token, due, windowSeconds)
+    .bind(claims, now, leaseUntil, token, windowSeconds)
 }
 
 /**

@@ -1,4 +1,4 @@
-import { claimable } from './sql.ts'
+import { claimable, IN_CLAIM_BATCH } from './sql.ts'
 
 /**
  * The recipient's side of a send, checked in the claim's D1 batch right before
@@ -9,7 +9,7 @@ import { claimable } from './sql.ts'
  */
 
 // The claim's own condition (./claim.ts), so a gate ends exactly what the claim would take.
-const CLAIMABLE = `id = ?1 AND ${claimable('?2', '?2')}`
+const CLAIMABLE = `${IN_CLAIM_BATCH} AND ${claimable('?2', '?2')}`
 // Not a notification in a batch: it was judged when the batch was made, and its batch is sent
 // whole or not at all (./batch.ts), so no recipient gate takes one member out of it.
 const UNBATCHED = 'batch_id IS NULL'
@@ -31,11 +31,12 @@ const SUPPRESSION = `FROM suppressions s WHERE ${SUPPRESSED_ADDRESS} AND (s.unti
  * entry has not ended — `suppressed` (NTF_RECIPIENT_SUPPRESSED). One
  * statement for both, as it runs in every claim; SQLite computes every SET
  * from the row as it was, so the opt-out decides all of them alike. Returns
- * the status it set. Parameters: id, now, JSON array of the optional kinds.
+ * the status it set. Parameters: the claim batch's JSON (`IN_CLAIM_BATCH`),
+ * now, JSON array of the optional kinds.
  */
 export function recipientGate(
   db: D1Database,
-  id: string,
+  claims: string,
   now: string,
   optionalKinds: readonly string[],
 ): D1PreparedStatement {
@@ -51,7 +52,7 @@ export function recipientGate(
        WHERE ${CLAIMABLE} AND ${UNBATCHED} AND ((${OPTED_OUT}) OR EXISTS (SELECT 1 ${SUPPRESSION}))
        RETURNING id, kind, channel, status`,
     )
-    .bind(id, now, JSON.stringify(optionalKinds))
+    .bind(claims, now, JSON.stringify(optionalKinds))
 }
 
 /**
@@ -60,23 +61,26 @@ export function recipientGate(
  * could not record it — has an unknown outcome: instead of being taken over
  * and sent again, it waits as `unknown` for the provider's delivery events
  * (./marks.ts `markUnknown`). `enabled` is 0 for a transport with a key (a
- * resend is answered, not sent). Parameters: id, now, Message-ID, decide at, enabled.
+ * resend is answered, not sent). The Message-ID it keeps is the claim batch's
+ * `messageId` for the notification. Parameters: the claim batch's JSON
+ * (`IN_CLAIM_BATCH`), now, decide at, enabled.
  */
 export function unknownOutcomeGate(
   db: D1Database,
-  id: string,
+  claims: string,
   now: string,
-  messageId: string,
   decideAt: string,
   enabled: boolean,
 ): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE notifications SET status = 'unknown', provider_id = ?3, error_code = 'NTF_SEND_UNKNOWN',
+      `UPDATE notifications SET status = 'unknown', error_code = 'NTF_SEND_UNKNOWN',
+         provider_id = (SELECT json_extract(c.value, '$.messageId') FROM json_each(?1) c
+                        WHERE json_extract(c.value, '$.id') = notifications.id LIMIT 1),
          status_reason = 'a claim ended without recording its send: whether it went out is not known',
-         scheduled_at = ?4, updated_at = ?2, lease_until = NULL
-       WHERE ?5 = 1 AND id = ?1 AND status = 'sending' AND lease_until < ?2
+         scheduled_at = ?3, updated_at = ?2, lease_until = NULL
+       WHERE ?4 = 1 AND ${IN_CLAIM_BATCH} AND status = 'sending' AND lease_until < ?2
        RETURNING id, kind, channel`,
     )
-    .bind(id, now, messageId, decideAt, enabled ? 1 : 0)
+    .bind(claims, now, decideAt, enabled ? 1 : 0)
 }

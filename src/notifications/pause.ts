@@ -1,4 +1,4 @@
-import { claimable, heldBy, TRY_NOT_COUNTED } from './sql.ts'
+import { claimable, heldBy, IN_CLAIM_BATCH, TRY_NOT_COUNTED } from './sql.ts'
 
 /**
  * The notification's side of a paused transport (src/dispatch/pause.ts keeps
@@ -12,21 +12,21 @@ import { claimable, heldBy, TRY_NOT_COUNTED } from './sql.ts'
  * Ends the claim of a claimable notification as `paused` when its transport is
  * paused and this notification is not the probe. Runs in the claim's batch
  * right before the claim, so nothing is sent through a paused transport but
- * the probe. Parameters: id, now, transport.
+ * the probe. Parameters: the claim batch's JSON (`IN_CLAIM_BATCH`), now, transport.
  */
-export function pauseGate(db: D1Database, id: string, now: string, transport: string): D1PreparedStatement {
+export function pauseGate(db: D1Database, claims: string, now: string, transport: string): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE notifications SET status = 'paused', lease_until = NULL, updated_at = ?2,
          error_code = 'NTF_TRANSPORT_PAUSED',
          status_reason = (SELECT 'waiting: the ' || p.transport || ' transport is paused (' || p.code || ')'
                           FROM transport_pauses p WHERE p.transport = ?3)
-       WHERE id = ?1 AND ${claimable('?2', '?2')}
+       WHERE ${IN_CLAIM_BATCH} AND ${claimable('?2', '?2')}
          AND EXISTS (SELECT 1 FROM transport_pauses p WHERE p.transport = ?3
                      AND (p.probe_id IS NULL OR p.probe_id <> notifications.id))
        RETURNING id, kind, channel`,
     )
-    .bind(id, now, transport)
+    .bind(claims, now, transport)
 }
 
 /**

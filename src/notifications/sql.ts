@@ -19,6 +19,15 @@ export function claimable(due: string, leaseEnded: string): string {
 }
 
 /**
+ * The notifications a claim batch is about: `?1` is a JSON array of
+ * `{id, due, messageId}` (src/dispatch/claim-stage.ts), one per message of the
+ * consumer batch, so each claim statement runs once per batch, not once per
+ * message. The subquery is not correlated, so SQLite looks each id up by the
+ * primary key.
+ */
+export const IN_CLAIM_BATCH = "id IN (SELECT json_extract(value, '$.id') FROM json_each(?1))"
+
+/**
  * A notification still held by the claim that carries `token`: every mark of a
  * send's result and every lease renewal apply only under it, so a delivery
  * whose lease ran out and was taken over can never overwrite the outcome of
@@ -31,7 +40,7 @@ export function heldBy(token: string): string {
 }
 
 /**
- * Takes back the try the claim counted (`claimNotification` adds one): for a
+ * Takes back the try the claim counted (`claimNotifications` adds one): for a
  * try that never reached the provider — its transport was paused, or the pace
  * had no send slot for it soon enough — so that a notification's attempts,
  * and with them its retry budget, count only what a provider answered or lost.
