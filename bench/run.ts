@@ -19,6 +19,7 @@ import { benchKafka } from './kafka.ts'
 import { budget, goals, progress, results, SCALE } from './lib.ts'
 import { benchPostgres } from './pg.ts'
 import { benchRabbit } from './rabbitmq.ts'
+import { benchResendRate } from './resend-rate.ts'
 import { benchWorker, bundleGzipBytes } from './worker.ts'
 
 execFileSync('bash', ['scripts/services-up.sh'], { stdio: 'ignore' })
@@ -32,6 +33,7 @@ for (const [name, bench] of [
   ['rabbitmq_relay', benchRabbit],
   ['kafka_relay', benchKafka],
   ['worker_pipeline + end_to_end', benchWorker],
+  ['worker_pipeline: resend at its rate limit', benchResendRate],
   [
     'worker',
     async () => {

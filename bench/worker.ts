@@ -11,6 +11,7 @@ import { freshDatabase } from '../support/postgres.ts'
 import { freePort, waitFor } from '../support/wait.ts'
 import { costLines, costPerEmail, messagesRead } from './costs.ts'
 import { budget, cpuMsOfGroup, goals, N, PROFILE, percentile, progress, rate, ratio, results } from './lib.ts'
+import { BENCH_TOKENS, benchEvent, ingestRate, pipelineAt } from './pipeline.ts'
 import { type Recording, sourceMapped, startProfile, summarise } from './profile.ts'
 
 /** Budget of workerd CPU per 1,000 events through the whole pipeline, locally (D1 and Queues run in it too). */
@@ -84,8 +85,7 @@ export function bundleGzipBytes(): number {
  */
 export async function benchWorker() {
   const bare = await bareCeilings()
-  const ingest = 'bench-ingest-token-0123456789'
-  const adminToken = 'bench-admin-token-0123456789'
+  const { ingest, admin: adminToken } = BENCH_TOKENS
   const inspectorPort = PROFILE ? await freePort() : undefined
   const local = await startLocalWorker(
     { INGEST_TOKEN: ingest, ADMIN_TOKEN: adminToken, LOG_LEVEL: 'info' },
@@ -93,62 +93,16 @@ export async function benchWorker() {
   )
   const worker = local.url
   const db = await freshDatabase()
+  const driven = pipelineAt(worker, BENCH_TOKENS)
+  const { post, sentCount } = driven
   try {
-    const sentCount = async () => {
-      const text = await (
-        await fetch(`${worker}/metrics`, { headers: { authorization: `Bearer ${adminToken}` } })
-      ).text()
-      return [...text.matchAll(/^notify_notifications_total\{[^}]*status="sent"\} (\d+)$/gm)].reduce(
-        (sum, match) => sum + Number(match[1]),
-        0,
-      )
-    }
-    const event = () => {
-      const eventId = crypto.randomUUID()
-      const sample = {
-        envelope: {
-          eventId,
-          eventType: 'response.created',
-          schemaVersion: 1,
-          occurredAt: new Date().toISOString(),
-          producer: 'bench',
-        },
-        data: {
-          responseId: crypto.randomUUID(),
-          projectId: crypto.randomUUID(),
-          projectTitle: 'Бенчмарк',
-          recipient: { userId: crypto.randomUUID(), email: 'bench@example.com', displayName: 'Bench' },
-          actor: { userId: crypto.randomUUID(), displayName: 'Actor' },
-          proposedPrice: 45000,
-          deepLink: 'https://arthunt.ru/x',
-        },
-      }
-      return {
-        eventId,
-        inbound: {
-          source: 'http',
-          origin: 'bench',
-          sourceMessageId: eventId,
-          receivedAt: new Date().toISOString(),
-          headers: {},
-          body: JSON.stringify(sample),
-        },
-      }
-    }
-    const post = (events: unknown[]) =>
-      fetch(`${worker}/v1/ingest`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${ingest}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ events }),
-      }).then((r) => r.text())
-
     progress('worker_pipeline: D1 round trips per consumer batch, and the cost per email, at batch sizes 1, 10 and 100')
     const roundTrips: Record<string, number[]> = {}
     const perEmail: Record<string, Record<string, number>> = {}
     for (const size of [1, 10, 100]) {
       const before = local.output().length
       const baseline = await sentCount()
-      await post(Array.from({ length: size }, () => event().inbound))
+      await post(Array.from({ length: size }, () => benchEvent().inbound))
       await waitFor(
         async () => ((await sentCount()) >= baseline + size ? true : undefined),
         `batch of ${size}`,
@@ -176,21 +130,19 @@ export async function benchWorker() {
     }
 
     progress(`worker_pipeline: ${N.worker} events, ingest → email`)
-    const baseline = await sentCount()
     const sentAt = new Map<string, number>()
     const recording: Recording | undefined = inspectorPort
       ? await startProfile(inspectorPort, `${worker}/healthz`)
       : undefined
     const cpuBefore = cpuMsOfGroup(local.processGroup, 'workerd')
-    const start = performance.now()
-    for (let sent = 0; sent < N.worker; sent += 100) {
-      const events = Array.from({ length: Math.min(100, N.worker - sent) }, () => event())
-      const at = Date.now()
-      for (const item of events) sentAt.set(item.eventId, at)
-      await post(events.map((item) => item.inbound))
-    }
-    await waitFor(async () => ((await sentCount()) >= baseline + N.worker ? true : undefined), 'all emails', 600_000)
-    const pipelineRate = rate(N.worker, performance.now() - start)
+    const pipelineRate = await ingestRate(
+      driven,
+      Array.from({ length: N.worker }, () => benchEvent()),
+      (events) => {
+        const at = Date.now()
+        for (const item of events) sentAt.set(item.eventId, at)
+      },
+    )
     const cpuPer1000 = Math.round(((cpuMsOfGroup(local.processGroup, 'workerd') - cpuBefore) / N.worker) * 1000)
     const profile = recording ? await recordProfile(recording) : undefined
     const latencies: number[] = []
@@ -244,7 +196,7 @@ export async function benchWorker() {
     })
     const committed = new Map<string, number>()
     for (let index = 0; index < N.e2e; index += 1) {
-      const { eventId, inbound } = event()
+      const { eventId, inbound } = benchEvent()
       await db.sql.begin(async (tx) => {
         await tx`INSERT INTO data_exchange.message_queue_log (message_id) VALUES (${eventId})`
         await tx`INSERT INTO data_exchange.message_queue_log_data (message_id, message_body) VALUES (${eventId}, ${Buffer.from(inbound.body)})`
