@@ -19,6 +19,8 @@ export const N = {
   rabbit: 20_000 * SCALE,
   kafka: 50_000 * SCALE,
   worker: 1_000 * SCALE,
+  // Five times the pipeline's: a run at 5 requests/s of 1,000 lasts a few seconds and twenty requests, too few to read.
+  resend: 5_000 * SCALE,
   bareQueue: 5_000 * SCALE,
   bareSend: 1_000 * SCALE,
   e2e: 100,

@@ -25,7 +25,7 @@ type ResendRun = {
 }
 
 /**
- * N.worker events through a fresh Worker (fresh local state) whose resend
+ * N.resend events through a fresh Worker (fresh local state) whose resend
  * transport points at a fresh fake with the team limit `fakePerSecond`; the
  * Worker paces to `workerPerSecond`, or to its own default when undefined.
  */
@@ -50,7 +50,7 @@ async function resendRun(fakePerSecond: number, workerPerSecond: number | undefi
     })
     const emailsPerSecond = await ingestRate(
       pipelineAt(local.url, BENCH_TOKENS),
-      Array.from({ length: N.worker }, () => benchEvent()),
+      Array.from({ length: N.resend }, () => benchEvent()),
     )
     return {
       emailsPerSecond,
@@ -85,9 +85,9 @@ function runKeys(name: string, run: ResendRun): Record<string, number> {
  * `results.worker_pipeline` beside what benchWorker measured.
  */
 export async function benchResendRate(): Promise<void> {
-  progress(`worker_pipeline: ${N.worker} events through resend with no rate limit`)
+  progress(`worker_pipeline: ${N.resend} events through resend with no rate limit`)
   const unlimited = await resendRun(UNLIMITED_REQUESTS_PER_SECOND, PACE_MAX_REQUESTS_PER_SECOND)
-  progress(`worker_pipeline: ${N.worker} events through resend at ${RESEND_DEFAULT_REQUESTS_PER_SECOND} requests/s`)
+  progress(`worker_pipeline: ${N.resend} events through resend at ${RESEND_DEFAULT_REQUESTS_PER_SECOND} requests/s`)
   const limited = await resendRun(RESEND_DEFAULT_REQUESTS_PER_SECOND, undefined)
   results.worker_pipeline = {
     ...results.worker_pipeline,
