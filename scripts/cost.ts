@@ -42,6 +42,15 @@ export const PRICES = {
   resendProBase: 20,
   resendProIncluded: 50_000,
   resendOverPerThousand: 0.9, // billed in whole buckets of 1,000
+  // Novu, per workflow run (one per subscriber after fan-out): Free 10,000 runs; Pro from $30 with 30,000;
+  // Team from $250 with 250,000; $1.20 per 1,000 more on both; Enterprise (10M+ runs) at custom prices.
+  novuFreeRuns: 10_000,
+  novuProBase: 30,
+  novuProRuns: 30_000,
+  novuTeamBase: 250,
+  novuTeamRuns: 250_000,
+  novuOverPerThousand: 1.2,
+  novuEnterpriseFromRuns: 10_000_000,
 }
 
 /** What one email costs in each metered unit, from the bench and the configuration. */
@@ -52,7 +61,7 @@ export type Counts = {
   kvReadsPerEmail: number
   kvWritesPerEmail: number
   queueOpsPerEmail: number
-  /** Worker invocations per email with full batches: ingest (1/100), notify-events (1/100), notify-dispatch (1/50). */
+  /** Worker invocations per email with full batches of 100: ingest, notify-events and notify-dispatch. */
   requestsPerEmail: number
   /** Durable Object pace calls per email through Resend: up to 2 per request of up to 100 emails. */
   paceCallsPerEmail: number
@@ -70,13 +79,27 @@ export function measuredCounts(
     kvReadsPerEmail: w.kv_reads_per_email['100'],
     kvWritesPerEmail: w.kv_writes_per_email['100'],
     queueOpsPerEmail: w.queue_operations_per_email['100'],
-    requestsPerEmail: 1 / 100 + 1 / 100 + 1 / 50,
+    requestsPerEmail: 1 / 100 + 1 / 100 + 1 / 100,
     paceCallsPerEmail: 2 / 100,
   }
 }
 
 const over = (used: number, included: number) => Math.max(0, used - included)
 const round2 = (n: number) => Math.round(n * 100) / 100
+
+/**
+ * Novu's list price for `runs` workflow runs a month: the cheapest of its
+ * published plans (Free, Pro, Team, each with its runs and $1.20 per 1,000
+ * more), or undefined from 10M runs, which Novu prices as Enterprise (custom).
+ * One email to one subscriber is one run; Novu's price does not include sending.
+ */
+export function novuList(runs: number): number | undefined {
+  const p = PRICES
+  if (runs >= p.novuEnterpriseFromRuns) return undefined
+  if (runs <= p.novuFreeRuns) return 0
+  const plan = (base: number, included: number) => base + (over(runs, included) / 1000) * p.novuOverPerThousand
+  return Math.min(plan(p.novuProBase, p.novuProRuns), plan(p.novuTeamBase, p.novuTeamRuns))
+}
 
 /** One month at `emails`: each component's dollars. */
 export function monthCost(emails: number, c: Counts) {
@@ -95,19 +118,24 @@ export function monthCost(emails: number, c: Counts) {
   const pace = (over(emails * c.paceCallsPerEmail, p.doRequestsIncluded) / 1e6) * p.doRequestsPerMillion
   const cfEmail = (over(emails, p.cfEmailsIncluded) / 1000) * p.cfEmailPerThousand
   const resendPro = p.resendProBase + Math.ceil(over(emails, p.resendProIncluded) / 1000) * p.resendOverPerThousand
+  const novu = novuList(emails)
   return {
     platform,
     platformTotal,
     pace,
     cfEmail,
     resendPro,
+    novu,
     withCfEmail: platformTotal + cfEmail,
     withResend: platformTotal + pace + resendPro,
+    novuWithCfEmail: novu === undefined ? undefined : novu + cfEmail,
   }
 }
 
-const money = (n: number) =>
-  `$${round2(n).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`
+const money = (n: number | undefined) =>
+  n === undefined
+    ? 'not published'
+    : `$${round2(n).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`
 const volume = (n: number) => (n >= 1e6 ? `${n / 1e6}M` : `${n / 1e3}k`)
 
 /** A markdown table with its columns padded to one width, as the formatter lays it out. */
@@ -121,10 +149,13 @@ function table(rows: string[][]): string {
 export function costTable(c: Counts = measuredCounts()): string {
   const months = VOLUMES.map((v) => monthCost(v, c))
   type Month = (typeof months)[number]
-  const row = (label: string, pick: (m: Month) => number) => [label, ...months.map((m) => money(pick(m)))]
-  const perMillion = (label: string, pick: (m: Month) => number) => [
+  const row = (label: string, pick: (m: Month) => number | undefined) => [label, ...months.map((m) => money(pick(m)))]
+  const perMillion = (label: string, pick: (m: Month) => number | undefined) => [
     label,
-    ...months.map((m, i) => money(pick(m) / ((VOLUMES[i] as number) / 1e6))),
+    ...months.map((m, i) => {
+      const month = pick(m)
+      return money(month === undefined ? undefined : month / ((VOLUMES[i] as number) / 1e6))
+    }),
   ]
   return [
     '**Per month, by component** (emails per month across the top):',
@@ -145,6 +176,8 @@ export function costTable(c: Counts = measuredCounts()): string {
       row('Resend Pro (list price, with overage)', (m) => m.resendPro),
       row('**notify-edge + Cloudflare Email Sending**', (m) => m.withCfEmail),
       row('**notify-edge + Resend Pro**', (m) => m.withResend),
+      row('Novu, cheapest published plan (no sending)', (m) => m.novu),
+      row('**Novu + Cloudflare Email Sending**', (m) => m.novuWithCfEmail),
     ]),
     '',
     '**Per million emails** (the month divided by its millions):',
@@ -154,6 +187,7 @@ export function costTable(c: Counts = measuredCounts()): string {
       perMillion('notify-edge + Cloudflare Email Sending', (m) => m.withCfEmail),
       perMillion('notify-edge + Resend Pro', (m) => m.withResend),
       perMillion('Resend Pro alone (list price)', (m) => m.resendPro),
+      perMillion('Novu + Cloudflare Email Sending', (m) => m.novuWithCfEmail),
     ]),
   ].join('\n')
 }
@@ -180,10 +214,20 @@ export function costChart(c: Counts = measuredCounts()): string {
       color: '#9aa5b1',
       pick: (m: ReturnType<typeof monthCost>) => m.resendPro,
     },
+    {
+      label: 'Novu + Cloudflare Email Sending (no bar: not published)',
+      color: '#7a4fb5',
+      pick: (m: ReturnType<typeof monthCost>): number | undefined => m.novuWithCfEmail,
+    },
   ]
-  const values = VOLUMES.map((v) => series.map((s) => s.pick(monthCost(v, c)) / (v / 1e6)))
-  const max = Math.ceil(Math.max(...values.flat()) / 200) * 200
-  const [W, H, left, top, bottom] = [720, 420, 70, 40, 90]
+  const values = VOLUMES.map((v) =>
+    series.map((s) => {
+      const month = s.pick(monthCost(v, c))
+      return month === undefined ? undefined : month / (v / 1e6)
+    }),
+  )
+  const max = Math.ceil(Math.max(...values.flat().filter((n) => n !== undefined)) / 200) * 200
+  const [W, H, left, top, bottom] = [720, 440, 70, 40, 110]
   const plotH = H - top - bottom
   const groupW = (W - left - 20) / VOLUMES.length
   const barW = (groupW - 30) / series.length
@@ -203,7 +247,8 @@ export function costChart(c: Counts = measuredCounts()): string {
   VOLUMES.forEach((v, i) => {
     const x0 = left + i * groupW + 15
     series.forEach((s, j) => {
-      const value = values[i]?.[j] as number
+      const value = values[i]?.[j]
+      if (value === undefined) return
       const x = round2(x0 + j * barW)
       out.push(
         `<rect x="${x}" y="${y(value)}" width="${round2(barW - 4)}" height="${round2(top + plotH - y(value))}" fill="${s.color}"/>`,

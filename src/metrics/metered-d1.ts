@@ -12,49 +12,46 @@ function addMeta(cost: Cost, meta: Meta): void {
  * `all()` and picks the first row, because `first()` drops D1's `meta` and
  * with it the rows read; `raw()` drops it too and counts only as a statement
  * (nothing of ours uses it).
+ *
+ * The metered statement inherits from the real one (its `statement` and
+ * `params` are read through the prototype, as `batch()` reads them) and
+ * overrides only the methods that execute or bind. Not a Proxy: a Proxy's
+ * trap ran for every property D1 read of every statement, a few % of the
+ * isolate's CPU in the bench's profile.
  */
 function meteredStatement(statement: D1PreparedStatement, cost: Cost): D1PreparedStatement {
   const executed = () => {
     cost.d1RoundTrips += 1
     cost.d1Statements += 1
   }
-  return new Proxy(statement, {
-    get(target, property) {
-      const value = Reflect.get(target, property)
-      if (typeof value !== 'function') return value
-      switch (property) {
-        case 'bind':
-          return (...args: unknown[]) => meteredStatement(value.apply(target, args), cost)
-        case 'run':
-        case 'all':
-          return async (...args: unknown[]) => {
-            executed()
-            const result = (await value.apply(target, args)) as D1Result
-            addMeta(cost, result.meta)
-            return result
-          }
-        case 'first':
-          return async (column?: string) => {
-            executed()
-            const result = await target.all<Record<string, unknown>>()
-            addMeta(cost, result.meta)
-            const row = result.results[0]
-            if (row === undefined) return null
-            if (column === undefined) return row
-            // As D1's own first(column).
-            if (!(column in row)) throw new Error(`D1_COLUMN_NOTFOUND: Column not found (${column})`)
-            return row[column]
-          }
-        case 'raw':
-          return (...args: unknown[]) => {
-            executed()
-            return value.apply(target, args)
-          }
-        default:
-          return value.bind(target)
-      }
+  const counted = async <T>(run: () => Promise<D1Result<T>>): Promise<D1Result<T>> => {
+    executed()
+    const result = await run()
+    addMeta(cost, result.meta)
+    return result
+  }
+  const methods = {
+    bind: (...values: unknown[]) => meteredStatement(statement.bind(...values), cost),
+    run: <T>() => counted(() => statement.run<T>()),
+    all: <T>() => counted(() => statement.all<T>()),
+    first: async (column?: string) => {
+      const result = await counted(() => statement.all<Record<string, unknown>>())
+      const row = result.results[0]
+      if (row === undefined) return null
+      if (column === undefined) return row
+      // As D1's own first(column).
+      if (!(column in row)) throw new Error(`D1_COLUMN_NOTFOUND: Column not found (${column})`)
+      return row[column]
     },
-  })
+    raw: (...args: Parameters<D1PreparedStatement['raw']>) => {
+      executed()
+      return statement.raw(...args)
+    },
+  }
+  return Object.create(
+    statement,
+    Object.fromEntries(Object.entries(methods).map(([name, value]) => [name, { value }])),
+  ) as D1PreparedStatement
 }
 
 /**
