@@ -194,7 +194,7 @@ describe('what a claim reads (D1 bills rows read)', () => {
     expect(results[4]?.results).toHaveLength(2)
     // Each statement looks the batch's two ids up by primary key: 8 to 15 rows each here (D1 counts
     // json_each's and the subqueries' rows too), 60 in all. Scanning the due index, as the planner
-    // chose before CLAIM_BATCH_STATUS, read the backlog in each: about 1,050 in all. All six
+    // chose before STATUS_AS_FILTER (src/sql.ts), read the backlog in each: about 1,050 in all. All six
     // statements together read less than the backlog once.
     expect(rowsRead(results)).toBeLessThan(200)
   })

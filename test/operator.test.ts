@@ -198,6 +198,24 @@ describe('replay', () => {
       .first()
     expect(replayed).toEqual({ n: 4 })
   })
+
+  it('bulk discard: every open one matching, with the reason; nothing open is left to match', async () => {
+    const code = `NTF_TEST_${guid().slice(0, 6).toUpperCase()}`
+    await storeDeadLetters(3, code)
+    const done = await admin<{ matched: { id: string }[]; discarded: string[] }>('POST', '/v1/dead-letters/discard', {
+      code,
+      reason: 'test data',
+    })
+    expect(done.status).toBe(200)
+    expect(done.body.discarded.sort()).toEqual(done.body.matched.map((row) => row.id).sort())
+    expect(done.body.discarded).toHaveLength(3)
+    const stored = await env.DB.prepare('SELECT status, discard_reason FROM dead_letters WHERE code = ?1')
+      .bind(code)
+      .all()
+    expect(stored.results).toEqual(Array(3).fill({ status: 'discarded', discard_reason: 'test data' }))
+    const again = await admin<{ discarded: string[] }>('POST', '/v1/dead-letters/discard', { code, reason: 'again' })
+    expect(again.body.discarded).toEqual([])
+  })
 })
 
 describe('templates, contacts, reviewers, notifications', () => {

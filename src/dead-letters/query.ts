@@ -1,3 +1,5 @@
+import { STATUS_AS_FILTER } from '../sql.ts'
+
 /** Filters of the dead-letter list and bulk replay. */
 export type DeadLetterFilter = {
   status?: string
@@ -132,6 +134,32 @@ export function markDiscarded(db: D1Database, id: string, reason: string, now: s
   return db
     .prepare(`UPDATE dead_letters SET status = 'discarded', discard_reason = ?2, resolved_at = ?3 WHERE id = ?1`)
     .bind(id, reason, now)
+}
+
+/**
+ * Discards the open ones of `ids` with one reason, each a primary-key lookup
+ * (`STATUS_AS_FILTER`). Parameters: JSON array of ids, reason, now.
+ */
+export function discardOpen(db: D1Database, ids: readonly string[], reason: string, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE dead_letters SET status = 'discarded', discard_reason = ?2, resolved_at = ?3
+       WHERE id IN (SELECT value FROM json_each(?1)) AND ${STATUS_AS_FILTER} = 'open'`,
+    )
+    .bind(JSON.stringify(ids), reason, now)
+}
+
+/**
+ * Those of `ids` discarded with this reason: a bulk discard's answer when some
+ * of them were not open. Parameters: JSON array of ids, reason.
+ */
+export function stillDiscarded(db: D1Database, ids: readonly string[], reason: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `SELECT id FROM dead_letters WHERE id IN (SELECT value FROM json_each(?1)) AND ${STATUS_AS_FILTER} = 'discarded'
+         AND discard_reason = ?2`,
+    )
+    .bind(JSON.stringify(ids), reason)
 }
 
 /** Opaque cursor text for a row. */

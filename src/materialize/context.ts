@@ -1,6 +1,7 @@
 import type { ContactUpdate } from '../events/define.ts'
 import type { DecisionRef } from '../notifications/decision.ts'
 import { optOutKey } from '../preferences/store.ts'
+import { STATUS_AS_FILTER } from '../sql.ts'
 import { defaultTemplates } from '../templates/defaults.ts'
 import type { TemplateSource } from '../templates/render.ts'
 import { type TemplateRow, templateFromRow } from '../templates/store.ts'
@@ -79,7 +80,7 @@ function contextStatements(db: D1Database, query: ContextQuery): D1PreparedState
     db
       .prepare(
         `SELECT id, idempotency_key, scheduled_at FROM notifications
-         WHERE idempotency_key IN (SELECT value FROM json_each(?1)) AND status = 'pending'`,
+         WHERE idempotency_key IN (SELECT value FROM json_each(?1)) AND ${STATUS_AS_FILTER} = 'pending'`,
       )
       .bind(json(query.keys)),
     // ?1: JSON array of user ids; ?2: 1 to add every reviewer of the pool

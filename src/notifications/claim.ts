@@ -1,4 +1,5 @@
-import { CLAIM_BATCH_STATUS, claimable, IN_CLAIM_BATCH, sameDecisionSql } from './sql.ts'
+import { STATUS_AS_FILTER } from '../sql.ts'
+import { claimable, IN_CLAIM_BATCH, sameDecisionSql } from './sql.ts'
 
 /** A notification as the dispatcher reads it after its claim. */
 export type ClaimedRow = {
@@ -70,7 +71,7 @@ export function supersedeDecision(
          status_reason = CASE WHEN is_fallback = 1
            THEN 'the decision was notified from verification-requests (authoritative)'
            ELSE 'the same decision was already sent from person-upserted' END
-       WHERE ${IN_CLAIM_BATCH} AND ${CLAIM_BATCH_STATUS} = 'pending' AND batch_id IS NULL
+       WHERE ${IN_CLAIM_BATCH} AND ${STATUS_AS_FILTER} = 'pending' AND batch_id IS NULL
          AND ((${FALLBACK_SUPERSEDED}) OR (${AUTHORITATIVE_SUPERSEDED}))
        RETURNING id, kind, channel`,
     )
@@ -126,7 +127,7 @@ export function claimNotifications(
     .prepare(
       `UPDATE notifications SET status = 'sending', lease_until = ?3, claim_token = ?4,
          send_attempts = send_attempts + 1, updated_at = ?2, claimed_at = ?2
-       WHERE ${IN_CLAIM_BATCH} AND ${claimable('?2', '?2', CLAIM_BATCH_STATUS)} AND ${NAMED_DUE} AND ${which}
+       WHERE ${IN_CLAIM_BATCH} AND ${claimable('?2', '?2', STATUS_AS_FILTER)} AND ${NAMED_DUE} AND ${which}
        RETURNING ${CLAIMED_COLUMNS}`,
     )
     .bind(claims, now, leaseUntil, token, windowSeconds)

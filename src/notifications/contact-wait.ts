@@ -1,3 +1,5 @@
+import { STATUS_AS_FILTER } from '../sql.ts'
+
 /**
  * Notifications that wait for their recipient's contact (`awaiting-contact`):
  * the contact replica may lag behind the events that name a recipient, so a
@@ -20,19 +22,31 @@ export type AwaitingRow = {
 /**
  * Waiting notifications whose contact exists now: of these users (a JSON
  * array), or of anyone when `userIds` is null (the cron's sweep), oldest first.
- * Parameters: JSON array of user ids or null, limit.
+ * Those of the users are looked up by recipient in the partial index of the
+ * waiting ones, named: left to itself, SQLite chose the status index, read
+ * every waiting notification and filtered them by the list, in every contact
+ * batch (`STATUS_AS_FILTER` cannot help here: its `+` hides from SQLite the
+ * status term that the partial index needs). The sweep reads every waiting
+ * notification, as it must. Parameters: JSON array of user ids, limit; or the
+ * limit alone for the sweep.
  */
 export function selectReleasable(db: D1Database, userIds: readonly string[] | null, limit: number) {
-  return db
-    .prepare(
-      `SELECT id, kind, channel, urgency, recipient_user_id, is_fallback, model FROM notifications
-       WHERE status = 'awaiting-contact'
-         AND (?1 IS NULL OR recipient_user_id IN (SELECT value FROM json_each(?1)))
+  const select = (from: string, ofUsers: string, limitParameter: string) =>
+    `SELECT id, kind, channel, urgency, recipient_user_id, is_fallback, model FROM ${from}
+       WHERE status = 'awaiting-contact'${ofUsers}
          AND EXISTS (SELECT 1 FROM contacts c WHERE c.user_id = notifications.recipient_user_id)
        ORDER BY created_at, id
-       LIMIT ?2`,
+       LIMIT ${limitParameter}`
+  if (userIds === null) return db.prepare(select('notifications', '', '?1')).bind(limit)
+  return db
+    .prepare(
+      select(
+        'notifications INDEXED BY notifications_awaiting',
+        ' AND recipient_user_id IN (SELECT value FROM json_each(?1))',
+        '?2',
+      ),
     )
-    .bind(userIds === null ? null : JSON.stringify(userIds), limit)
+    .bind(JSON.stringify(userIds), limit)
 }
 
 /** A waiting notification rendered for its contact, as the release writes it. */
@@ -112,14 +126,15 @@ export function selectExpired(db: D1Database, now: string, limit: number): D1Pre
 /**
  * Ends these waiting notifications as `undeliverable` (NTF_CONTACT_NOT_FOUND)
  * once their dead letters are on the queue. Their `model` stays, so a replay
- * can wait again. Parameters: JSON array of ids, now.
+ * can wait again. Each id is a primary-key lookup (`STATUS_AS_FILTER`).
+ * Parameters: JSON array of ids, now.
  */
 export function markExpired(db: D1Database, ids: readonly string[], now: string): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE notifications SET status = 'undeliverable', error_code = 'NTF_CONTACT_NOT_FOUND', updated_at = ?2,
          status_reason = 'no contact for user ' || recipient_user_id || ' in the replica within CONTACT_WAIT_HOURS'
-       WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'awaiting-contact'`,
+       WHERE id IN (SELECT value FROM json_each(?1)) AND ${STATUS_AS_FILTER} = 'awaiting-contact'`,
     )
     .bind(JSON.stringify(ids), now)
 }

@@ -1,4 +1,5 @@
-import { CLAIM_BATCH_STATUS, claimable, IN_CLAIM_BATCH } from './sql.ts'
+import { STATUS_AS_FILTER } from '../sql.ts'
+import { claimable, IN_CLAIM_BATCH } from './sql.ts'
 
 /**
  * The recipient's side of a send, checked in the claim's D1 batch right before
@@ -9,7 +10,7 @@ import { CLAIM_BATCH_STATUS, claimable, IN_CLAIM_BATCH } from './sql.ts'
  */
 
 // The claim's own condition (./claim.ts), so a gate ends exactly what the claim would take.
-const CLAIMABLE = `${IN_CLAIM_BATCH} AND ${claimable('?2', '?2', CLAIM_BATCH_STATUS)}`
+const CLAIMABLE = `${IN_CLAIM_BATCH} AND ${claimable('?2', '?2', STATUS_AS_FILTER)}`
 // Not a notification in a batch: it was judged when the batch was made, and its batch is sent
 // whole or not at all (./batch.ts), so no recipient gate takes one member out of it.
 const UNBATCHED = 'batch_id IS NULL'
@@ -79,7 +80,7 @@ export function unknownOutcomeGate(
                         WHERE json_extract(c.value, '$.id') = notifications.id LIMIT 1),
          status_reason = 'a claim ended without recording its send: whether it went out is not known',
          scheduled_at = ?3, updated_at = ?2, lease_until = NULL
-       WHERE ?4 = 1 AND ${IN_CLAIM_BATCH} AND ${CLAIM_BATCH_STATUS} = 'sending' AND lease_until < ?2
+       WHERE ?4 = 1 AND ${IN_CLAIM_BATCH} AND ${STATUS_AS_FILTER} = 'sending' AND lease_until < ?2
        RETURNING id, kind, channel`,
     )
     .bind(claims, now, decideAt, enabled ? 1 : 0)

@@ -1,4 +1,5 @@
-import { CLAIM_BATCH_STATUS, claimable, heldBy, IN_CLAIM_BATCH, TRY_NOT_COUNTED } from './sql.ts'
+import { STATUS_AS_FILTER } from '../sql.ts'
+import { claimable, heldBy, IN_CLAIM_BATCH, TRY_NOT_COUNTED } from './sql.ts'
 
 /**
  * The notification's side of a paused transport (src/dispatch/pause.ts keeps
@@ -21,7 +22,7 @@ export function pauseGate(db: D1Database, claims: string, now: string, transport
          error_code = 'NTF_TRANSPORT_PAUSED',
          status_reason = (SELECT 'waiting: the ' || p.transport || ' transport is paused (' || p.code || ')'
                           FROM transport_pauses p WHERE p.transport = ?3)
-       WHERE ${IN_CLAIM_BATCH} AND ${claimable('?2', '?2', CLAIM_BATCH_STATUS)}
+       WHERE ${IN_CLAIM_BATCH} AND ${claimable('?2', '?2', STATUS_AS_FILTER)}
          AND EXISTS (SELECT 1 FROM transport_pauses p WHERE p.transport = ?3
                      AND (p.probe_id IS NULL OR p.probe_id <> notifications.id))
        RETURNING id, kind, channel`,

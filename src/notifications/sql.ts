@@ -13,7 +13,7 @@ import { FINAL_STATUSES } from './status.ts'
  *
  * @param due - SQL expression of the time a pending notification must be due by
  * @param leaseEnded - SQL expression of the time a sending notification's lease must have ended by
- * @param status - the status column as the statement names it: `CLAIM_BATCH_STATUS` in a statement over a claim batch
+ * @param status - the status column as the statement names it: `STATUS_AS_FILTER` (src/sql.ts) in a statement over a claim batch
  */
 export function claimable(due: string, leaseEnded: string, status = 'status'): string {
   return `((${status} = 'pending' AND scheduled_at <= ${due}) OR (${status} = 'sending' AND lease_until < ${leaseEnded}))`
@@ -24,19 +24,10 @@ export function claimable(due: string, leaseEnded: string, status = 'status'): s
  * `{id, due, messageId}` (src/dispatch/claim-stage.ts), one per message of the
  * consumer batch, so each claim statement runs once per batch, not once per
  * message. The subquery is not correlated, so SQLite looks each id up by the
- * primary key.
+ * primary key — as long as the statement names its status `STATUS_AS_FILTER`
+ * (src/sql.ts).
  */
 export const IN_CLAIM_BATCH = "id IN (SELECT json_extract(value, '$.id') FROM json_each(?1))"
-
-/**
- * The status column as a statement over a claim batch names it. The unary `+`
- * keeps SQLite from using the `(status, scheduled_at)` index for it
- * (https://www.sqlite.org/optoverview.html, "Disqualifying WHERE Clause
- * Terms Using Unary-"+""): without it the planner scanned every pending
- * notification and filtered them by the batch's ids, so each claim read the
- * whole backlog — with it, each id of the batch is one primary-key lookup.
- */
-export const CLAIM_BATCH_STATUS = '+status'
 
 /**
  * A notification still held by the claim that carries `token`: every mark of a

@@ -5,6 +5,10 @@ import { claimable } from './sql.ts'
  * never enqueued (released from a pause), `pending` past their time by the
  * grace (their message was lost: a retry's own message arrives at its time,
  * so a retry is never enqueued twice), or `sending` past their lease.
+ * Its first condition is implied by the second — pending and due by the later
+ * of the two times, or sending — and is there for SQLite: it reads those
+ * through the `(status, scheduled_at)` index, where the second alone, an OR
+ * of statuses, made it scan every notification ever written, every minute.
  * Parameters: now, cutoff (now minus the grace), limit.
  */
 export function selectStuckNotifications(
@@ -16,8 +20,9 @@ export function selectStuckNotifications(
   return db
     .prepare(
       `SELECT id, scheduled_at FROM notifications
-       WHERE (status = 'pending' AND enqueued_at IS NULL AND scheduled_at <= ?1)
-          OR (${claimable('?2', '?1')} AND (status <> 'pending' OR enqueued_at IS NULL OR enqueued_at <= ?2))
+       WHERE ((status = 'pending' AND scheduled_at <= max(?1, ?2)) OR status = 'sending')
+         AND ((status = 'pending' AND enqueued_at IS NULL AND scheduled_at <= ?1)
+          OR (${claimable('?2', '?1')} AND (status <> 'pending' OR enqueued_at IS NULL OR enqueued_at <= ?2)))
        ORDER BY scheduled_at
        LIMIT ?3`,
     )

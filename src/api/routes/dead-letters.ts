@@ -4,10 +4,12 @@ import {
   bodiesOf,
   type DeadLetterSummaryRow,
   decodeCursor,
+  discardOpen,
   encodeCursor,
   getDeadLetter,
   listDeadLetters,
   markDiscarded,
+  stillDiscarded,
 } from '../../dead-letters/query.ts'
 import { REPLAY_PAGE_BYTES, replayDeadLetters, replayPage } from '../../dead-letters/replay.ts'
 import { ApiError } from '../../errors.ts'
@@ -329,30 +331,12 @@ export const deadLetters = createRouter()
     const entry = { action: 'dead-letters.discard', target: null, parameters: { ...filter, reason, max } }
     const [changed] = await runAudited(c, [discardOpen(c.env.DB, ids, reason, new Date().toISOString())], entry)
     // Anything replayed or discarded meanwhile kept its state; the answer names what this call changed.
-    const discarded = changed?.meta.changes === ids.length ? ids : await stillDiscarded(c.env.DB, ids, reason)
+    const discarded =
+      changed?.meta.changes === ids.length
+        ? ids
+        : (await stillDiscarded(c.env.DB, ids, reason).all<{ id: string }>()).results.map((row) => row.id)
     return c.json({ dryRun, matched, discarded }, 200)
   })
-
-/** Discards the open ones of `ids` with one reason. Parameters: JSON array of ids, reason, now. */
-function discardOpen(db: D1Database, ids: string[], reason: string, now: string): D1PreparedStatement {
-  return db
-    .prepare(
-      `UPDATE dead_letters SET status = 'discarded', discard_reason = ?2, resolved_at = ?3
-       WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'open'`,
-    )
-    .bind(JSON.stringify(ids), reason, now)
-}
-
-async function stillDiscarded(db: D1Database, ids: string[], reason: string): Promise<string[]> {
-  const { results } = await db
-    .prepare(
-      `SELECT id FROM dead_letters WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'discarded'
-         AND discard_reason = ?2`,
-    )
-    .bind(JSON.stringify(ids), reason)
-    .all<{ id: string }>()
-  return results.map((row) => row.id)
-}
 
 async function replayOrUnavailable(
   env: Env,

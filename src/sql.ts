@@ -1,0 +1,22 @@
+/**
+ * How a statement that finds its rows by key names the `status` column, on
+ * every table with an index that starts with it (`notifications_due`,
+ * `dead_letters_status_seen`).
+ */
+
+/**
+ * The `status` column as a statement names it when a key finds its rows — the
+ * ids of a claim batch (src/notifications/sql.ts, `IN_CLAIM_BATCH`), a JSON
+ * list of ids or of idempotency keys — and the status only filters them. The
+ * unary `+` keeps SQLite from using an index that starts with the status for
+ * it (https://www.sqlite.org/optoverview.html, "Disqualifying WHERE Clause
+ * Terms Using Unary-"+""): without it the planner chose that index, read every
+ * row of the status and filtered them by the list (a bloom filter in the plan),
+ * so each statement read the whole backlog — with it, each key is one lookup
+ * by the key's own index. Not for a partial index whose `WHERE` is on the
+ * status (`notifications_awaiting`): the `+` hides from SQLite the very term
+ * that index needs, so such a statement names its index (`INDEXED BY`).
+ * test/claim-batch.test.ts and test/query-plans.test.ts count what these
+ * statements read beside a backlog.
+ */
+export const STATUS_AS_FILTER = '+status'

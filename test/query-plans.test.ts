@@ -1,0 +1,156 @@
+import { env } from 'cloudflare:workers'
+import { describe, expect, it } from 'vitest'
+import { discardOpen, stillDiscarded } from '../src/dead-letters/query.ts'
+import { loadContext } from '../src/materialize/context.ts'
+import { noCost } from '../src/metrics/cost.ts'
+import { meteredD1 } from '../src/metrics/metered-d1.ts'
+import { markExpired, selectReleasable } from '../src/notifications/contact-wait.ts'
+import { resolveUnknownOutcomes } from '../src/notifications/marks.ts'
+import { selectStuckNotifications } from '../src/notifications/stuck.ts'
+import { guid, pendingNotification, seedContact, storeDeadLetters } from './helpers.ts'
+
+/**
+ * What the statements that find their rows by key read — a list of ids, of
+ * idempotency keys, of users — beside a backlog of rows in the status they
+ * filter on. D1's `meta.rows_read` counts every row SQLite visits; left to
+ * itself, SQLite chose the index that starts with the status for several of
+ * them, read every row of that status and filtered it by the list, so each
+ * statement read the whole backlog (src/sql.ts, `STATUS_AS_FILTER`). The same
+ * for the cron's searches, which ran every minute over tables that keep months
+ * of rows. Each test puts a backlog of `BACKLOG` rows beside the few it is
+ * about and asks for a read far below it.
+ */
+
+const BACKLOG = 200
+
+/** `count` notifications as `pendingNotification` writes them, then in `status` and due at `scheduledAt`. */
+async function notifications(count: number, tag: string, status: string, scheduledAt: string): Promise<string[]> {
+  const ids = await Promise.all(
+    Array.from({ length: count }, (_, index) => pendingNotification(`${status}-${index}-${tag}@example.com`)),
+  )
+  await env.DB.prepare(
+    'UPDATE notifications SET status = ?2, scheduled_at = ?3 WHERE id IN (SELECT value FROM json_each(?1))',
+  )
+    .bind(JSON.stringify(ids), status, scheduledAt)
+    .run()
+  return ids
+}
+
+describe('what the statements keyed by a list read', () => {
+  it("a batch context looks its events' pending notifications up by idempotency key, not through the pending backlog", async () => {
+    const tag = guid().slice(0, 8)
+    await notifications(BACKLOG, `backlog-${tag}`, 'pending', new Date().toISOString())
+    const mine = [
+      await pendingNotification(`one-${tag}@example.com`),
+      await pendingNotification(`two-${tag}@example.com`),
+    ]
+    const cost = noCost()
+    // pendingNotification's idempotency key is `test:` and the id.
+    const context = await loadContext(meteredD1(env.DB, cost), {
+      keys: mine.map((id) => `test:${id}`),
+      userIds: [],
+      needPool: false,
+      kinds: [],
+      decisionPersons: [],
+    })
+    expect([...context.pendingByEvent.values()].flat().map((row) => row.id)).toEqual(expect.arrayContaining(mine))
+    expect(context.pendingByEvent.size).toBe(2)
+    // All eight reads of the context: 31 rows here, for the two events and the channel policies. By
+    // the status index, the pending statement alone read every pending notification: 227 in all.
+    expect(cost.d1RowsRead).toBeLessThan(BACKLOG)
+  })
+
+  it('ending contact waits reads the notifications it ends, not every one still waiting', async () => {
+    const tag = guid().slice(0, 8)
+    await notifications(BACKLOG, `backlog-${tag}`, 'awaiting-contact', new Date(Date.now() + 3_600_000).toISOString())
+    const ended = await notifications(2, `ended-${tag}`, 'awaiting-contact', new Date().toISOString())
+    const result = await markExpired(env.DB, ended, new Date().toISOString()).run()
+    const { results } = await env.DB.prepare(
+      'SELECT status FROM notifications WHERE id IN (SELECT value FROM json_each(?1))',
+    )
+      .bind(JSON.stringify(ended))
+      .all<{ status: string }>()
+    expect(results.map((row) => row.status)).toEqual(['undeliverable', 'undeliverable'])
+    // 12 rows by primary key; 211 through the status index.
+    expect(result.meta.rows_read).toBeLessThan(BACKLOG)
+  })
+
+  it("a contact batch finds its users' waiting notifications by recipient, not among every waiting one", async () => {
+    const tag = guid().slice(0, 8)
+    await notifications(BACKLOG, `backlog-${tag}`, 'awaiting-contact', new Date(Date.now() + 3_600_000).toISOString())
+    const waiting = await notifications(
+      2,
+      `mine-${tag}`,
+      'awaiting-contact',
+      new Date(Date.now() + 3_600_000).toISOString(),
+    )
+    const users = waiting.map((id) => `user-${id}`)
+    for (const [index, id] of waiting.entries()) {
+      await env.DB.prepare('UPDATE notifications SET recipient_user_id = ?2 WHERE id = ?1').bind(id, users[index]).run()
+      await seedContact(users[index] as string)
+    }
+    const result = await selectReleasable(env.DB, users, 200).all<{ id: string }>()
+    expect(result.results.map((row) => row.id).sort()).toEqual([...waiting].sort())
+    // 11 rows by recipient; 409 through the status index (this test's backlog and the one before).
+    expect(result.meta.rows_read).toBeLessThan(BACKLOG)
+  })
+
+  it('a bulk discard reads the dead letters it names, not every open or discarded one', async () => {
+    const tag = guid().slice(0, 8).toUpperCase()
+    await storeDeadLetters(BACKLOG, `BACKLOG_${tag}`)
+    await storeDeadLetters(2, `MINE_${tag}`)
+    const idsOf = async (code: string) =>
+      (
+        await env.DB.prepare('SELECT id FROM dead_letters WHERE code = ?1').bind(code).all<{ id: string }>()
+      ).results.map((row) => row.id)
+    const mine = await idsOf(`MINE_${tag}`)
+    const now = new Date().toISOString()
+    const discarded = await discardOpen(env.DB, mine, 'test', now).run()
+    // 14 rows by primary key (the counters' trigger included); 212 through the status index.
+    expect(discarded.meta.rows_read).toBeLessThan(BACKLOG)
+    // The backlog discarded too, with another reason: the answer's search has it beside.
+    await discardOpen(env.DB, await idsOf(`BACKLOG_${tag}`), 'other', now).run()
+    const still = await stillDiscarded(env.DB, mine, 'test').all<{ id: string }>()
+    expect(still.results.map((row) => row.id).sort()).toEqual([...mine].sort())
+    // 6 rows by primary key; 204 through the status index.
+    expect(still.meta.rows_read).toBeLessThan(BACKLOG)
+  })
+})
+
+describe("what the cron's searches read", () => {
+  it('the search for lost notifications reads the due and the sending ones, not every notification ever written', async () => {
+    const tag = guid().slice(0, 8)
+    // The run is an hour back, so that the pending notifications other tests left, due now, are not due.
+    const now = new Date(Date.now() - 3_600_000)
+    const cutoff = new Date(now.getTime() - 120_000).toISOString()
+    const longAgo = new Date(now.getTime() - 3_600_000).toISOString()
+    // History (sent long ago), and notifications not due yet.
+    await notifications(BACKLOG, `sent-${tag}`, 'sent', longAgo)
+    await notifications(BACKLOG, `later-${tag}`, 'pending', new Date(Date.now() + 86_400_000).toISOString())
+    const [lost] = await notifications(1, `lost-${tag}`, 'pending', longAgo)
+    await env.DB.prepare('UPDATE notifications SET enqueued_at = NULL WHERE id = ?1').bind(lost).run()
+    const result = await selectStuckNotifications(env.DB, now.toISOString(), cutoff, 100).all<{ id: string }>()
+    expect(result.results.map((row) => row.id)).toContain(lost)
+    // 3 rows through the status index; the scan of the whole table read 1,008 here.
+    expect(result.meta.rows_read).toBeLessThan(BACKLOG)
+  })
+
+  it('resolving unknown outcomes when there is none reads nothing of the delivery events', async () => {
+    const tag = guid().slice(0, 8)
+    const now = new Date().toISOString()
+    // Events of messages no notification claims: notification_id NULL, the ones the resolution looks at.
+    await env.DB.batch(
+      Array.from({ length: BACKLOG }, (_, index) =>
+        env.DB.prepare(
+          `INSERT INTO delivery_events
+             (provider, provider_event_id, provider_message_id, notification_id, type, status, occurred_at, received_at)
+           VALUES ('resend', ?1, ?2, NULL, 'email.delivered', 'delivered', ?3, ?3)`,
+        ).bind(`evt-${index}-${tag}`, `msg-${index}-${tag}`, now),
+      ),
+    )
+    const cost = noCost()
+    await resolveUnknownOutcomes(meteredD1(env.DB, cost), now)
+    // None: no notification is unknown. Its first statement scanned every delivery event: 204 here.
+    expect(cost.d1RowsRead).toBeLessThan(BACKLOG)
+  })
+})
