@@ -176,6 +176,37 @@ function claimBatch(claims: { id: string; due: string | null }[], token: string)
 
 const rowsRead = (results: D1Result[]) => results.reduce((sum, result) => sum + result.meta.rows_read, 0)
 
+describe('a decision held while its other side may have gone out', () => {
+  it('an authoritative decision waits while its fallback that may have gone out is pending to be sent again; the fallback goes, and the decision is superseded', async () => {
+    const person = guid()
+    const authoritative = await pendingNotification(`decision-${person.slice(0, 8)}@example.com`)
+    const fallback = await pendingNotification(`decision-${person.slice(0, 8)}@example.com`)
+    await decisionSide(authoritative, person, { fallback: false })
+    await decisionSide(fallback, person, { fallback: true, providerId: `<${fallback}@notify-edge.example>` })
+    // As the cron leaves a notification whose message it re-enqueued long ago.
+    await env.DB.prepare('UPDATE notifications SET enqueued_at = NULL WHERE id = ?1').bind(authoritative).run()
+    // Only the authoritative decision's message arrives first.
+    const held = await dispatchBatch([{ notificationId: authoritative }])
+    expect(held.explicitAcks).toHaveLength(1)
+    expect(await rowOf(authoritative)).toMatchObject({ status: 'pending', send_attempts: 0 })
+    expect(await sentCount(authoritative)).toBe(0)
+    expect(held.enqueued.map((message) => message.body)).toEqual([
+      { notificationId: authoritative, due: await scheduledAt(authoritative) },
+    ])
+    // Its message went back on the queue: stamped, so the cron does not start a second one beside it.
+    const stamped = await env.DB.prepare('SELECT enqueued_at FROM notifications WHERE id = ?1')
+      .bind(authoritative)
+      .first<{ enqueued_at: string }>()
+    expect(stamped?.enqueued_at).not.toBeNull()
+    expect(Date.parse(stamped?.enqueued_at as string)).toBeGreaterThan(Date.now() - 60_000)
+    await dispatchBatch([{ notificationId: fallback }])
+    expect(await rowOf(fallback)).toMatchObject({ status: 'sent' })
+    await dispatchBatch([{ notificationId: authoritative }])
+    expect(await rowOf(authoritative)).toMatchObject({ status: 'superseded' })
+    expect(await sentCount(authoritative)).toBe(0)
+  })
+})
+
 describe('what a claim reads (D1 bills rows read)', () => {
   it('a claim batch reads rows for its own notifications, not for the backlog of due ones beside them', async () => {
     const tag = guid().slice(0, 8)

@@ -154,3 +154,24 @@ describe("what the cron's searches read", () => {
     expect(cost.d1RowsRead).toBeLessThan(BACKLOG)
   })
 })
+
+describe('the indexes statements name', () => {
+  // The source of every module, read at build time, so the test finds each `INDEXED BY` as written.
+  const sources = import.meta.glob('../src/**/*.ts', { query: '?raw', import: 'default', eager: true }) as Record<
+    string,
+    string
+  >
+
+  it('every index a statement names with INDEXED BY exists once the migrations ran (a table rebuild must recreate it)', async () => {
+    const named = new Set(
+      Object.values(sources).flatMap((source) => [...source.matchAll(/INDEXED BY (\w+)/g)].map((m) => m[1])),
+    )
+    // The two of today, so that a glob finding nothing cannot pass.
+    expect([...named].sort()).toEqual(expect.arrayContaining(['notifications_awaiting', 'notifications_unpruned']))
+    const { results } = await env.DB.prepare("SELECT name FROM sqlite_master WHERE type = 'index'").all<{
+      name: string
+    }>()
+    const existing = new Set(results.map((row) => row.name))
+    expect([...named].filter((name) => !existing.has(name as string))).toEqual([])
+  })
+})

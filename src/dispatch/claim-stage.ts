@@ -28,7 +28,7 @@ type Outcome = { ended?: Record<string, unknown>; how?: string; claimed?: Claime
 type Returned = Map<string, Record<string, unknown>>
 
 /**
- * Claims every notification of the batch in one D1 batch of six statements,
+ * Claims every notification of the batch in one D1 batch of seven statements,
  * whatever the batch's size — each over every notification of the batch at
  * once: supersede a fallback decision, or an authoritative one already sent
  * from its fallback; end it if its recipient opted out or its address is
@@ -176,8 +176,9 @@ function sortClaim(run: DispatchRun, claim: Claim, state: Record<string, unknown
     // Not due yet (a delay longer than Queues allow, or an early redelivery): come back when it is.
     later.push({ message, outgoing: dispatchFor(id, String(state.scheduled_at), run.now) })
   } else if (state.status === 'pending') {
-    // Due, its own time, and still not claimed: an authoritative decision held while its fallback
-    // is in flight. It asks again shortly, for the same time; the fallback's outcome decides.
+    // Due, its own time, and still not claimed: one side of a verification decision held while
+    // the other is in flight (claimNotifications). It asks again shortly, for the same time;
+    // the other side's outcome decides.
     const { body } = dispatchFor(id, String(state.scheduled_at), run.now)
     later.push({ message, outgoing: { body, delaySeconds: HELD_RETRY_SECONDS } })
     run.log.info('dispatch.held', { notificationId: id })

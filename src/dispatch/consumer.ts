@@ -1,12 +1,14 @@
 import type { DeadLetterEnvelope } from '../dead-letters/envelope.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
+import { markEnqueued } from '../notifications/stuck.ts'
 import type { Settlement } from '../queue/policy.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
 import { settleBatch } from '../queue/settle.ts'
 import { type BatchToSend, batchStage } from './batch-stage.ts'
 import { claimStage, type Later, type ToSend } from './claim-stage.ts'
 import { MarkWriter } from './marks.ts'
+import { DispatchMessageSchema } from './message.ts'
 import type { Pace } from './pace/client.ts'
 import { DispatchRun } from './run.ts'
 import { sendAndRecord } from './send.ts'
@@ -128,5 +130,27 @@ async function requeueStage(run: DispatchRun, later: readonly Later[], orphans: 
   } catch (cause) {
     const error = new PipelineError('NTF_DEPENDENCY_FAILED', `notify-dispatch: ${(cause as Error).message}`, { cause })
     for (const { message } of later) run.fail(message, error)
+    return
+  }
+  await recordEnqueued(run, later)
+}
+
+/**
+ * Stamps when a message for each of these notifications went back on the
+ * queue, so that the cron, which re-enqueues a due notification with no
+ * recent message, does not start a second one beside it (a held decision
+ * asks again every 30 s). Not stamped, the cost is a duplicate message,
+ * which its claim makes harmless: logged, not failed.
+ */
+async function recordEnqueued(run: DispatchRun, later: readonly Later[]): Promise<void> {
+  const ids = later.flatMap(({ outgoing }) => {
+    const parsed = DispatchMessageSchema.safeParse(outgoing.body)
+    return parsed.success ? [parsed.data.notificationId] : []
+  })
+  if (ids.length === 0) return
+  try {
+    await markEnqueued(run.env.DB, ids, run.nowIso).run()
+  } catch (error) {
+    run.log.warn('dispatch.enqueued-not-recorded', { count: ids.length, code: 'NTF_DEPENDENCY_FAILED', error })
   }
 }

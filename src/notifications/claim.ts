@@ -95,7 +95,9 @@ const AUTHORITATIVE_DECISION = 'is_fallback = 0 AND decision_person IS NOT NULL'
  * the row's is stale and claims nothing.
  *
  * An authoritative decision whose fallback is in flight is not claimed until
- * that fallback is settled, nor a fallback that may have gone out while its
+ * that fallback is settled — nor while its fallback may have gone out and
+ * waits to be sent again under its Message-ID (pending with a provider id:
+ * that send settles it) — nor a fallback that may have gone out while its
  * authoritative decision is in flight: never two emails for one decision,
  * and none lost. So the claim is two statements, run in this order in the claim's D1 batch:
  * everything else first (`authoritative` false), then the authoritative
@@ -118,7 +120,8 @@ export function claimNotifications(
   const which = authoritative
     ? `${AUTHORITATIVE_DECISION}
          AND NOT EXISTS (SELECT 1 FROM notifications f WHERE f.is_fallback = 1
-                         AND f.status IN ('sending', 'unknown') AND ${sameDecisionSql('f', '?5')})`
+                         AND (f.status IN ('sending', 'unknown') OR (f.status = 'pending' AND f.provider_id IS NOT NULL))
+                         AND ${sameDecisionSql('f', '?5')})`
     : `NOT (${AUTHORITATIVE_DECISION})
          AND NOT (is_fallback = 1 AND provider_id IS NOT NULL
                   AND EXISTS (SELECT 1 FROM notifications a WHERE a.is_fallback = 0
