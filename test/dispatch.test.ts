@@ -169,7 +169,7 @@ describe('notify-dispatch consumer', () => {
     const original = { notificationId: id, due: (await rowOf(id)).scheduled_at }
     await expectRetryIn(id, await dispatchOnce(original, resendEnv(ownTeam)), 3600, Date.now())
     expect(await providerRequests(id)).toBe(1)
-    const { scheduled_at: retryAt, enqueued_at: enqueuedAt } = (await env.DB.prepare(
+    const { scheduled_at: retryAt, enqueued_at: retryEnqueuedAt } = (await env.DB.prepare(
       'SELECT scheduled_at, enqueued_at FROM notifications WHERE id = ?1',
     )
       .bind(id)
@@ -181,6 +181,11 @@ describe('notify-dispatch consumer', () => {
     // A message of the new time arriving early (Queues delay at most 12 h): back on the queue, not sent.
     const early = await dispatchOnce({ notificationId: id, due: retryAt }, resendEnv(ownTeam))
     expect(early.enqueued.map((message) => message.body)).toEqual([{ notificationId: id, due: retryAt }])
+    // Put back on the queue, its message is stamped (not older than the retry's own).
+    const { enqueued_at: enqueuedAt } = (await env.DB.prepare('SELECT enqueued_at FROM notifications WHERE id = ?1')
+      .bind(id)
+      .first()) as { enqueued_at: string }
+    expect(enqueuedAt >= retryEnqueuedAt).toBe(true)
     // The cron three minutes later: the notification is not lost, so it is not enqueued again.
     await runCron(new Date(Date.now() + 180_000), resendEnv(ownTeam))
     expect((await rowOf(id)).status).toBe('pending')
