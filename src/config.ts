@@ -141,6 +141,21 @@ export const ConfigSchema = z
     QUIET_HOURS_START: Clock.prefault('22:00').describe("start of quiet hours, recipient's local time (HH:MM)"),
     QUIET_HOURS_END: Clock.prefault('08:00').describe("end of quiet hours, recipient's local time (HH:MM)"),
     QUIET_HOURS_URGENCIES: UrgencyList.prefault('low').describe('urgencies held during quiet hours (comma-separated)'),
+    DIGEST_WINDOW_SECONDS: z.coerce
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe(
+        "when set, every digest closes this many seconds after it opened, whatever its kind's schedule (tests, demos, local runs)",
+      ),
+    DIGEST_MAX_ITEMS: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(500)
+      .default(50)
+      .describe('notifications a digest email lists, oldest first; `count` still says how many there were (≤ 500)'),
     FALLBACK_GRACE_SECONDS: Seconds.default(600).describe(
       'how long a fallback decision (from person-upserted) waits for the authoritative one',
     ),

@@ -56,6 +56,28 @@ export type TemplateParts = { subject: string; textBody: string; htmlBody: strin
  */
 export type KindCategory = 'transactional' | 'optional'
 
+/**
+ * When a digest closes: `window` — the first notification opens it and it
+ * closes that many minutes later; `daily` — it closes at a local time
+ * (`HH:MM`) in the recipient's time zone. DIGEST_WINDOW_SECONDS, when set,
+ * replaces either (tests, demos, local runs).
+ */
+export type DigestSchedule = { window: { minutes: number } } | { daily: { at: string } }
+
+/**
+ * How one channel of a kind reaches a recipient: `instant` — one email per
+ * notification — or `digest` — one email for all of a window's notifications
+ * — by default (a recipient may choose the other where the kind has a
+ * digest), and at most `throttle.max` emails per `throttle.windowMinutes` to
+ * one recipient. Only an optional kind may have a digest or a throttle: a
+ * transactional one (a decision about the recipient) always goes at once.
+ */
+export type DeliveryPolicy = {
+  default: 'instant' | 'digest'
+  digest?: DigestSchedule
+  throttle?: { max: number; windowMinutes: number }
+}
+
 /** A kind of notification, with what it needs to be sent without any configuration. */
 export type KindDefinition = {
   /** E.g. `ResponseCreated`: names templates, channel policies, preferences, metrics. */
@@ -76,6 +98,14 @@ export type KindDefinition = {
   templates: Record<string, TemplateParts>
   /** Channels when no channel policy is stored for the kind. @defaultValue ['email'] */
   channels?: readonly string[]
+  /** How each channel delivers it (digests, throttling). @defaultValue instant on every channel */
+  delivery?: Partial<Record<string, DeliveryPolicy>>
+  /**
+   * Default templates of its digest, by locale: rendered with `items` (each
+   * notification's model, oldest first) and `count` (all of them, when
+   * `items` holds only the first DIGEST_MAX_ITEMS). Required with a digest.
+   */
+  digestTemplates?: Record<string, TemplateParts>
 }
 
 /** The envelopes this Worker reads; an event type belongs to one. */

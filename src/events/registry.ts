@@ -1,5 +1,5 @@
 import { contactUpserted } from './contact-upserted.ts'
-import type { EventTypeDefinition, Family, KindDefinition } from './define.ts'
+import type { DeliveryPolicy, EventTypeDefinition, Family, KindDefinition, TemplateParts } from './define.ts'
 import { invitationCreated } from './invitation-created.ts'
 import { personUpserted } from './person-upserted.ts'
 import { responseCreated } from './response-created.ts'
@@ -21,6 +21,9 @@ const BUILT_IN: readonly EventTypeDefinition[] = [
   contactUpserted,
 ]
 
+/** Longest digest window, in minutes: a day (a longer wait is a daily digest). */
+const MAX_DIGEST_WINDOW_MINUTES = 1440
+
 const registered: EventTypeDefinition[] = []
 // Through the same checks as a type added at run time: a duplicate fails at load.
 for (const definition of BUILT_IN) registerEventType(definition)
@@ -36,8 +39,49 @@ export function registerEventType<T>(definition: EventTypeDefinition<T>): void {
     throw new Error(`event type ${added.family}/${added.type} is registered already`)
   for (const kind of added.kinds) {
     if (kindOf(kind.name)) throw new Error(`kind ${kind.name} is registered already`)
+    const refused = deliveryRefusal(kind)
+    if (refused) throw new Error(`kind ${kind.name}: ${refused}`)
   }
   registered.push(added)
+}
+
+/** Why a kind's delivery policy cannot be used, or undefined when it can. */
+function deliveryRefusal(kind: KindDefinition): string | undefined {
+  // A digest's templates are stored under `{kind}.digest`: a dot would make that key ambiguous.
+  if (kind.name.includes('.')) return 'a kind name cannot contain "."'
+  for (const [channel, policy] of Object.entries(kind.delivery ?? {})) {
+    if (!policy) continue
+    if (kind.category === 'transactional' && (policy.digest || policy.throttle || policy.default !== 'instant'))
+      return `a transactional kind always goes at once: no digest or throttle on ${channel}`
+    if (policy.default === 'digest' && !policy.digest) return `${channel} defaults to a digest but has no schedule`
+    if (policy.digest && Object.keys(kind.digestTemplates ?? {}).length === 0)
+      return `${channel} has a digest but the kind has no digestTemplates`
+    const schedule = policy.digest
+    if (schedule && 'window' in schedule) {
+      const { minutes } = schedule.window
+      if (!Number.isInteger(minutes) || minutes < 1 || minutes > MAX_DIGEST_WINDOW_MINUTES)
+        return `${channel}: a digest window is whole minutes from 1 to ${MAX_DIGEST_WINDOW_MINUTES}`
+    }
+    if (schedule && 'daily' in schedule && !/^([01]\d|2[0-3]):[0-5]\d$/.test(schedule.daily.at))
+      return `${channel}: a daily digest's time is HH:MM, 24-hour`
+    const throttle = policy.throttle
+    if (
+      throttle &&
+      !(
+        Number.isInteger(throttle.max) &&
+        throttle.max >= 1 &&
+        Number.isInteger(throttle.windowMinutes) &&
+        throttle.windowMinutes >= 1
+      )
+    )
+      return `${channel}: a throttle is at least 1 email per at least 1 minute, in whole numbers`
+  }
+  return undefined
+}
+
+/** How `channel` of `kind` delivers: its declared policy, else instant. */
+export function deliveryOf(kind: string, channel: string): DeliveryPolicy {
+  return kindOf(kind)?.delivery?.[channel] ?? { default: 'instant' }
 }
 
 /** Every registered event type. */
@@ -76,4 +120,20 @@ export function kindNames(): string[] {
 export function onlyKindOf(type: string): string | undefined {
   const definition = registered.find((candidate) => candidate.type === type)
   return definition?.kinds.length === 1 ? definition.kinds[0]?.name : undefined
+}
+
+/** What a digest's templates are stored and edited under: `ResponseCreated.digest`. */
+export const DIGEST_TEMPLATE_SUFFIX = '.digest'
+
+/**
+ * Every key templates are kept under, with its default templates by locale:
+ * each kind's name, and `{name}.digest` for a kind that declares a digest.
+ */
+export function templateKeys(): { key: string; templates: Record<string, TemplateParts> }[] {
+  return kinds().flatMap(({ kind }) => [
+    { key: kind.name, templates: kind.templates },
+    ...(kind.digestTemplates
+      ? [{ key: `${kind.name}${DIGEST_TEMPLATE_SUFFIX}`, templates: kind.digestTemplates }]
+      : []),
+  ])
 }

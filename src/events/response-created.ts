@@ -66,6 +66,43 @@ View the response: {{ deepLink }}`,
 {% endif %}<p><a href="{{ deepLink }}">View the response</a></p>`,
         },
       },
+      // Twenty responses in an hour are one email, not twenty. Instant until digests are built
+      // through (issue 23); the schedule and its templates are declared here, with the kind.
+      delivery: { email: { default: 'instant', digest: { window: { minutes: 10 } } } },
+      digestTemplates: {
+        ru: {
+          subject: `{% assign projects = items | map: "projectTitle" | uniq %}{{ count }} {{ count | plural: "новый отклик", "новых отклика", "новых откликов" }} на {% if projects.size == 1 %}ваш проект «{{ projects.first }}»{% else %}ваши проекты{% endif %}`,
+          textBody: `Здравствуйте, {{ recipientName }}!
+
+{% for item in items %}{{ item.actorName }} — «{{ item.projectTitle }}»{% if item.proposedPrice %}, {{ item.proposedPrice | money: item.proposedCurrency }}{% endif %}{% if item.proposedDeadlineDays %}, {{ item.proposedDeadlineDays | days }}{% endif %}
+{{ item.deepLink }}
+{% endfor %}{% if count > items.size %}
+И ещё {{ count | minus: items.size }}.
+{% endif %}`,
+          htmlBody: `<p>Здравствуйте, {{ recipientName }}!</p>
+<ul>
+{% for item in items %}<li>{{ item.actorName }} — «{{ item.projectTitle }}»{% if item.proposedPrice %}, {{ item.proposedPrice | money: item.proposedCurrency }}{% endif %}{% if item.proposedDeadlineDays %}, {{ item.proposedDeadlineDays | days }}{% endif %}: <a href="{{ item.deepLink }}">посмотреть отклик</a></li>
+{% endfor %}</ul>
+{% if count > items.size %}<p>И ещё {{ count | minus: items.size }}.</p>
+{% endif %}`,
+        },
+        en: {
+          subject: `{% assign projects = items | map: "projectTitle" | uniq %}{{ count }} {{ count | plural: "new response", "new responses" }} to {% if projects.size == 1 %}your project "{{ projects.first }}"{% else %}your projects{% endif %}`,
+          textBody: `Hello {{ recipientName }},
+
+{% for item in items %}{{ item.actorName }} — "{{ item.projectTitle }}"{% if item.proposedPrice %}, {{ item.proposedPrice | money: item.proposedCurrency }}{% endif %}{% if item.proposedDeadlineDays %}, {{ item.proposedDeadlineDays | days }}{% endif %}
+{{ item.deepLink }}
+{% endfor %}{% if count > items.size %}
+And {{ count | minus: items.size }} more.
+{% endif %}`,
+          htmlBody: `<p>Hello {{ recipientName }},</p>
+<ul>
+{% for item in items %}<li>{{ item.actorName }} — "{{ item.projectTitle }}"{% if item.proposedPrice %}, {{ item.proposedPrice | money: item.proposedCurrency }}{% endif %}{% if item.proposedDeadlineDays %}, {{ item.proposedDeadlineDays | days }}{% endif %}: <a href="{{ item.deepLink }}">view the response</a></li>
+{% endfor %}</ul>
+{% if count > items.size %}<p>And {{ count | minus: items.size }} more.</p>
+{% endif %}`,
+        },
+      },
     },
   ],
   intent: ({ payload, traceId }) => ({

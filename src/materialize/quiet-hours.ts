@@ -1,7 +1,7 @@
 const DAY_SECONDS = 86_400
 
 /** Seconds since local midnight at `at` in `timeZone`. */
-function localSeconds(at: Date, timeZone: string): number {
+export function localSeconds(at: Date, timeZone: string): number {
   const parts = new Intl.DateTimeFormat('en-GB', {
     timeZone,
     hourCycle: 'h23',

@@ -1,15 +1,17 @@
-import { kindOf } from '../events/registry.ts'
+import { templateKeys } from '../events/registry.ts'
 import type { TemplateSource } from './render.ts'
 
 /**
- * The default templates of `kinds`, from their event-type modules, as version
- * 0 of (kind, locale, 'email'). They come after the stored templates when one
- * is resolved, so a template saved through the API for a locale replaces the
+ * The default templates of `kinds` — kind names, or a digest's key
+ * (`ResponseCreated.digest`) — from their event-type modules, as version 0 of
+ * (kind, locale, 'email'). They come after the stored templates when one is
+ * resolved, so a template saved through the API for a locale replaces the
  * default of that locale.
  */
 export function defaultTemplates(kinds: readonly string[]): TemplateSource[] {
+  const keys = templateKeys()
   return kinds.flatMap((name) =>
-    Object.entries(kindOf(name)?.templates ?? {}).map(([locale, parts]) => ({
+    Object.entries(keys.find((entry) => entry.key === name)?.templates ?? {}).map(([locale, parts]) => ({
       kind: name,
       locale,
       channel: 'email',

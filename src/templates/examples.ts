@@ -1,6 +1,6 @@
 import { decodeInbound } from '../contracts/index.ts'
 import type { EventTypeDefinition } from '../events/define.ts'
-import { kinds } from '../events/registry.ts'
+import { DIGEST_TEMPLATE_SUFFIX, kinds } from '../events/registry.ts'
 
 /** Greets the example recipient of an event that carries no name (PIN events read it from the replica). */
 const EXAMPLE_NAME = 'Анна Клиент'
@@ -12,10 +12,27 @@ const EXAMPLE_NAME = 'Анна Клиент'
  * Undefined for a kind nobody declares.
  */
 export function exampleModelOf(kind: string): Record<string, unknown> | undefined {
+  if (kind.endsWith(DIGEST_TEMPLATE_SUFFIX)) return digestExampleOf(kind.slice(0, -DIGEST_TEMPLATE_SUFFIX.length))
   const entry = kinds().find((candidate) => candidate.kind.name === kind)
   return entry ? modelOf(entry.eventType) : undefined
 }
 
+/** Notifications in a digest's example. */
+const DIGEST_EXAMPLE_ITEMS = 5
+
+/**
+ * A digest's model from its kind's example: `items` — the example's model
+ * five times (its values are data the kind's templates were checked with; a
+ * changed copy could break them, a currency code for one) — `count`, and the
+ * recipient's name, as a digest is rendered.
+ */
+function digestExampleOf(kind: string): Record<string, unknown> | undefined {
+  const entry = kinds().find((candidate) => candidate.kind.name === kind)
+  if (!entry?.kind.digestTemplates) return undefined
+  const { recipientName, ...model } = modelOf(entry.eventType)
+  const items = Array.from({ length: DIGEST_EXAMPLE_ITEMS }, () => ({ ...model }))
+  return { items, count: items.length, recipientName }
+}
 function modelOf(eventType: EventTypeDefinition): Record<string, unknown> {
   const { body, headers = {} } = eventType.example
   const decoded = decodeInbound({

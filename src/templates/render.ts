@@ -140,6 +140,18 @@ function createEngine(escapeHtml: boolean, parseLimit: number): Liquid {
     const rule = pluralRulesOf(locale).select(count)
     return `${count} ${words?.[rule] ?? words?.other}`
   })
+  /**
+   * `{{ 5 | plural: "новый отклик", "новых отклика", "новых откликов" }}` → `новых откликов`;
+   * `{{ 1 | plural: "new response", "new responses" }}` → `new response`. The forms are the
+   * locale's plural categories in the order one, few, many; the last form given stands for every
+   * category without its own (`other`, and `few`/`many` where a language has none).
+   */
+  engine.registerFilter('plural', function (value: unknown, ...forms: unknown[]) {
+    const words = forms.map((form) => (typeof form === 'string' ? form : String(form ?? '')))
+    if (words.length === 0) return ''
+    const index = { one: 0, few: 1, many: 2 }[pluralRulesOf(localeOf(this.context)).select(Number(value)) as string]
+    return words[index ?? words.length - 1] ?? words[words.length - 1]
+  })
   return engine
 }
 

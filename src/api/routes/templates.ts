@@ -3,7 +3,7 @@ import { auditChange } from '../../audit/store.ts'
 import { configOf } from '../../config.ts'
 import { Locale } from '../../contracts/fields.ts'
 import { ApiError, type FieldIssue } from '../../errors.ts'
-import { kindNames } from '../../events/registry.ts'
+import { templateKeys } from '../../events/registry.ts'
 import { exampleModelOf } from '../../templates/examples.ts'
 import {
   parseTemplate,
@@ -16,7 +16,8 @@ import { saveTemplate, templateInEffect } from '../../templates/store.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
 
 // The kinds the registry declares when the Worker starts.
-const KindSchema = z.enum(kindNames() as [string, ...string[]])
+// A kind's name, or a digest's key (`ResponseCreated.digest`).
+const KindSchema = z.enum(templateKeys().map((entry) => entry.key) as [string, ...string[]])
 const Key = z.object({
   kind: KindSchema.openapi({ param: { name: 'kind', in: 'path' } }),
   locale: Locale.openapi({ param: { name: 'locale', in: 'path' }, example: 'ru' }),

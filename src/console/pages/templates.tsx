@@ -6,7 +6,7 @@
  */
 import { Hono } from 'hono'
 import { raw } from 'hono/html'
-import { kinds } from '../../events/registry.ts'
+import { templateKeys } from '../../events/registry.ts'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
 import { Csrf, ErrorNote, Layout, type PageContext, Table } from '../layout.tsx'
 
@@ -25,9 +25,9 @@ templatePages.get('/', async (c) => {
     'SELECT kind, locale, channel, max(version) AS version FROM templates GROUP BY kind, locale, channel',
   ).all<{ kind: string; locale: string; channel: string; version: number }>()
   const rows = new Map<string, { kind: string; locale: string; channel: string; version: number }>()
-  for (const { kind } of kinds()) {
-    for (const locale of Object.keys(kind.templates)) {
-      rows.set(`${kind.name}|${locale}|email`, { kind: kind.name, locale, channel: 'email', version: 0 })
+  for (const { key: kind, templates } of templateKeys()) {
+    for (const locale of Object.keys(templates)) {
+      rows.set(`${kind}|${locale}|email`, { kind, locale, channel: 'email', version: 0 })
     }
   }
   for (const row of results) rows.set(`${row.kind}|${row.locale}|${row.channel}`, row)
@@ -50,8 +50,8 @@ templatePages.get('/', async (c) => {
         <label>
           Kind
           <select name="kind">
-            {kinds().map(({ kind }) => (
-              <option value={kind.name}>{kind.name}</option>
+            {templateKeys().map(({ key: kind }) => (
+              <option value={kind}>{kind}</option>
             ))}
           </select>
         </label>
