@@ -144,22 +144,10 @@ export function discardOpen(db: D1Database, ids: readonly string[], reason: stri
   return db
     .prepare(
       `UPDATE dead_letters SET status = 'discarded', discard_reason = ?2, resolved_at = ?3
-       WHERE id IN (SELECT value FROM json_each(?1)) AND ${STATUS_AS_FILTER} = 'open'`,
+       WHERE id IN (SELECT value FROM json_each(?1)) AND ${STATUS_AS_FILTER} = 'open'
+       RETURNING id`,
     )
     .bind(JSON.stringify(ids), reason, now)
-}
-
-/**
- * Those of `ids` discarded with this reason: a bulk discard's answer when some
- * of them were not open. Parameters: JSON array of ids, reason.
- */
-export function stillDiscarded(db: D1Database, ids: readonly string[], reason: string): D1PreparedStatement {
-  return db
-    .prepare(
-      `SELECT id FROM dead_letters WHERE id IN (SELECT value FROM json_each(?1)) AND ${STATUS_AS_FILTER} = 'discarded'
-         AND discard_reason = ?2`,
-    )
-    .bind(JSON.stringify(ids), reason)
 }
 
 /** Opaque cursor text for a row. */
