@@ -18,7 +18,7 @@ export type Later = { message: Message<unknown>; outgoing: Outgoing }
 
 type Claim = { message: Message<unknown>; id: string; due: string | null }
 
-/** How soon an authoritative decision held by its fallback in flight asks again. */
+/** How soon one side of a verification decision, held while the other is in flight, asks again. */
 const HELD_RETRY_SECONDS = 30
 
 /** What the claim batch did to one notification: ended it (a gate), claimed it, or neither. */
