@@ -1,6 +1,6 @@
 import { commaList } from '@notify-edge/contracts'
 import { z } from 'zod'
-import { Locale, TimeZone } from './contracts/fields.ts'
+import { CLOCK_PATTERN, Locale, TimeZone } from './contracts/fields.ts'
 import { ApiError } from './errors.ts'
 import type { TemplateLimits } from './templates/render.ts'
 
@@ -14,7 +14,7 @@ const Token = z.string().min(16, 'at least 16 characters')
 
 const Clock = z
   .string()
-  .regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'HH:MM, 24-hour')
+  .regex(CLOCK_PATTERN, 'HH:MM, 24-hour')
   .transform((value) => Number(value.slice(0, 2)) * 60 + Number(value.slice(3)))
 
 const UrgencyList = commaList(z.enum(['low', 'normal', 'high']))

@@ -41,3 +41,6 @@ export const Locale = z.string().refine(
   },
   { message: 'not a BCP 47 locale tag' },
 )
+
+/** A local time of day, `HH:MM` on a 24-hour clock (quiet hours, a daily digest). */
+export const CLOCK_PATTERN = /^([01]\d|2[0-3]):[0-5]\d$/

@@ -46,7 +46,7 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
     canBatch: transport.sendBatch !== undefined,
   })
   const { retries, orphans } = await sendStage(run, transport, pace, grouped.alone, grouped.batches)
-  await requeueStage(run, [...later, ...grouped.later, ...retries], orphans.next)
+  await requeueStage(run, [...later, ...grouped.later], retries, orphans.next)
   await deadLetterOrphans(run, orphans.deadLetters)
   await settleBatch(batch, run.settlements(), { dlq: env.DLQ, log, fallbackDelaySeconds: 30 })
 }
@@ -122,16 +122,23 @@ async function deadLetterOrphans(run: DispatchRun, deadLetters: readonly DeadLet
  * `pending` at its new time, so the old message comes back stale and the cron
  * enqueues the new time once it has passed.
  */
-async function requeueStage(run: DispatchRun, later: readonly Later[], orphans: readonly Outgoing[]): Promise<void> {
-  if (later.length === 0 && orphans.length === 0) return
+async function requeueStage(
+  run: DispatchRun,
+  later: readonly Later[],
+  retries: readonly Later[],
+  orphans: readonly Outgoing[],
+): Promise<void> {
+  const all = [...later, ...retries]
+  if (all.length === 0 && orphans.length === 0) return
   try {
-    await sendAll(run.env.DISPATCH, [...later.map((entry) => entry.outgoing), ...orphans])
-    for (const { message } of later) run.settle(message, { action: 'ack' })
+    await sendAll(run.env.DISPATCH, [...all.map((entry) => entry.outgoing), ...orphans])
+    for (const { message } of all) run.settle(message, { action: 'ack' })
   } catch (cause) {
     const error = new PipelineError('NTF_DEPENDENCY_FAILED', `notify-dispatch: ${(cause as Error).message}`, { cause })
-    for (const { message } of later) run.fail(message, error)
+    for (const { message } of all) run.fail(message, error)
     return
   }
+  // A retry's mark stamped its row already, in the same write as its new time.
   await recordEnqueued(run, later)
 }
 

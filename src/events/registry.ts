@@ -1,3 +1,4 @@
+import { CLOCK_PATTERN } from '../contracts/fields.ts'
 import { contactUpserted } from './contact-upserted.ts'
 import type { DeliveryPolicy, EventTypeDefinition, Family, KindDefinition, TemplateParts } from './define.ts'
 import { invitationCreated } from './invitation-created.ts'
@@ -62,7 +63,7 @@ function deliveryRefusal(kind: KindDefinition): string | undefined {
       if (!Number.isInteger(minutes) || minutes < 1 || minutes > MAX_DIGEST_WINDOW_MINUTES)
         return `${channel}: a digest window is whole minutes from 1 to ${MAX_DIGEST_WINDOW_MINUTES}`
     }
-    if (schedule && 'daily' in schedule && !/^([01]\d|2[0-3]):[0-5]\d$/.test(schedule.daily.at))
+    if (schedule && 'daily' in schedule && !CLOCK_PATTERN.test(schedule.daily.at))
       return `${channel}: a daily digest's time is HH:MM, 24-hour`
     const throttle = policy.throttle
     if (

@@ -13,8 +13,13 @@ const EXAMPLE_NAME = 'Анна Клиент'
  */
 export function exampleModelOf(kind: string): Record<string, unknown> | undefined {
   if (kind.endsWith(DIGEST_TEMPLATE_SUFFIX)) return digestExampleOf(kind.slice(0, -DIGEST_TEMPLATE_SUFFIX.length))
-  const entry = kinds().find((candidate) => candidate.kind.name === kind)
+  const entry = entryOf(kind)
   return entry ? modelOf(entry.eventType) : undefined
+}
+
+/** The registry's entry of a kind: the kind and the event type that declares it. */
+function entryOf(kind: string) {
+  return kinds().find((candidate) => candidate.kind.name === kind)
 }
 
 /** Notifications in a digest's example. */
@@ -27,12 +32,13 @@ const DIGEST_EXAMPLE_ITEMS = 5
  * recipient's name, as a digest is rendered.
  */
 function digestExampleOf(kind: string): Record<string, unknown> | undefined {
-  const entry = kinds().find((candidate) => candidate.kind.name === kind)
+  const entry = entryOf(kind)
   if (!entry?.kind.digestTemplates) return undefined
   const { recipientName, ...model } = modelOf(entry.eventType)
   const items = Array.from({ length: DIGEST_EXAMPLE_ITEMS }, () => ({ ...model }))
   return { items, count: items.length, recipientName }
 }
+
 function modelOf(eventType: EventTypeDefinition): Record<string, unknown> {
   const { body, headers = {} } = eventType.example
   const decoded = decodeInbound({
