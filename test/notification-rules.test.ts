@@ -58,8 +58,11 @@ describe('rules written in TypeScript and in SQL agree', () => {
     const insert = (id: string, status: string) =>
       env.DB.prepare(
         `INSERT INTO notifications (id, idempotency_key, event_id, source, kind, channel, urgency, recipient_user_id,
-           status, scheduled_at, created_at, updated_at)
-         VALUES (?1, ?1, ?1, 'test', 'ResponseCreated', 'email', 'normal', 'u1', ?2, ?3, ?3, ?3)`,
+           status, scheduled_at, created_at, updated_at, is_digest, digest_id)
+         VALUES (?1, ?1, ?1, 'test', 'ResponseCreated', 'email', 'normal', ?1, ?2, ?3, ?3, ?3,
+           -- a digest's own statuses are a digest's; a digested notification names its digest
+           CASE WHEN ?2 IN ('collecting', 'closing') THEN 1 ELSE 0 END,
+           CASE WHEN ?2 = 'digested' THEN 'rules-digest' END)`,
       )
         .bind(id, status, new Date(base).toISOString())
         .run()

@@ -22,10 +22,12 @@ async function insertNotification(id: string, status: string, createdAt: string)
     `INSERT INTO notifications
        (id, idempotency_key, event_id, source, kind, channel, urgency, recipient_user_id, recipient_email,
         recipient_name, locale, time_zone, subject, text_body, html_body, template_version, status, scheduled_at,
-        enqueued_at, lease_until, created_at, updated_at, unsubscribe_url, recipient_hash, model)
+        enqueued_at, lease_until, created_at, updated_at, unsubscribe_url, recipient_hash, model, is_digest,
+        digest_id)
      VALUES (?1, 'key:' || ?1, 'event:' || ?1, 'http', 'InvitationCreated', 'email', 'normal', 'user:' || ?1,
         'retention-' || ?1 || '@example.com', 'Тест Пользователь', 'ru', 'Europe/Moscow', 'Subject', 'Text',
-        '<p>HTML</p>', 1, ?2, ?4, ?4, ?4, ?3, ?3, 'https://notify-edge.example.workers.dev/u/x', 'hmac:00', '{}')`,
+        '<p>HTML</p>', 1, ?2, ?4, ?4, ?4, ?3, ?3, 'https://notify-edge.example.workers.dev/u/x', 'hmac:00', '{}',
+        CASE WHEN ?2 IN ('collecting', 'closing') THEN 1 ELSE 0 END, CASE WHEN ?2 = 'digested' THEN 'digest:' || ?1 END)`,
   )
     // Not due and leased far ahead: the cron's search for lost notifications leaves these alone.
     .bind(id, status, createdAt, FUTURE)
@@ -80,7 +82,7 @@ describe('retention', () => {
     await runCron(new Date())
     await env.DB.prepare("DELETE FROM transport_pauses WHERE code = 'test'").run()
 
-    const final = ['sent', 'failed', 'undeliverable', 'superseded', 'suppressed', 'opted-out']
+    const final = ['sent', 'failed', 'undeliverable', 'superseded', 'suppressed', 'opted-out', 'digested', 'throttled']
     for (const status of NOTIFICATION_STATUSES) {
       const row = await notification(`${prefix}-old-${status}`)
       // The row itself stays: its status, kind, recipient id and times.
@@ -94,7 +96,8 @@ describe('retention', () => {
         for (const column of CONTENT) expect(row[column], `${status}: ${column}`).toBeNull()
         expect(row.content_removed_by).toBe('retention')
       } else {
-        // pending, sending, paused, awaiting-contact, unknown: may still be sent, so kept whole.
+        // pending, sending, paused, awaiting-contact, unknown, a digest collecting or closing: may
+        // still be sent, so kept whole.
         for (const column of CONTENT) expect(row[column], `${status}: ${column}`).not.toBeNull()
         expect(row.content_removed_at).toBeNull()
       }

@@ -5,6 +5,7 @@ import { type ClaimedRow, claimNotifications, notificationStates, supersedeDecis
 import { recipientGate, unknownOutcomeGate } from '../notifications/gates.ts'
 import { pauseGate } from '../notifications/pause.ts'
 import type { Outgoing } from '../queue/send.ts'
+import { closeStage, type ToClose } from './close-stage.ts'
 import { DispatchMessageSchema, dispatchFor } from './message.ts'
 import { messageIdOf } from './mime.ts'
 import { readPause, type TransportPause } from './pause.ts'
@@ -82,7 +83,7 @@ export async function claimStage(run: DispatchRun, messages: readonly Message<un
       unclaimed.push(claim)
     }
   }
-  if (unclaimed.length > 0) await sortUnclaimed(run, unclaimed, later)
+  if (unclaimed.length > 0) await closeStage(run, await sortUnclaimed(run, unclaimed, later), later)
   return { toSend, later }
 }
 
@@ -115,9 +116,10 @@ function outcomeOf(returned: readonly Returned[], claim: Claim): Outcome {
 /**
  * Notifications the claim neither took nor ended: their state, read in one
  * more statement (a round trip only a batch with such a notification pays),
- * says why — missing, stale, not due yet, held, final or leased elsewhere.
+ * says why — missing, stale, not due yet, held, final or leased elsewhere —
+ * or that it is a digest due to close, which the caller closes.
  */
-async function sortUnclaimed(run: DispatchRun, unclaimed: readonly Claim[], later: Later[]): Promise<void> {
+async function sortUnclaimed(run: DispatchRun, unclaimed: readonly Claim[], later: Later[]): Promise<ToClose[]> {
   let states: Map<string, Record<string, unknown>>
   try {
     const { results } = await notificationStates(
@@ -128,9 +130,11 @@ async function sortUnclaimed(run: DispatchRun, unclaimed: readonly Claim[], late
   } catch (cause) {
     const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 claim state: ${(cause as Error).message}`, { cause })
     for (const claim of unclaimed) run.fail(claim.message, error)
-    return
+    return []
   }
-  for (const claim of unclaimed) sortClaim(run, claim, states.get(claim.id), later)
+  const toClose: ToClose[] = []
+  for (const claim of unclaimed) sortClaim(run, claim, states.get(claim.id), later, toClose)
+  return toClose
 }
 
 /**
@@ -160,21 +164,32 @@ function claimStatements(run: DispatchRun, claims: readonly Claim[]): D1Prepared
 
 /**
  * What a claim that neither took nor ended its notification came to, by the
- * notification's state: missing, stale, not due yet, held, or done with
- * (final, or leased elsewhere).
+ * notification's state: missing, stale, not due yet, held, a digest to close,
+ * or done with (final, or leased elsewhere).
  */
-function sortClaim(run: DispatchRun, claim: Claim, state: Record<string, unknown> | undefined, later: Later[]): void {
+function sortClaim(
+  run: DispatchRun,
+  claim: Claim,
+  state: Record<string, unknown> | undefined,
+  later: Later[],
+  toClose: ToClose[],
+): void {
   const { message, id, due } = claim
+  // A pending notification waits for its send; a collecting digest for its close.
+  const waiting = state?.status === 'pending' || state?.status === 'collecting'
   if (!state) {
     run.settle(message, { action: 'ack' })
     run.log.warn('dispatch.not-found', { notificationId: id })
-  } else if (due !== null && state.status === 'pending' && String(state.scheduled_at) !== due) {
+  } else if (due !== null && waiting && String(state.scheduled_at) !== due) {
     // Rescheduled since this message was sent: the message of the new time is the one that counts.
     run.settle(message, { action: 'ack' })
     run.log.info('dispatch.stale', { notificationId: id })
-  } else if (state.status === 'pending' && String(state.scheduled_at) > run.nowIso) {
+  } else if (waiting && String(state.scheduled_at) > run.nowIso) {
     // Not due yet (a delay longer than Queues allow, or an early redelivery): come back when it is.
     later.push({ message, outgoing: dispatchFor(id, String(state.scheduled_at), run.now) })
+  } else if (state.status === 'collecting' || state.status === 'closing') {
+    // A digest at its close, or one whose close died half way (or runs now: the same content, one write lands).
+    toClose.push({ message, id })
   } else if (state.status === 'pending') {
     // Due, its own time, and still not claimed: one side of a verification decision held while
     // the other is in flight (claimNotifications). It asks again shortly, for the same time;

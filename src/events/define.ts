@@ -64,6 +64,9 @@ export type KindCategory = 'transactional' | 'optional'
  */
 export type DigestSchedule = { window: { minutes: number } } | { daily: { at: string } }
 
+/** One email per notification, or one for all of a digest's. */
+export type DeliveryMode = 'instant' | 'digest'
+
 /**
  * How one channel of a kind reaches a recipient: `instant` — one email per
  * notification — or `digest` — one email for all of a window's notifications
@@ -73,7 +76,7 @@ export type DigestSchedule = { window: { minutes: number } } | { daily: { at: st
  * transactional one (a decision about the recipient) always goes at once.
  */
 export type DeliveryPolicy = {
-  default: 'instant' | 'digest'
+  default: DeliveryMode
   digest?: DigestSchedule
   throttle?: { max: number; windowMinutes: number }
 }

@@ -1,6 +1,13 @@
 import { CLOCK_PATTERN } from '../contracts/fields.ts'
 import { contactUpserted } from './contact-upserted.ts'
-import type { DeliveryPolicy, EventTypeDefinition, Family, KindDefinition, TemplateParts } from './define.ts'
+import type {
+  DeliveryMode,
+  DeliveryPolicy,
+  EventTypeDefinition,
+  Family,
+  KindDefinition,
+  TemplateParts,
+} from './define.ts'
 import { invitationCreated } from './invitation-created.ts'
 import { personUpserted } from './person-upserted.ts'
 import { responseCreated } from './response-created.ts'
@@ -85,6 +92,17 @@ export function deliveryOf(kind: string, channel: string): DeliveryPolicy {
   return kindOf(kind)?.delivery?.[channel] ?? { default: 'instant' }
 }
 
+/**
+ * How a notification of a kind reaches its recipient on a channel: the
+ * recipient's own choice when the kind has a digest to choose, else the
+ * kind's default; always instant for a kind without a digest.
+ */
+export function deliveryModeOf(kind: string, channel: string, chosen: DeliveryMode | undefined): DeliveryMode {
+  const policy = deliveryOf(kind, channel)
+  if (!policy.digest) return 'instant'
+  return chosen ?? policy.default
+}
+
 /** Every registered event type. */
 export function eventTypes(): readonly EventTypeDefinition[] {
   return registered
@@ -110,6 +128,13 @@ export function optionalKindNames(): string[] {
   return kinds()
     .filter((entry) => entry.kind.category === 'optional')
     .map((entry) => entry.kind.name)
+}
+
+/** The names of the kinds with a digest on some channel. */
+export function digestKindNames(): string[] {
+  return kinds()
+    .filter(({ kind }) => Object.values(kind.delivery ?? {}).some((policy) => policy?.digest))
+    .map(({ kind }) => kind.name)
 }
 
 /** The names of every kind. */

@@ -26,6 +26,8 @@ export type Entry = {
   /** A handled event type that asks for nothing, recorded as processed so that it stays deduplicated. */
   ignored?: ProcessedEvent
   plan?: Plan
+  /** The digests its write may open: the open statement's place among the event's statements, the digest's id and close. */
+  opens?: { statement: number; id: string; closesAt: string }[]
   written?: WriteResult
   settlement?: Settlement
 }

@@ -1,10 +1,9 @@
-import type { ContactUpdate } from '../events/define.ts'
+import type { ContactUpdate, DeliveryMode } from '../events/define.ts'
 import type { DecisionRef } from '../notifications/decision.ts'
 import { optOutKey } from '../preferences/store.ts'
 import { STATUS_AS_FILTER } from '../sql.ts'
-import { defaultTemplates } from '../templates/defaults.ts'
 import type { TemplateSource } from '../templates/render.ts'
-import { type TemplateRow, templateFromRow } from '../templates/store.ts'
+import { activeTemplatesOf, templatesOf } from '../templates/store.ts'
 
 /** A contact from the replica. */
 export type Contact = ContactUpdate
@@ -46,6 +45,8 @@ export type BatchContext = {
   authoritative: DecisionRef[]
   /** (user, kind, channel) opted out of, as `optOutKey` spells them. */
   optedOut: Set<string>
+  /** How a recipient chose to receive a kind on a channel (instant or digest), by `optOutKey`; absent: the kind's default. */
+  modes: Map<string, DeliveryMode>
 }
 
 /** What to read for a batch. */
@@ -96,12 +97,7 @@ function contextStatements(db: D1Database, query: ContextQuery): D1PreparedState
     // All of them, disabled ones too: a pair with every channel disabled is silent, not defaulted.
     db.prepare('SELECT kind, urgency, channel, enabled FROM channel_policies'),
     // ?1: JSON array of kinds
-    db
-      .prepare(
-        `SELECT kind, locale, channel, version, subject, text_body, html_body FROM templates
-         WHERE active = 1 AND kind IN (SELECT value FROM json_each(?1))`,
-      )
-      .bind(json(query.kinds)),
+    activeTemplatesOf(db, [...new Set(query.kinds)]),
     // ?1: JSON array of "{PersonId}:{decision}"
     db
       .prepare(
@@ -112,8 +108,8 @@ function contextStatements(db: D1Database, query: ContextQuery): D1PreparedState
     // ?1: JSON array of user ids; ?2: 1 to add every reviewer of the pool; ?3: JSON array of kinds
     db
       .prepare(
-        `SELECT user_id, kind, channel FROM preferences
-         WHERE enabled = 0 AND kind IN (SELECT value FROM json_each(?3))
+        `SELECT user_id, kind, channel, enabled, mode FROM preferences
+         WHERE (enabled = 0 OR mode IS NOT NULL) AND kind IN (SELECT value FROM json_each(?3))
            AND (user_id IN (SELECT value FROM json_each(?1))
                 OR (?2 = 1 AND user_id IN (SELECT user_id FROM reviewer_pool)))`,
       )
@@ -122,21 +118,25 @@ function contextStatements(db: D1Database, query: ContextQuery): D1PreparedState
 }
 
 function contextOf(results: D1Result[], kinds: string[]): BatchContext {
-  const [processed, pending, contacts, pool, policies, templates, decisions, optedOut] = results
+  const [processed, pending, contacts, pool, policies, templates, decisions, choices] = results
+  const chosen = rows<{ user_id: string; kind: string; channel: string; enabled: number; mode: DeliveryMode | null }>(
+    choices,
+  )
   return {
     processed: new Set(rows<{ idempotency_key: string }>(processed).map((row) => row.idempotency_key)),
     pendingByEvent: pendingOf(rows(pending)),
     contacts: new Map(rows<ContactRow>(contacts).map((row) => [row.user_id, contactFromRow(row)])),
     reviewerPool: rows<{ user_id: string }>(pool).map((row) => row.user_id),
     channels: channelsOf(rows(policies)),
-    templates: [...rows<TemplateRow>(templates).map(templateFromRow), ...defaultTemplates(kinds)],
+    templates: templatesOf(templates, kinds),
     authoritative: rows<{ decision_person: string; decision_request: string | null; decision_at: string | null }>(
       decisions,
     ).map((row) => ({ person: row.decision_person, request: row.decision_request, at: row.decision_at })),
     optedOut: new Set(
-      rows<{ user_id: string; kind: string; channel: string }>(optedOut).map((row) =>
-        optOutKey(row.user_id, row.kind, row.channel),
-      ),
+      chosen.filter((row) => row.enabled === 0).map((row) => optOutKey(row.user_id, row.kind, row.channel)),
+    ),
+    modes: new Map(
+      chosen.flatMap((row) => (row.mode ? [[optOutKey(row.user_id, row.kind, row.channel), row.mode]] : [])),
     ),
   }
 }

@@ -1,21 +1,24 @@
 import type { Config } from '../config.ts'
 import { pseudonymOf } from '../erasure/pseudonym.ts'
 import { PipelineError } from '../errors.ts'
-import type { Intent, RecipientRef, Urgency } from '../events/define.ts'
-import { kindOf } from '../events/registry.ts'
+import type { DigestSchedule, Intent, RecipientRef, Urgency } from '../events/define.ts'
+import { deliveryModeOf, deliveryOf, kindOf } from '../events/registry.ts'
 import { sameDecision } from '../notifications/decision.ts'
-import { type NotificationRow, notificationId } from '../notifications/row.ts'
+import { type NotificationRow, newNotificationId, notificationId } from '../notifications/row.ts'
 import { optOutKey } from '../preferences/store.ts'
 import { signUnsubscribe, type UnsubscribeScope, unsubscribeUrl } from '../preferences/token.ts'
+import type { TemplateSource } from '../templates/render.ts'
 import { render } from '../templates/render.ts'
 import { localeChain, resolveTemplate } from '../templates/resolve.ts'
 import type { Work } from './batch.ts'
 import type { BatchContext, Contact } from './context.ts'
+import { digestCloseAt } from './digest-schedule.ts'
 import { quietHoursEnd } from './quiet-hours.ts'
 
 /** How an event ends, as logged and counted. */
 export type Outcome =
   | 'enqueued'
+  | 'digested'
   | 'undeliverable'
   | 'awaiting-contact'
   | 'opted-out'
@@ -98,9 +101,14 @@ async function planNotify(work: Work, intent: Notify, context: BatchContext, con
   return record(outcomeOf(notifications), notifications)
 }
 
-/** An event's outcome from its notifications: enqueued if any is to be sent, else waiting for a contact if any is. */
+/**
+ * An event's outcome from its notifications: enqueued if any is to be sent
+ * on its own, else digested if any is told in a digest, else waiting for a
+ * contact if any is.
+ */
 function outcomeOf(notifications: readonly NotificationRow[]): Outcome {
   if (notifications.some((row) => row.status === 'pending')) return 'enqueued'
+  if (notifications.some((row) => row.status === 'digested')) return 'digested'
   if (notifications.some((row) => row.status === 'awaiting-contact')) return 'awaiting-contact'
   return notifications.some((row) => row.status === 'opted-out') ? 'opted-out' : 'undeliverable'
 }
@@ -114,8 +122,10 @@ function channelsOf(intent: Notify, context: BatchContext): readonly string[] {
  * One notification for a recipient and channel: opted out (an optional kind
  * the recipient turned off), waiting for its contact (the replica may lag by
  * minutes: the contact's arrival releases it, CONTACT_WAIT_HOURS ends the
- * wait as a dead letter), or rendered and scheduled, with its unsubscribe
- * link when the kind is optional.
+ * wait as a dead letter; it is then sent on its own, not digested), told in
+ * the recipient's digest of the kind (its model kept for the digest's
+ * render), or rendered and scheduled, with its unsubscribe link when the
+ * kind is optional.
  */
 async function notificationFor(
   work: Work,
@@ -144,6 +154,12 @@ async function notificationFor(
       model: JSON.stringify(intent.model),
     }
   }
+  const mode = deliveryModeOf(
+    intent.kind,
+    channel,
+    context.modes.get(optOutKey(recipient.userId, intent.kind, channel)),
+  )
+  if (mode === 'digest') return digested(base, intent, channel, config, now)
   const made = await renderNotification(
     { kind: intent.kind, urgency: intent.urgency, model: intent.model },
     { userId: recipient.userId, name: base.recipientName, locale: base.locale, timeZone: base.timeZone },
@@ -156,8 +172,40 @@ async function notificationFor(
   return { ...base, ...made, status: 'pending', statusReason: null, errorCode: null, model: null }
 }
 
-/** What a notification is, to render: its kind, urgency and template model. */
-export type RenderSubject = { kind: string; urgency: Urgency; model: Record<string, unknown> }
+/**
+ * A notification told in its recipient's digest of the kind: its model, and
+ * the digest it opens when none is open — a new id, closing by the kind's
+ * schedule (or DIGEST_WINDOW_SECONDS) in the recipient's zone.
+ */
+async function digested(
+  base: BaseRow,
+  intent: Notify,
+  channel: string,
+  config: Config,
+  now: Date,
+): Promise<NotificationRow> {
+  const schedule = deliveryOf(intent.kind, channel).digest as DigestSchedule
+  const closesAt = digestCloseAt(schedule, now, base.timeZone, config.DIGEST_WINDOW_SECONDS)
+  const unsubscribeUrl = await unsubscribeLink(config, { userId: base.recipientUserId, kind: intent.kind, channel })
+  return {
+    ...base,
+    ...unrendered,
+    status: 'digested',
+    statusReason: null,
+    errorCode: null,
+    unsubscribeUrl,
+    scheduledAt: now.toISOString(),
+    model: JSON.stringify(intent.model),
+    digest: { id: newNotificationId(), closesAt: closesAt.toISOString() },
+  }
+}
+
+/**
+ * What a notification is, to render: its kind, urgency and template model,
+ * and the key its templates are kept under when it is not the kind's own
+ * (`ResponseCreated.digest` for a digest).
+ */
+export type RenderSubject = { kind: string; urgency: Urgency; model: Record<string, unknown>; template?: string }
 
 /** Who it is for: the recipient's id, name, locale and time zone from the contact. */
 export type RenderRecipient = { userId: string; name: string | null; locale: string; timeZone: string }
@@ -176,7 +224,7 @@ export async function renderNotification(
   subject: RenderSubject,
   recipient: RenderRecipient,
   where: { channel: string; isFallback: boolean },
-  templates: BatchContext['templates'],
+  templates: readonly TemplateSource[],
   config: Config,
   now: Date,
 ): Promise<Rendered | { error: PipelineError }> {
@@ -263,13 +311,14 @@ function renderFor(
   channel: string,
   recipient: RenderRecipient,
   unsubscribeUrl: string | null,
-  templates: BatchContext['templates'],
+  templates: readonly TemplateSource[],
   config: Config,
 ): RenderedParts | { error: PipelineError } {
   const chain = localeChain(recipient.locale, config.DEFAULT_LOCALE)
-  const template = resolveTemplate(templates, intent.kind, channel, chain)
+  const key = intent.template ?? intent.kind
+  const template = resolveTemplate(templates, key, channel, chain)
   if (!template) {
-    const message = `no active template for (${intent.kind}, ${chain.join(' → ')}, ${channel})`
+    const message = `no active template for (${key}, ${chain.join(' → ')}, ${channel})`
     return { error: new PipelineError('NTF_TEMPLATE_NOT_RESOLVED', message) }
   }
   try {

@@ -5,6 +5,7 @@ export const COUNTERS = {
   deadLettersOpen: 'notify_dead_letters_open',
   deadLettersUnstorable: 'notify_dead_letters_unstorable_total',
   deliveries: 'notify_deliveries_total',
+  digests: 'notify_digests_total',
 } as const
 
 /** Names of the gauges kept in D1 table `gauges`. */

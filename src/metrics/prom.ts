@@ -29,6 +29,11 @@ const HELP: Record<string, { help: string; labels: string[]; type: 'counter' | '
     labels: ['transport', 'status'],
     type: 'counter',
   },
+  [COUNTERS.digests]: {
+    help: 'Digest emails that entered each status, by kind and channel (collecting when opened; the notifications they tell are digested in notify_notifications_total).',
+    labels: ['kind', 'channel', 'status'],
+    type: 'counter',
+  },
   [GAUGES.transportPaused]: {
     help: 'Whether the transport is paused by a failure of our own configuration (1) or sending (0); alert when 1.',
     labels: ['transport', 'code'],

@@ -4,7 +4,8 @@
  * contact and that wait ended (`undeliverable`, NTF_CONTACT_NOT_FOUND), or its
  * template could not be rendered then — back to `awaiting-contact` for
  * another wait, which the contact (or the cron, when it exists by now)
- * releases. Its attempts start again, so a replay gets the whole retry
+ * releases; a digest whose close could not render it back to `closing`, so
+ * the next delivery renders it again from its members (the template fixed). Its attempts start again, so a replay gets the whole retry
  * policy (and a lost answer its wait for delivery events) like a new one.
  * Nothing is put back whose content retention or an erasure
  * removed: there is nothing left to send. A replayed notification leaves the
@@ -18,8 +19,9 @@ export function resetForReplay(db: D1Database, id: string, now: string, waitUnti
   return db
     .prepare(
       `UPDATE notifications SET
-         status = CASE WHEN model IS NOT NULL THEN 'awaiting-contact' ELSE 'pending' END,
-         scheduled_at = CASE WHEN model IS NOT NULL THEN ?3 ELSE ?2 END,
+         status = CASE WHEN is_digest = 1 AND text_body IS NULL THEN 'closing'
+                       WHEN model IS NOT NULL THEN 'awaiting-contact' ELSE 'pending' END,
+         scheduled_at = CASE WHEN model IS NOT NULL AND is_digest = 0 THEN ?3 ELSE ?2 END,
          enqueued_at = ?2, error_code = NULL, status_reason = 'replayed by an operator', lease_until = NULL,
          updated_at = ?2, send_attempts = 0, batch_id = NULL, batch_position = NULL, send_alone = 1
        WHERE id = ?1 AND content_removed_at IS NULL

@@ -22,7 +22,7 @@ export type NotificationRow = {
   textBody: string | null
   htmlBody: string | null
   templateVersion: number | null
-  status: Extract<NotificationStatus, 'pending' | 'awaiting-contact' | 'opted-out'>
+  status: Extract<NotificationStatus, 'pending' | 'awaiting-contact' | 'opted-out' | 'digested'>
   statusReason: string | null
   errorCode: string | null
   isFallback: boolean
@@ -34,8 +34,14 @@ export type NotificationRow = {
   traceId: string | null
   /** The one-click unsubscribe link of an optional kind (List-Unsubscribe, `{{ unsubscribeUrl }}`). */
   unsubscribeUrl: string | null
-  /** The template model (JSON) of a notification awaiting its contact, to render it when the contact arrives. */
+  /**
+   * The template model (JSON) of a notification awaiting its contact, to
+   * render it when the contact arrives, or of a digest's member, to render
+   * the digest when it closes.
+   */
   model: string | null
+  /** A digested notification's digest, when it has to open one: its id and close (./digest.ts). */
+  digest?: { id: string; closesAt: string }
 }
 
 /**
@@ -44,4 +50,12 @@ export type NotificationRow = {
  */
 export async function notificationId(eventId: string, userId: string, channel: string, kind: string) {
   return `ntf_${(await sha256Hex(`${eventId}\n${userId}\n${channel}\n${kind}`)).slice(0, 32)}`
+}
+
+/**
+ * A new notification id of the same form, for a row no event names: a
+ * digest (several events, opened by whichever came first).
+ */
+export function newNotificationId(): string {
+  return `ntf_${crypto.randomUUID().replaceAll('-', '')}`
 }

@@ -15,6 +15,10 @@ export const NOTIFICATION_STATUSES = [
   'paused',
   'awaiting-contact',
   'unknown',
+  'collecting',
+  'closing',
+  'digested',
+  'throttled',
 ] as const
 
 /** A notification's status. */
@@ -28,8 +32,10 @@ export function isNotificationStatus(value: unknown): value is NotificationStatu
 /**
  * The statuses nothing moves a notification out of by itself: retention may
  * remove their content. The others — pending, sending, paused,
- * awaiting-contact, unknown — still have a send, a wait or a settlement
- * ahead and are kept whole. (A `failed` one goes back to `pending` only by
+ * awaiting-contact, unknown, collecting, closing — still have a send, a
+ * wait, a settlement or a digest's close ahead and are kept whole. (A
+ * digested notification's model is what its digest renders: once the digest
+ * is closed, retention may take it.) (A `failed` one goes back to `pending` only by
  * an operator's replay, which refuses once its content is gone.)
  */
 export const FINAL_STATUSES = [
@@ -39,4 +45,6 @@ export const FINAL_STATUSES = [
   'superseded',
   'suppressed',
   'opted-out',
+  'digested',
+  'throttled',
 ] as const satisfies readonly NotificationStatus[]

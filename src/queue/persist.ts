@@ -1,8 +1,11 @@
 /** The statements of one item (an event, a delivery event): the one whose change says "this batch won" first. */
 export type EventWrite<T> = { item: T; statements: D1PreparedStatement[] }
 
-/** How one item's write ended: committed (and whether its first statement changed a row), or failed. */
-export type WriteResult = { committed: true; won: boolean } | { committed: false; cause: unknown }
+/**
+ * How one item's write ended: committed — whether its first statement changed
+ * a row, and how many rows each of its statements changed — or failed.
+ */
+export type WriteResult = { committed: true; won: boolean; changes: number[] } | { committed: false; cause: unknown }
 
 /**
  * Writes a batch's events in one D1 batch (one transaction, one round trip).
@@ -26,7 +29,7 @@ export async function persistEvents<T>(
     const answers = await db.batch(all)
     let offset = 0
     for (const write of writes) {
-      results.set(write.item, { committed: true, won: changed(answers[offset]) })
+      results.set(write.item, committed(answers.slice(offset, offset + write.statements.length)))
       offset += write.statements.length
     }
     return { results }
@@ -36,8 +39,7 @@ export async function persistEvents<T>(
   await Promise.all(
     writes.map(async (write) => {
       try {
-        const [processed] = await db.batch(write.statements)
-        results.set(write.item, { committed: true, won: changed(processed) })
+        results.set(write.item, committed(await db.batch(write.statements)))
       } catch (cause) {
         results.set(write.item, { committed: false, cause })
       }
@@ -52,6 +54,7 @@ export async function persistEvents<T>(
   }
 }
 
-function changed(result: D1Result | undefined): boolean {
-  return (result?.meta.changes ?? 0) > 0
+function committed(answers: readonly D1Result[]): WriteResult {
+  const changes = answers.map((answer) => answer.meta.changes ?? 0)
+  return { committed: true, won: (changes[0] ?? 0) > 0, changes }
 }

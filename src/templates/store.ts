@@ -84,3 +84,22 @@ export function templateFromRow(row: TemplateRow): TemplateSource {
     htmlBody: row.html_body,
   }
 }
+
+/**
+ * The active stored templates kept under `keys` (kinds, or `{kind}.digest`),
+ * as one statement of a D1 batch; `templatesOf` makes its result the list a
+ * template is resolved from. Parameters: JSON array of keys.
+ */
+export function activeTemplatesOf(db: D1Database, keys: readonly string[]): D1PreparedStatement {
+  return db
+    .prepare(
+      `SELECT kind, locale, channel, version, subject, text_body, html_body FROM templates
+       WHERE active = 1 AND kind IN (SELECT value FROM json_each(?1))`,
+    )
+    .bind(JSON.stringify(keys))
+}
+
+/** The templates to resolve from: the stored active ones first, then the defaults of `keys`. */
+export function templatesOf(result: D1Result | undefined, keys: readonly string[]): TemplateSource[] {
+  return [...((result?.results ?? []) as TemplateRow[]).map(templateFromRow), ...defaultTemplates(keys)]
+}

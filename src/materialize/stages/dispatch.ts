@@ -5,7 +5,7 @@ import type { BatchRun, Entry } from '../batch.ts'
 
 /**
  * Stage 5: one `notify-dispatch` message per pending notification just
- * written, and again for pending ones of events found already processed (the
+ * written and per digest just opened (for its close), and again for pending ones of events found already processed (the
  * notification row is the outbox of the dispatch queue). If the send fails,
  * those events are retried: committed ones come back as duplicates and
  * dispatch again.
@@ -20,11 +20,15 @@ export async function dispatchStage(run: BatchRun): Promise<void> {
         plan.redispatch.map((row) => dispatchFor(row.id, row.scheduledAt, run.now)),
       )
     } else if (plan?.type === 'record' && entry.written?.committed) {
+      const { changes } = entry.written
       const pending = plan.notifications.filter((row) => row.status === 'pending')
-      dispatches.set(
-        entry,
-        pending.map((row) => dispatchFor(row.id, row.scheduledAt, run.now)),
-      )
+      // A digest this write opened closes by its message, delayed to its close (the cron's stuck
+      // search is the backstop when the message is lost); one already open has its own.
+      const opened = (entry.opens ?? []).filter((open) => (changes[open.statement] ?? 0) > 0)
+      dispatches.set(entry, [
+        ...pending.map((row) => dispatchFor(row.id, row.scheduledAt, run.now)),
+        ...opened.map((open) => dispatchFor(open.id, open.closesAt, run.now)),
+      ])
     }
   }
   const outgoing = [...dispatches.values()].flat()

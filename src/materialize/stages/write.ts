@@ -1,5 +1,6 @@
 import { PipelineError } from '../../errors.ts'
 import { COUNTERS, canonicalLabels, GAUGES, incrementCounter, setGauge } from '../../metrics/counters.ts'
+import { insertMember, isDigestMember, openDigest } from '../../notifications/digest.ts'
 import { insertNotification } from '../../notifications/insert.ts'
 import { type EventWrite, persistEvents } from '../../queue/persist.ts'
 import { type BatchRun, describe, type Entry, type Work } from '../batch.ts'
@@ -44,13 +45,26 @@ export async function writeStage(run: BatchRun): Promise<void> {
   }
 }
 
+/**
+ * An event's statements. A digested notification is two: open its digest
+ * unless one is open, then join the open one; `entry.opens` records where
+ * each open statement is, so the dispatch stage enqueues the close of a
+ * digest this write opened, and only of such a one.
+ */
 function recordStatements(run: BatchRun, entry: Entry, plan: Recorded): D1PreparedStatement[] {
   const work = entry.work as Work
   const labels = canonicalLabels({ outcome: plan.outcome, source: work.source })
+  const statements = [insertProcessedEvent(run.db, processedRow(entry, plan), run.nowIso, run.claim)]
+  entry.opens = []
+  // notify_notifications_total follows these rows by trigger (migration 0004).
+  for (const row of plan.notifications) {
+    if (isDigestMember(row)) {
+      entry.opens.push({ statement: statements.length, id: row.digest.id, closesAt: row.digest.closesAt })
+      statements.push(openDigest(run.db, row, run.nowIso), insertMember(run.db, row, run.nowIso))
+    } else statements.push(insertNotification(run.db, row, run.nowIso))
+  }
   return [
-    insertProcessedEvent(run.db, processedRow(entry, plan), run.nowIso, run.claim),
-    // notify_notifications_total follows these rows by trigger (migration 0004).
-    ...plan.notifications.map((row) => insertNotification(run.db, row, run.nowIso)),
+    ...statements,
     ...(plan.contact ? [upsertContact(run.db, plan.contact, run.nowIso)] : []),
     // Counted only by the batch that won the event's processed mark.
     incrementCounter(run.db, COUNTERS.events, labels, 1, {

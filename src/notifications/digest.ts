@@ -1,0 +1,245 @@
+import type { Urgency } from '../events/define.ts'
+import { STATUS_AS_FILTER } from '../sql.ts'
+import type { NotificationRow } from './row.ts'
+
+/**
+ * A digest's membership, written in materialize's D1 batch with the event's
+ * processed mark: `openDigest` then `insertMember`, for each notification
+ * told in a digest. Both are guarded by the member not existing, so an event
+ * redelivered, replayed, or planned again after its processed mark was pruned
+ * neither joins a digest twice nor opens an empty one.
+ */
+
+/** A planned member: a digested notification, with the digest it opens when none is open. */
+export type DigestMember = NotificationRow & { status: 'digested'; digest: { id: string; closesAt: string } }
+
+/**
+ * Opens a digest for the member's recipient, kind and channel unless one is
+ * open (the partial unique index `notifications_collecting` makes the insert
+ * do nothing then) or the member already exists. The digest row takes the
+ * member's recipient snapshot and unsubscribe link; it is `collecting` until
+ * `scheduled_at`, its close. Parameters: see the binding below.
+ */
+export function openDigest(db: D1Database, member: DigestMember, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO notifications
+         (id, idempotency_key, event_id, source, kind, channel, urgency, recipient_user_id, recipient_email,
+          recipient_name, locale, time_zone, status, scheduled_at, enqueued_at, created_at, updated_at,
+          unsubscribe_url, recipient_hash, is_digest)
+       SELECT ?1, 'digest:' || ?1, 'digest:' || ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'collecting', ?11, ?12, ?12,
+          ?12, ?13, ?14, 1
+       WHERE NOT EXISTS (SELECT 1 FROM notifications WHERE id = ?15)
+       ON CONFLICT DO NOTHING`,
+    )
+    .bind(
+      member.digest.id,
+      member.source,
+      member.kind,
+      member.channel,
+      member.urgency,
+      member.recipientUserId,
+      member.recipientEmail,
+      member.recipientName,
+      member.locale,
+      member.timeZone,
+      member.digest.closesAt,
+      now,
+      member.unsubscribeUrl,
+      member.recipientHash,
+      member.id,
+    )
+}
+
+/**
+ * Inserts a member into the digest open for its recipient, kind and channel —
+ * the one `openDigest` just opened, or the one that was open already — as
+ * `digested` with its template model. Nothing when the member exists (its
+ * digest may be long closed: the guard comes before the insert, as a
+ * `digested` row without a digest would break the table's CHECK before any
+ * conflict is seen).
+ */
+export function insertMember(db: D1Database, member: DigestMember, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO notifications
+         (id, idempotency_key, event_id, source, kind, channel, urgency, recipient_user_id, recipient_email,
+          recipient_name, locale, time_zone, status, is_fallback, scheduled_at, trace_id, enqueued_at, created_at,
+          updated_at, unsubscribe_url, model, recipient_hash, digest_id)
+       SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'digested', 0, ?13, ?14, NULL, ?13, ?13, ?15, ?16, ?17,
+          (SELECT id FROM notifications
+           WHERE recipient_user_id = ?8 AND kind = ?5 AND channel = ?6 AND status = 'collecting')
+       WHERE NOT EXISTS (SELECT 1 FROM notifications WHERE id = ?1)
+       ON CONFLICT DO NOTHING`,
+    )
+    .bind(
+      member.id,
+      member.idempotencyKey,
+      member.eventId,
+      member.source,
+      member.kind,
+      member.channel,
+      member.urgency,
+      member.recipientUserId,
+      member.recipientEmail,
+      member.recipientName,
+      member.locale,
+      member.timeZone,
+      now,
+      member.traceId,
+      member.unsubscribeUrl,
+      member.model,
+      member.recipientHash,
+    )
+}
+
+/** Whether a planned notification is told in a digest. */
+export function isDigestMember(row: NotificationRow): row is DigestMember {
+  return row.status === 'digested' && row.digest !== undefined
+}
+
+/**
+ * Fences the due digests of a list so that nothing joins them any more:
+ * `collecting → closing`, and stamps `enqueued_at`, from which the cron's
+ * stuck search counts its grace should this close not finish. A digest
+ * already `closing` (a close that died, or one running now) stays as it is
+ * and is closed again: the content is the same, and only one write of it
+ * lands (`closeDigest`). Parameters: JSON array of ids, now.
+ */
+export function fenceDigests(db: D1Database, ids: string, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'closing', updated_at = ?2, enqueued_at = ?2
+       WHERE id IN (SELECT value FROM json_each(?1)) AND ${STATUS_AS_FILTER} = 'collecting' AND scheduled_at <= ?2`,
+    )
+    .bind(ids, now)
+}
+
+/** A fenced digest, as its close reads it. */
+export type ClosingDigest = {
+  id: string
+  kind: string
+  channel: string
+  urgency: Urgency
+  recipient_user_id: string
+  unsubscribe_url: string | null
+}
+
+/** The fenced digests of a list (read in the fence's D1 batch, after it). Parameters: JSON array of ids. */
+export function closingDigests(db: D1Database, ids: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `SELECT id, kind, channel, urgency, recipient_user_id, unsubscribe_url FROM notifications
+       WHERE id IN (SELECT value FROM json_each(?1)) AND ${STATUS_AS_FILTER} = 'closing'`,
+    )
+    .bind(ids)
+}
+
+/** One member of a closing digest, as its close reads it: `position` from 1, oldest first, of `total`. */
+export type DigestMemberRow = {
+  digest_id: string
+  model: string | null
+  recipient_email: string | null
+  recipient_name: string | null
+  recipient_hash: string | null
+  locale: string | null
+  time_zone: string | null
+  position: number
+  total: number
+}
+
+/**
+ * The members a digest's email tells, oldest first: the first `?2` (the
+ * email's `items`), and the newest, whose recipient snapshot the email goes
+ * to (a contact that changed while the digest collected), each with how many
+ * there are in all (`count`). Members of a digest not fenced are not read:
+ * the statement runs after the fence, in its D1 batch, so it sees exactly
+ * the members the fence closed in. Parameters: JSON array of digest ids, most items.
+ */
+export function digestMembers(db: D1Database, ids: string, maxItems: number): D1PreparedStatement {
+  return db
+    .prepare(
+      `SELECT digest_id, model, recipient_email, recipient_name, recipient_hash, locale, time_zone, position, total
+       FROM (SELECT digest_id, model, recipient_email, recipient_name, recipient_hash, locale, time_zone,
+               row_number() OVER (PARTITION BY digest_id ORDER BY created_at, id) AS position,
+               count(*) OVER (PARTITION BY digest_id) AS total
+             FROM notifications INDEXED BY notifications_digest
+             WHERE digest_id IN (SELECT id FROM notifications
+                                 WHERE id IN (SELECT value FROM json_each(?1)) AND ${STATUS_AS_FILTER} = 'closing'))
+       WHERE position <= ?2 OR position = total
+       ORDER BY digest_id, position`,
+    )
+    .bind(ids, maxItems)
+}
+
+/** What a closed digest's email is: rendered content, recipient snapshot, size and send time. */
+export type ClosedDigest = {
+  id: string
+  subject: string
+  textBody: string
+  htmlBody: string | null
+  templateVersion: number
+  locale: string
+  timeZone: string | null
+  recipientEmail: string | null
+  recipientName: string | null
+  recipientHash: string | null
+  unsubscribeUrl: string | null
+  size: number
+  scheduledAt: string
+}
+
+/**
+ * A fenced digest becomes an email: `closing → pending` with its content, its
+ * size and its send time (quiet hours apply to it as to any notification).
+ * Only under the fence: of two closes of one digest, one write lands.
+ * Parameters: see the binding.
+ */
+export function closeDigest(db: D1Database, digest: ClosedDigest, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'pending', subject = ?2, text_body = ?3, html_body = ?4, template_version = ?5,
+         locale = ?6, time_zone = ?7, recipient_email = ?8, recipient_name = ?9, recipient_hash = ?10,
+         unsubscribe_url = ?11, digest_size = ?12, scheduled_at = ?13, status_reason = NULL, error_code = NULL,
+         updated_at = ?14, enqueued_at = ?14
+       WHERE id = ?1 AND status = 'closing'
+       RETURNING id, scheduled_at`,
+    )
+    .bind(
+      digest.id,
+      digest.subject,
+      digest.textBody,
+      digest.htmlBody,
+      digest.templateVersion,
+      digest.locale,
+      digest.timeZone,
+      digest.recipientEmail,
+      digest.recipientName,
+      digest.recipientHash,
+      digest.unsubscribeUrl,
+      digest.size,
+      digest.scheduledAt,
+      now,
+    )
+}
+
+/**
+ * A fenced digest that cannot become an email: `failed` with the code (a
+ * template missing or failing: replay closes it again once it is fixed), or
+ * `superseded` when it told nothing. Parameters: id, status, code, reason, now.
+ */
+export function endDigest(
+  db: D1Database,
+  id: string,
+  status: 'failed' | 'superseded',
+  code: string | null,
+  reason: string,
+  now: string,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = ?2, error_code = ?3, status_reason = ?4, updated_at = ?5
+       WHERE id = ?1 AND status = 'closing'`,
+    )
+    .bind(id, status, code, reason, now)
+}

@@ -1,0 +1,395 @@
+import { env } from 'cloudflare:workers'
+import { describe, expect, it } from 'vitest'
+import {
+  closingDigests,
+  type DigestMember,
+  digestMembers,
+  fenceDigests,
+  insertMember,
+  openDigest,
+} from '../src/notifications/digest.ts'
+import { selectStuckNotifications } from '../src/notifications/stuck.ts'
+import {
+  ADMIN_TOKEN,
+  deliverBatch,
+  dispatchBatch,
+  dispatchOnce,
+  freshInbound,
+  guid,
+  notificationsOf,
+  parseMime,
+  runCron,
+} from './helpers.ts'
+import { fetchWorker } from './worker-fetch.ts'
+
+/**
+ * Digests inside workerd with the real local D1 and queues: membership is
+ * written with the event (src/notifications/digest.ts), the close is fenced
+ * and rendered by the dispatch consumer (src/dispatch/close-stage.ts), and the
+ * digest's email is then sent like any notification.
+ */
+
+type DigestRow = {
+  id: string
+  status: string
+  kind: string
+  scheduled_at: string
+  digest_size: number | null
+  subject: string | null
+  text_body: string | null
+  recipient_email: string | null
+  error_code: string | null
+  enqueued_at: string | null
+}
+
+/** A recipient who chose digests of ResponseCreated by email. */
+async function digestOwner(): Promise<{ userId: string; email: string }> {
+  const userId = guid()
+  await env.DB.prepare(
+    `INSERT INTO preferences (user_id, kind, channel, enabled, source, updated_at, mode)
+     VALUES (?1, 'ResponseCreated', 'email', 1, 'api', ?2, 'digest')`,
+  )
+    .bind(userId, new Date().toISOString())
+    .run()
+  return { userId, email: `owner-${userId.slice(0, 8)}@example.com` }
+}
+
+/** A response.created event to `owner`'s project `title`, and its event id. */
+function response(owner: { userId: string; email: string }, title: string, actor = 'Михаил Дизайнер') {
+  let eventId = ''
+  const message = freshInbound('response.created', (value) => {
+    const data = value.data as Record<string, unknown>
+    data.projectTitle = title
+    data.recipient = { userId: owner.userId, email: owner.email, displayName: 'Анна Клиент' }
+    data.actor = { userId: guid(), displayName: actor }
+    eventId = (value.envelope as { eventId: string }).eventId
+  })
+  return { message, eventId }
+}
+
+async function consume(messages: unknown[], attempts = 1) {
+  return deliverBatch(messages.map((body) => ({ id: `m-${guid()}`, attempts, body })))
+}
+
+async function digestsOf(userId: string): Promise<DigestRow[]> {
+  const { results } = await env.DB.prepare(
+    `SELECT id, status, kind, scheduled_at, digest_size, subject, text_body, recipient_email, error_code, enqueued_at
+     FROM notifications WHERE recipient_user_id = ?1 AND is_digest = 1 ORDER BY created_at, id`,
+  )
+    .bind(userId)
+    .all<DigestRow>()
+  return results
+}
+
+async function membersOf(digestId: string): Promise<{ id: string; event_id: string; status: string }[]> {
+  const { results } = await env.DB.prepare(
+    'SELECT id, event_id, status FROM notifications WHERE digest_id = ?1 ORDER BY created_at, id',
+  )
+    .bind(digestId)
+    .all<{ id: string; event_id: string; status: string }>()
+  return results
+}
+
+/** Moves a digest's close into the past, as if its window had passed. */
+async function windowPassed(digestId: string): Promise<string> {
+  const past = new Date(Date.now() - 1000).toISOString()
+  await env.DB.prepare("UPDATE notifications SET scheduled_at = ?2 WHERE id = ?1 AND status = 'collecting'")
+    .bind(digestId, past)
+    .run()
+  return past
+}
+
+async function sentOf(id: string): Promise<string[]> {
+  const { results } = await env.DB.prepare('SELECT raw FROM sent_messages WHERE notification_id = ?1')
+    .bind(id)
+    .all<{ raw: string }>()
+  return results.map((row) => row.raw)
+}
+
+/** Closes a due digest by its message, then sends it by the message the close put back on the queue. */
+async function closeAndSend(digestId: string, due: string) {
+  const closed = await dispatchOnce({ notificationId: digestId, due })
+  const next = closed.enqueued.find((message) => message.body.notificationId === digestId)
+  expect(next, 'the close puts the digest back on the queue').toBeDefined()
+  const sent = await dispatchOnce(next?.body as { notificationId: string; due: string })
+  return { closed, sent }
+}
+
+describe('digests', () => {
+  it('five responses to one project become one email that lists them, sent once', async () => {
+    const owner = await digestOwner()
+    const events = Array.from({ length: 5 }, (_, index) =>
+      response(owner, 'Редизайн лендинга', ['Михаил', 'Ольга', 'Пётр', 'Ирина', 'Сергей'][index]),
+    )
+    // Two consumer batches: the first opens the digest, the second joins it.
+    const first = await consume(events.slice(0, 2).map((event) => event.message))
+    expect(first.explicitAcks).toHaveLength(2)
+    await consume(events.slice(2).map((event) => event.message))
+
+    const [digest, ...others] = await digestsOf(owner.userId)
+    expect(others).toHaveLength(0)
+    expect(digest?.status).toBe('collecting')
+    const members = await membersOf(digest?.id as string)
+    expect(members.map((member) => member.event_id).sort()).toEqual(events.map((event) => event.eventId).sort())
+    expect(members.every((member) => member.status === 'digested')).toBe(true)
+    for (const event of events) {
+      const [notification] = await notificationsOf(event.eventId)
+      expect(notification?.status).toBe('digested')
+      expect(await sentOf(notification?.id as string)).toHaveLength(0)
+    }
+
+    const due = await windowPassed(digest?.id as string)
+    const { sent } = await closeAndSend(digest?.id as string, due)
+    expect(sent.explicitAcks).toHaveLength(1)
+    const [closed] = await digestsOf(owner.userId)
+    expect(closed?.status).toBe('sent')
+    expect(closed?.digest_size).toBe(5)
+    expect(closed?.recipient_email).toBe(owner.email)
+    const [raw, ...again] = await sentOf(digest?.id as string)
+    expect(again).toHaveLength(0)
+    const mail = parseMime(raw as string)
+    expect(mail.headers.subject).toBe('5 новых откликов на ваш проект «Редизайн лендинга»')
+    for (const name of ['Михаил', 'Ольга', 'Пётр', 'Ирина', 'Сергей']) expect(mail.text).toContain(name)
+    expect(mail.headers['list-unsubscribe']).toContain('/u/')
+    // The members stay digested: their email is the digest's.
+    expect((await membersOf(digest?.id as string)).every((member) => member.status === 'digested')).toBe(true)
+  })
+
+  it('a redelivered event, and one planned again after its processed mark was pruned, joins no digest twice', async () => {
+    const owner = await digestOwner()
+    const events = [response(owner, 'Проект А'), response(owner, 'Проект Б')]
+    await consume(events.map((event) => event.message))
+    await consume(
+      events.map((event) => event.message),
+      2,
+    )
+    // Its digest has gone out by the time the event comes back: none is open to absorb a second join.
+    const [digest] = await digestsOf(owner.userId)
+    await closeAndSend(digest?.id as string, await windowPassed(digest?.id as string))
+    // Past the KV fast path and the processed mark: the event is planned and written again.
+    for (const event of events) {
+      const key = `arthunt:response.created:${event.eventId}`
+      await env.DB.prepare('DELETE FROM processed_events WHERE idempotency_key = ?1').bind(key).run()
+      await env.IDEMPOTENCY.delete(key)
+    }
+    await consume(
+      events.map((event) => event.message),
+      3,
+    )
+    const digests = await digestsOf(owner.userId)
+    expect(digests.map((one) => one.status)).toEqual(['sent'])
+    expect(await membersOf(digests[0]?.id as string)).toHaveLength(2)
+    expect(await sentOf(digest?.id as string)).toHaveLength(1)
+  })
+
+  it('an event that arrives while its digest is being closed opens the next digest', async () => {
+    const owner = await digestOwner()
+    const early = response(owner, 'Проект')
+    await consume([early.message])
+    const [first] = await digestsOf(owner.userId)
+    // A close in flight: fenced, not yet written.
+    await env.DB.prepare("UPDATE notifications SET status = 'closing', scheduled_at = ?2 WHERE id = ?1")
+      .bind(first?.id, new Date(Date.now() - 1000).toISOString())
+      .run()
+    const late = response(owner, 'Проект')
+    await consume([late.message])
+    const digests = await digestsOf(owner.userId)
+    expect(digests.map((digest) => digest.status)).toEqual(['closing', 'collecting'])
+    expect((await membersOf(digests[0]?.id as string)).map((member) => member.event_id)).toEqual([early.eventId])
+    expect((await membersOf(digests[1]?.id as string)).map((member) => member.event_id)).toEqual([late.eventId])
+  })
+
+  it('a digest of one is the kind’s own email, as it would have gone at once', async () => {
+    const owner = await digestOwner()
+    const only = response(owner, 'Единственный проект', 'Ольга Иллюстратор')
+    await consume([only.message])
+    const [digest] = await digestsOf(owner.userId)
+    const due = await windowPassed(digest?.id as string)
+    await closeAndSend(digest?.id as string, due)
+    const [raw] = await sentOf(digest?.id as string)
+    const mail = parseMime(raw as string)
+    expect(mail.headers.subject).toBe('Новый отклик на ваш проект')
+    expect(mail.text).toContain('Ольга Иллюстратор откликнулся на ваш проект «Единственный проект»')
+  })
+
+  it('two messages closing one digest in one batch, and a second close after the first: one close, one email', async () => {
+    const owner = await digestOwner()
+    await consume([response(owner, 'П1').message, response(owner, 'П2').message])
+    const [digest] = await digestsOf(owner.userId)
+    const due = await windowPassed(digest?.id as string)
+    const body = { notificationId: digest?.id as string, due }
+    const closed = await dispatchBatch([body, body])
+    expect(closed.enqueued.filter((message) => message.body.notificationId === digest?.id)).toHaveLength(1)
+    // A late duplicate of the close message: the digest is pending now, its due time is the send's.
+    const late = await dispatchOnce(body)
+    expect(late.enqueued).toHaveLength(0)
+    await dispatchOnce(closed.enqueued[0]?.body as { notificationId: string; due: string })
+    expect(await sentOf(digest?.id as string)).toHaveLength(1)
+  })
+
+  it('a close that died after its fence is finished by the cron: the members it fenced, one email', async () => {
+    const owner = await digestOwner()
+    const events = [response(owner, 'П'), response(owner, 'П')]
+    await consume(events.map((event) => event.message))
+    const [digest] = await digestsOf(owner.userId)
+    const fencedAt = new Date(Date.now() - 10 * 60_000).toISOString()
+    await env.DB.prepare(
+      "UPDATE notifications SET status = 'closing', scheduled_at = ?2, enqueued_at = ?2, updated_at = ?2 WHERE id = ?1",
+    )
+      .bind(digest?.id, fencedAt)
+      .run()
+    await runCron(new Date())
+    const stamped = (await digestsOf(owner.userId))[0]
+    expect(stamped?.enqueued_at && stamped.enqueued_at > fencedAt).toBe(true)
+    // The cron's message reaches the real consumer, which closes and sends it.
+    await expect
+      .poll(async () => (await digestsOf(owner.userId))[0]?.status, { timeout: 30_000, interval: 100 })
+      .toBe('sent')
+    expect(await sentOf(digest?.id as string)).toHaveLength(1)
+    expect((await digestsOf(owner.userId))[0]?.digest_size).toBe(2)
+  })
+
+  it('a digest whose template fails ends failed and dead-lettered; replayed once fixed, it is sent', async () => {
+    const owner = await digestOwner()
+    await consume([response(owner, 'А').message, response(owner, 'Б').message])
+    const [digest] = await digestsOf(owner.userId)
+    const stored = await env.DB.prepare(
+      `INSERT INTO templates (kind, locale, channel, version, subject, text_body, html_body, active, created_at)
+       VALUES ('ResponseCreated.digest', 'ru', 'email', 9001, '{{ count | no_such_filter }}', 'x', 'x', 1, ?1)`,
+    )
+      .bind(new Date().toISOString())
+      .run()
+    expect(stored.success).toBe(true)
+    try {
+      const due = await windowPassed(digest?.id as string)
+      const closed = await dispatchOnce({ notificationId: digest?.id as string, due })
+      expect(closed.enqueued).toHaveLength(0)
+      const [failed] = await digestsOf(owner.userId)
+      expect(failed?.status).toBe('failed')
+      expect(failed?.error_code).toBe('NTF_TEMPLATE_INVALID')
+    } finally {
+      await env.DB.prepare("DELETE FROM templates WHERE kind = 'ResponseCreated.digest' AND version = 9001").run()
+    }
+    // The dead letter reaches the operator; its replay closes the digest again, with the template fixed.
+    const deadLetterOf = async () =>
+      await env.DB.prepare(
+        "SELECT id FROM dead_letters WHERE queue = 'notify-dispatch' AND json_extract(body, '$.notificationId') = ?1",
+      )
+        .bind(digest?.id)
+        .first<{ id: string }>()
+    await expect.poll(deadLetterOf, { timeout: 30_000, interval: 100 }).toBeTruthy()
+    const row = await deadLetterOf()
+    const replay = await fetchWorker(`/v1/dead-letters/${row?.id}/replay`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    })
+    expect(replay.status).toBe(200)
+    await expect
+      .poll(async () => (await digestsOf(owner.userId))[0]?.status, { timeout: 30_000, interval: 100 })
+      .toBe('sent')
+    const [raw, ...again] = await sentOf(digest?.id as string)
+    expect(again).toHaveLength(0)
+    expect(parseMime(raw as string).headers.subject).toBe('2 новых отклика на ваши проекты')
+  })
+})
+
+/** `count` digests of other recipients, collecting (not due) with two members each, in one D1 batch. */
+async function digestBacklog(count: number, tag: string): Promise<void> {
+  const now = new Date().toISOString()
+  const later = new Date(Date.now() + 3_600_000).toISOString()
+  const insert = (id: string, user: string, event: string, status: string, digestId: string | null) =>
+    env.DB.prepare(
+      `INSERT INTO notifications (id, idempotency_key, event_id, source, kind, channel, urgency, recipient_user_id,
+         status, scheduled_at, created_at, updated_at, is_digest, digest_id, model)
+       VALUES (?1, ?3, ?3, 'http', 'ResponseCreated', 'email', 'normal', ?2, ?4, ?6, ?7, ?7, ?5, ?8, '{}')`,
+    ).bind(id, user, event, status, digestId ? 0 : 1, status === 'collecting' ? later : now, now, digestId)
+  const statements: D1PreparedStatement[] = []
+  for (let index = 0; index < count; index += 1) {
+    const user = `backlog-${tag}-${index}`
+    const digest = `ntf_backlog_${tag}_${index}`
+    statements.push(insert(digest, user, `digest:${digest}`, 'collecting', null))
+    for (const member of [1, 2]) {
+      statements.push(insert(`${digest}_${member}`, user, `${digest}-event-${member}`, 'digested', digest))
+    }
+  }
+  await env.DB.batch(statements)
+}
+
+describe('what the digest statements read', () => {
+  it('joining, fencing, reading members and the search for lost closes read their own rows, not the backlog', async () => {
+    const tag = guid().slice(0, 8)
+    await digestBacklog(200, tag)
+    const owner = await digestOwner()
+    const events = [response(owner, 'П'), response(owner, 'П')]
+    await consume(events.map((event) => event.message))
+    const [digest] = await digestsOf(owner.userId)
+    const id = digest?.id as string
+    // A third member joins: both statements find the open digest by the partial unique index, the member by key.
+    const member = {
+      ...(await env.DB.prepare('SELECT * FROM notifications WHERE digest_id = ?1 LIMIT 1').bind(id).first()),
+    }
+    const third: DigestMember = {
+      id: `ntf_third_${tag}`,
+      idempotencyKey: `third:${tag}`,
+      eventId: `third-${tag}`,
+      source: 'http',
+      kind: 'ResponseCreated',
+      channel: 'email',
+      urgency: 'normal',
+      recipientUserId: owner.userId,
+      recipientEmail: owner.email,
+      recipientHash: null,
+      recipientName: null,
+      locale: 'ru',
+      timeZone: 'Europe/Moscow',
+      subject: null,
+      textBody: null,
+      htmlBody: null,
+      templateVersion: null,
+      status: 'digested',
+      statusReason: null,
+      errorCode: null,
+      isFallback: false,
+      decisionPerson: null,
+      decisionRequest: null,
+      decisionAt: null,
+      scheduledAt: new Date().toISOString(),
+      traceId: null,
+      unsubscribeUrl: null,
+      model: String(member.model),
+      digest: { id: `ntf_unused_${tag}`, closesAt: new Date().toISOString() },
+    }
+    const [open, join] = await env.DB.batch([
+      openDigest(env.DB, third, new Date().toISOString()),
+      insertMember(env.DB, third, new Date().toISOString()),
+    ])
+    expect(open?.meta.changes).toBe(0)
+    expect(join?.meta.changes).toBeGreaterThan(0)
+    for (const result of [open, join]) expect(result?.meta.rows_read).toBeLessThan(50)
+    const due = await windowPassed(id)
+    const ids = JSON.stringify([id])
+    const now = new Date().toISOString()
+    const [fence, closing, members] = await env.DB.batch([
+      fenceDigests(env.DB, ids, now),
+      closingDigests(env.DB, ids),
+      digestMembers(env.DB, ids, 50),
+    ])
+    // The fence took it (its changes count the counting triggers' rows too), and the read after it sees it closing.
+    expect(fence?.meta.changes).toBeGreaterThan(0)
+    expect(closing?.results).toHaveLength(1)
+    expect(((members?.results ?? []) as { position: number }[]).map((row) => row.position)).toEqual([1, 2, 3])
+    // Each finds its rows by key: a few rows apiece beside 200 digests and 400 members.
+    for (const result of [fence, closing, members]) expect(result?.meta.rows_read).toBeLessThan(50)
+
+    const stuck = await selectStuckNotifications(
+      env.DB,
+      new Date(Date.now() + 600_000).toISOString(),
+      new Date(Date.now() + 480_000).toISOString(),
+      100,
+    ).all<{ id: string }>()
+    expect(stuck.results.map((row) => row.id)).toContain(id)
+    expect(due <= now).toBe(true)
+    // The fenced digest and the pending notifications other tests left: through the status index.
+    expect(stuck.meta.rows_read).toBeLessThan(200)
+  })
+})
