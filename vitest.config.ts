@@ -23,6 +23,9 @@ export default defineConfig({
           // The tests' shared Resend team has a raised limit (test/fake-resend.ts), and the Worker is
           // told so; tests of the send pace use teams at Resend's default and say their own rate.
           RESEND_REQUESTS_PER_SECOND: '500',
+          // Digests close a second after they open, so that a test waits for a response's email as for
+          // any other; test/digest.test.ts closes its own digests and sets a long window.
+          DIGEST_WINDOW_SECONDS: '1',
           TEST_MIGRATIONS: await readD1Migrations('./migrations/d1'),
         },
       },

@@ -76,6 +76,8 @@ export async function startLocalWorker(
     RESEND_WEBHOOK_SECRET: 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ=',
     PUBLIC_URL: `http://127.0.0.1:${port}`,
     CONSOLE_SESSION_KEY: 'test-console-session-key-0123456789abcdef',
+    // A digest closes two seconds after it opens: a test waits for a response's email as for any other.
+    DIGEST_WINDOW_SECONDS: '2',
     ...vars,
   }
   for (const [name, value] of Object.entries(all)) args.push('--var', `${name}:${value}`)

@@ -4,7 +4,7 @@ import { z } from 'zod'
 import { configOf } from '../src/config.ts'
 import type { KindDefinition, TemplateParts } from '../src/events/define.ts'
 import { defineEventType } from '../src/events/define.ts'
-import { deliveryOf, kindOf, registerEventType } from '../src/events/registry.ts'
+import { deliveryModeOf, deliveryOf, kindOf, registerEventType } from '../src/events/registry.ts'
 import { digestCloseAt } from '../src/materialize/digest-schedule.ts'
 import { exampleModelOf } from '../src/templates/examples.ts'
 import { render } from '../src/templates/render.ts'
@@ -83,9 +83,17 @@ describe('a kind declares how it is delivered', () => {
     ).not.toThrow()
   })
 
-  it('ResponseCreated declares a 10-minute digest on email (instant until digests are built); a kind without a policy is instant', () => {
-    expect(deliveryOf('ResponseCreated', 'email')).toEqual({ default: 'instant', digest: { window: { minutes: 10 } } })
+  it('ResponseCreated goes in a 10-minute digest on email by default, at most 5 an hour one by one; a kind without a policy is instant', () => {
+    expect(deliveryOf('ResponseCreated', 'email')).toEqual({
+      default: 'digest',
+      digest: { window: { minutes: 10 } },
+      throttle: { max: 5, windowMinutes: 60 },
+    })
     expect(deliveryOf('VerificationApproved', 'email')).toEqual({ default: 'instant' })
+    // The recipient's choice decides where the kind has a digest; nothing makes a kind without one digested.
+    expect(deliveryModeOf('ResponseCreated', 'email', undefined)).toBe('digest')
+    expect(deliveryModeOf('ResponseCreated', 'email', 'instant')).toBe('instant')
+    expect(deliveryModeOf('InvitationCreated', 'email', 'digest')).toBe('instant')
   })
 })
 

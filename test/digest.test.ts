@@ -9,6 +9,7 @@ import {
   openDigest,
 } from '../src/notifications/digest.ts'
 import { selectStuckNotifications } from '../src/notifications/stuck.ts'
+import { beginWindow, countSend, insertThrottled, type ThrottledRow } from '../src/notifications/throttle.ts'
 import {
   ADMIN_TOKEN,
   deliverBatch,
@@ -67,14 +68,22 @@ function response(owner: { userId: string; email: string }, title: string, actor
   return { message, eventId }
 }
 
+/**
+ * Delivers events to the notify-events consumer with a ten-minute digest window, so that no
+ * digest closes by its own message while a test looks at it: the tests close them by hand.
+ */
 async function consume(messages: unknown[], attempts = 1) {
-  return deliverBatch(messages.map((body) => ({ id: `m-${guid()}`, attempts, body })))
+  return deliverBatch(
+    messages.map((body) => ({ id: `m-${guid()}`, attempts, body })),
+    'notify-events',
+    { DIGEST_WINDOW_SECONDS: '600' },
+  )
 }
 
 async function digestsOf(userId: string): Promise<DigestRow[]> {
   const { results } = await env.DB.prepare(
     `SELECT id, status, kind, scheduled_at, digest_size, subject, text_body, recipient_email, error_code, enqueued_at
-     FROM notifications WHERE recipient_user_id = ?1 AND is_digest = 1 ORDER BY created_at, id`,
+     FROM notifications WHERE recipient_user_id = ?1 AND is_digest = 1 ORDER BY created_at, rowid`,
   )
     .bind(userId)
     .all<DigestRow>()
@@ -83,7 +92,7 @@ async function digestsOf(userId: string): Promise<DigestRow[]> {
 
 async function membersOf(digestId: string): Promise<{ id: string; event_id: string; status: string }[]> {
   const { results } = await env.DB.prepare(
-    'SELECT id, event_id, status FROM notifications WHERE digest_id = ?1 ORDER BY created_at, id',
+    'SELECT id, event_id, status FROM notifications WHERE digest_id = ?1 ORDER BY created_at, rowid',
   )
     .bind(digestId)
     .all<{ id: string; event_id: string; status: string }>()
@@ -199,17 +208,24 @@ describe('digests', () => {
     expect((await membersOf(digests[1]?.id as string)).map((member) => member.event_id)).toEqual([late.eventId])
   })
 
-  it('a digest of one is the kind’s own email, as it would have gone at once', async () => {
+  it('a digest of one is no digest: its notification goes out as itself, as it would have at once', async () => {
     const owner = await digestOwner()
     const only = response(owner, 'Единственный проект', 'Ольга Иллюстратор')
     await consume([only.message])
     const [digest] = await digestsOf(owner.userId)
+    const [member] = await notificationsOf(only.eventId)
     const due = await windowPassed(digest?.id as string)
-    await closeAndSend(digest?.id as string, due)
-    const [raw] = await sentOf(digest?.id as string)
-    const mail = parseMime(raw as string)
-    expect(mail.headers.subject).toBe('Новый отклик на ваш проект')
-    expect(mail.text).toContain('Ольга Иллюстратор откликнулся на ваш проект «Единственный проект»')
+    const closed = await dispatchOnce({ notificationId: digest?.id as string, due })
+    expect(closed.enqueued.map((message) => message.body.notificationId)).toEqual([member?.id])
+    await dispatchOnce(closed.enqueued[0]?.body as { notificationId: string; due: string })
+    const [sent] = await notificationsOf(only.eventId)
+    expect(sent).toMatchObject({ status: 'sent', subject: 'Новый отклик на ваш проект' })
+    const [raw, ...again] = await sentOf(member?.id as string)
+    expect(again).toHaveLength(0)
+    expect(parseMime(raw as string).text).toContain('Ольга Иллюстратор откликнулся на ваш проект «Единственный проект»')
+    expect(await sentOf(digest?.id as string)).toHaveLength(0)
+    const [superseded] = await digestsOf(owner.userId)
+    expect(superseded).toMatchObject({ status: 'superseded', digest_size: 1 })
   })
 
   it('two messages closing one digest in one batch, and a second close after the first: one close, one email', async () => {
@@ -391,5 +407,156 @@ describe('what the digest statements read', () => {
     expect(due <= now).toBe(true)
     // The fenced digest and the pending notifications other tests left: through the status index.
     expect(stuck.meta.rows_read).toBeLessThan(200)
+  })
+})
+
+/** A recipient who chose ResponseCreated by email one by one (instant), under its throttle of 5 an hour. */
+async function instantOwner(): Promise<{ userId: string; email: string }> {
+  const userId = guid()
+  await env.DB.prepare(
+    `INSERT INTO preferences (user_id, kind, channel, enabled, source, updated_at, mode)
+     VALUES (?1, 'ResponseCreated', 'email', 1, 'api', ?2, 'instant')`,
+  )
+    .bind(userId, new Date().toISOString())
+    .run()
+  return { userId, email: `instant-${userId.slice(0, 8)}@example.com` }
+}
+
+async function statusesOf(eventIds: readonly string[]): Promise<string[]> {
+  const statuses: string[] = []
+  for (const eventId of eventIds) statuses.push(...(await notificationsOf(eventId)).map((row) => row.status))
+  return statuses
+}
+
+describe('throttling', () => {
+  it('past five responses an hour, an instant owner’s next ones fold into one digest; none is lost, none sent twice', async () => {
+    const owner = await instantOwner()
+    const events = Array.from({ length: 8 }, (_, index) => response(owner, `Проект ${index}`))
+    await consume(events.slice(0, 3).map((event) => event.message))
+    await consume(events.slice(3).map((event) => event.message))
+    const statuses = await statusesOf(events.map((event) => event.eventId))
+    expect(statuses.filter((status) => status !== 'digested')).toHaveLength(5)
+    expect(statuses.filter((status) => status === 'digested')).toHaveLength(3)
+    const [digest, ...more] = await digestsOf(owner.userId)
+    expect(more).toHaveLength(0)
+    const members = await membersOf(digest?.id as string)
+    expect(members.map((member) => member.event_id)).toEqual(events.slice(5).map((event) => event.eventId))
+    // A folded notification keeps its model for the digest, not a rendering of its own.
+    const folded = await env.DB.prepare('SELECT subject, model, status_reason FROM notifications WHERE id = ?1')
+      .bind(members[0]?.id)
+      .first<{ subject: string | null; model: string | null; status_reason: string }>()
+    expect(folded?.subject).toBeNull()
+    expect(JSON.parse(folded?.model as string).projectTitle).toBe('Проект 5')
+    expect(folded?.status_reason).toContain('over the throttle of 5 per 60 min')
+
+    // A redelivery of every event takes no place in the window and adds no member.
+    await consume(
+      events.map((event) => event.message),
+      2,
+    )
+    expect(await membersOf(digest?.id as string)).toHaveLength(3)
+    const window = await env.DB.prepare(
+      "SELECT used FROM throttle_windows WHERE user_id = ?1 AND kind = 'ResponseCreated' AND channel = 'email'",
+    )
+      .bind(owner.userId)
+      .first<{ used: number }>()
+    expect(window?.used).toBe(5)
+
+    const due = await windowPassed(digest?.id as string)
+    await closeAndSend(digest?.id as string, due)
+    const [raw] = await sentOf(digest?.id as string)
+    expect(parseMime(raw as string).headers.subject).toBe('3 новых отклика на ваши проекты')
+  })
+
+  it('two batches racing for the last places of a window: exactly the throttle’s number go out at once', async () => {
+    const owner = await instantOwner()
+    const events = Array.from({ length: 8 }, (_, index) => response(owner, `Гонка ${index}`))
+    await Promise.all([
+      consume(events.slice(0, 4).map((event) => event.message)),
+      consume(events.slice(4).map((event) => event.message)),
+    ])
+    const statuses = await statusesOf(events.map((event) => event.eventId))
+    expect(statuses.filter((status) => status === 'digested')).toHaveLength(3)
+    expect(statuses).toHaveLength(8)
+  })
+
+  it('a window that ended begins anew: the next response goes out at once', async () => {
+    const owner = await instantOwner()
+    const first = Array.from({ length: 6 }, (_, index) => response(owner, `Окно ${index}`))
+    await consume(first.map((event) => event.message))
+    expect((await statusesOf(first.map((event) => event.eventId))).filter((s) => s === 'digested')).toHaveLength(1)
+    await env.DB.prepare('UPDATE throttle_windows SET window_start = ?2 WHERE user_id = ?1')
+      .bind(owner.userId, new Date(Date.now() - 61 * 60_000).toISOString())
+      .run()
+    const next = response(owner, 'Новое окно')
+    await consume([next.message])
+    const [row] = await notificationsOf(next.eventId)
+    expect(row?.status).not.toBe('digested')
+    expect(row?.status).not.toBe('throttled')
+  })
+
+  it('a kind without a digest ends throttled past its limit: recorded with what it would have said, counted, not sent', async () => {
+    const userId = guid()
+    const now = new Date().toISOString()
+    const row = (index: number): ThrottledRow => ({
+      id: `ntf_thr_${userId.slice(0, 8)}_${index}`,
+      idempotencyKey: `thr:${userId}:${index}`,
+      eventId: `thr-${userId}-${index}`,
+      source: 'http',
+      kind: 'InvitationCreated',
+      channel: 'email',
+      urgency: 'normal',
+      recipientUserId: userId,
+      recipientEmail: `thr-${userId.slice(0, 8)}@example.com`,
+      recipientHash: null,
+      recipientName: null,
+      locale: 'ru',
+      timeZone: 'Europe/Moscow',
+      subject: `Приглашение ${index}`,
+      textBody: 'Текст',
+      htmlBody: '<p>Текст</p>',
+      templateVersion: 0,
+      status: 'pending',
+      statusReason: null,
+      errorCode: null,
+      isFallback: false,
+      decisionPerson: null,
+      decisionRequest: null,
+      decisionAt: null,
+      scheduledAt: now,
+      traceId: null,
+      unsubscribeUrl: null,
+      model: null,
+      throttle: {
+        max: 2,
+        windowMinutes: 60,
+        windowFloor: new Date(Date.now() - 3_600_000).toISOString(),
+        model: '{}',
+      },
+    })
+    const counted: number[] = []
+    for (const index of [0, 1, 2]) {
+      const planned = row(index)
+      const results = await env.DB.batch([
+        beginWindow(env.DB, planned, now),
+        insertThrottled(env.DB, planned, now),
+        countSend(env.DB, planned, now),
+      ])
+      counted.push(results[2]?.meta.changes ?? 0)
+    }
+    expect(counted).toEqual([1, 1, 0])
+    const { results } = await env.DB.prepare(
+      'SELECT status, subject, status_reason, digest_id FROM notifications WHERE recipient_user_id = ?1 ORDER BY id',
+    )
+      .bind(userId)
+      .all<{ status: string; subject: string; status_reason: string | null; digest_id: string | null }>()
+    expect(results.map((one) => one.status)).toEqual(['pending', 'pending', 'throttled'])
+    expect(results[2]).toMatchObject({ subject: 'Приглашение 2', digest_id: null })
+    expect(results[2]?.status_reason).toBe('over the throttle of 2 per 60 min')
+    const metric = await env.DB.prepare(
+      `SELECT value FROM counters WHERE name = 'notify_notifications_total'
+       AND labels = '{"channel":"email","kind":"InvitationCreated","status":"throttled"}'`,
+    ).first<{ value: number }>()
+    expect(metric?.value).toBeGreaterThanOrEqual(1)
   })
 })

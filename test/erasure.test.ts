@@ -212,7 +212,8 @@ describe('erasure', () => {
     expect(answer.body.erased).toEqual({
       sentMessages: 1,
       deliveryEvents: 1,
-      notifications: 2,
+      // The response's notification, the digest it was collected in (closed with it alone), the pending one.
+      notifications: 3,
       deadLetters: 2,
       suppressions: 1,
       contacts: 1,
@@ -245,9 +246,9 @@ describe('erasure', () => {
       statusReason: 'the recipient was erased before it was sent',
     })
 
-    // The audit row of the erasure: who, the user id, the counts — no address.
+    // The audit row of the erasure: who, the user id, the counts (their sum: 12) — no address.
     const [row] = await auditOfErasure(person.userId)
-    expect(row).toMatchObject({ actor: 'admin token', role: 'admin', via: 'api', affected: 11 })
+    expect(row).toMatchObject({ actor: 'admin token', role: 'admin', via: 'api', affected: 12 })
     expect(row?.parameters).toEqual({ by: 'userId', erased: answer.body.erased })
 
     // A later event to the erased address is still suppressed: the gate matches the pseudonym.
@@ -258,9 +259,10 @@ describe('erasure', () => {
     expect(kept.body).toMatchObject({ cause: 'operator', active: true })
     expect(kept.body.address).toMatch(/^hmac:[0-9a-f]{64}$/)
 
-    // Erasing again finds the new notification only (the event brought the address back), then nothing.
+    // Erasing again finds the new notification and its digest only (the event brought the address back),
+    // then nothing.
     expect((await call('POST', '/v1/erasures', { userId: person.userId })).body.erased).toMatchObject({
-      notifications: 1,
+      notifications: 2,
       suppressions: 0,
     })
     const third = await call('POST', '/v1/erasures', { userId: person.userId })
@@ -276,7 +278,7 @@ describe('erasure', () => {
     expect(answer.status).toBe(200)
     const target = String(answer.body.target)
     expect(target).toMatch(/^hmac:[0-9a-f]{64}$/)
-    expect(answer.body.erased).toMatchObject({ contacts: 1, notifications: 2, suppressions: 1, auditTargets: 1 })
+    expect(answer.body.erased).toMatchObject({ contacts: 1, notifications: 3, suppressions: 1, auditTargets: 1 })
     expect(await tracesOf(person.email)).toEqual([])
     expect(await tracesOf(person.name)).toEqual([])
     // The operator's old suppression.put now names the pseudonym, as does the erasure itself.

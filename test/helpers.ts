@@ -81,12 +81,20 @@ export function inbound(
   }
 }
 
-/** A sample as an InboundEvent, with fresh ids so each test's event is its own. */
+/**
+ * A sample as an InboundEvent, with fresh ids so each test's event is its own
+ * — a response's project owner too: responses to one owner share a digest and
+ * a throttle window, so a test that means one owner says so in `mutate`.
+ */
 export function freshInbound(name: string, mutate?: (value: Record<string, unknown>) => void): InboundEvent {
   const sample = example(name)
   const id = guid()
   if (sample.contract === 'arthunt') (sample.value.envelope as Record<string, unknown>).eventId = id
   else sample.headers['message-id'] = id
+  if (name === 'response.created') {
+    const data = sample.value.data as { recipient: { userId: string } }
+    data.recipient.userId = guid()
+  }
   mutate?.(sample.value)
   return inbound(sample.value, sample.headers)
 }
@@ -221,6 +229,7 @@ export function parseMime(raw: string): ParsedMail {
 export async function deliverBatch(
   messages: { id: string; attempts: number; body: unknown }[],
   queue = 'notify-events',
+  overrides: Record<string, unknown> = {},
 ) {
   const batch = createMessageBatch(
     queue,
@@ -228,7 +237,7 @@ export async function deliverBatch(
   )
   const spies = batch.messages.map((message) => vi.spyOn(message, 'retry'))
   const ctx = createExecutionContext()
-  await worker.queue(batch, env)
+  await worker.queue(batch, { ...env, ...overrides } as Env)
   const result = await getQueueResult(batch, ctx)
   const retryMessages = batch.messages.flatMap((message, index) =>
     (spies[index]?.mock.calls ?? []).map(([options]) => ({ msgId: message.id, delaySeconds: options?.delaySeconds })),

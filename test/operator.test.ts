@@ -388,8 +388,10 @@ describe('/metrics', () => {
         `${row.queue} ${row.code}`,
       ).toBe(row.n)
     }
+    // Every notification of a kind without a digest is written pending or undeliverable, once; one
+    // of a kind with a digest may be written digested and move to pending later (a digest of one).
     const created = await env.DB.prepare(
-      'SELECT kind, channel, count(*) AS n FROM notifications GROUP BY kind, channel',
+      "SELECT kind, channel, count(*) AS n FROM notifications WHERE kind <> 'ResponseCreated' GROUP BY kind, channel",
     ).all<{
       kind: string
       channel: string
@@ -403,6 +405,16 @@ describe('/metrics', () => {
       expect(total, `${row.kind}`).toBe(row.n)
       expect(samples.get(`notifications_enqueued_total{kind="${row.kind}",channel="${row.channel}"}`)).toBe(
         samples.get(`notify_notifications_total${labels('pending')}`),
+      )
+    }
+    // Each digest is written collecting, once.
+    const digests = await env.DB.prepare(
+      'SELECT kind, channel, count(*) AS n FROM notifications WHERE is_digest = 1 GROUP BY kind, channel',
+    ).all<{ kind: string; channel: string; n: number }>()
+    expect(digests.results.length).toBeGreaterThan(0)
+    for (const row of digests.results) {
+      expect(samples.get(`notify_digests_total{kind="${row.kind}",channel="${row.channel}",status="collecting"}`)).toBe(
+        row.n,
       )
     }
     const sent = await env.DB.prepare(

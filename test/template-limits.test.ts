@@ -128,6 +128,13 @@ describe('template limits', () => {
       Array.from({ length: 100 }, async (_, index) => {
         const userId = guid()
         await seedContact(userId, { locale: 'fr' })
+        // One by one, so that each is rendered now, with its event (a digest renders when it closes).
+        await env.DB.prepare(
+          `INSERT INTO preferences (user_id, kind, channel, enabled, source, updated_at, mode)
+           VALUES (?1, 'ResponseCreated', 'email', 1, 'api', ?2, 'instant')`,
+        )
+          .bind(userId, new Date().toISOString())
+          .run()
         return freshInbound('response.created', (value) => {
           const data = value.data as { recipient: { userId: string }; proposedPrice: number }
           data.recipient.userId = userId

@@ -141,3 +141,15 @@ END;
 -- A recipient's choice of how an optional kind reaches them on a channel, beside `enabled`:
 -- 'instant' or 'digest'; NULL keeps the kind's default.
 ALTER TABLE preferences ADD COLUMN mode TEXT CHECK (mode IN ('instant', 'digest'));
+
+-- A recipient's throttle window of a kind on a channel: when it began and how many notifications
+-- went out in it. Anchored: the first notification after a window ended begins the next one. Only
+-- kinds with a throttle write here, one row per recipient, kind and channel.
+CREATE TABLE throttle_windows (
+  user_id      TEXT NOT NULL,
+  kind         TEXT NOT NULL,
+  channel      TEXT NOT NULL,
+  window_start TEXT NOT NULL,
+  used         INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (user_id, kind, channel)
+) WITHOUT ROWID;

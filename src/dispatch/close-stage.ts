@@ -9,6 +9,7 @@ import {
   digestMembers,
   endDigest,
   fenceDigests,
+  sendMemberAlone,
 } from '../notifications/digest.ts'
 import type { TemplateSource } from '../templates/render.ts'
 import { activeTemplatesOf, templatesOf } from '../templates/store.ts'
@@ -26,11 +27,11 @@ type Rendered = Awaited<ReturnType<typeof renderNotification>>
  * fences them (`collecting → closing`: an event that arrives from now on
  * opens the next digest) and reads, after the fence and in its transaction,
  * exactly the members it closed in, and the templates; each digest is then
- * rendered — its kind's digest template with `items` and `count`, or, for a
- * digest of one, the kind's own template with that one's data, as it would
- * have gone at once — and a second batch writes each `closing → pending` with
- * its content, under the fence. A closed digest's message goes back on the
- * queue for its send time (now, or when quiet hours end), where the claim
+ * rendered with its kind's digest template, `items` and `count`, and a
+ * second batch writes each `closing → pending` with its content, under the
+ * fence — except a digest of one, whose only notification goes out as
+ * itself, rendered as it would have gone at once, and supersedes the digest.
+ * What a close sends goes back on the queue for its send time (now, or when quiet hours end), where the claim
  * takes it like any notification: gates, pause, pace, batches, retries. A
  * close that dies between the two writes leaves `closing`, which a later
  * message (or the cron) closes again with the same content.
@@ -59,49 +60,18 @@ export async function closeStage(run: DispatchRun, due: readonly ToClose[], late
   }
   const byDigest = Map.groupBy(members, (member) => member.digest_id)
   const writes: D1PreparedStatement[] = []
-  const outcomes = new Map<string, { rendered?: Rendered; empty?: boolean }>()
+  const outcomes = new Map<string, Outcome>()
   for (const digest of digests) {
     const told = byDigest.get(digest.id) ?? []
-    if (told.length === 0) {
-      // Nothing joined it: a digest opens with its first member, so this is a row written by hand.
-      writes.push(endDigest(env.DB, digest.id, 'superseded', null, 'the digest told no notification', nowIso))
-      outcomes.set(digest.id, { empty: true })
-      continue
-    }
-    const rendered = await renderDigest(run, digest, told, templates)
-    outcomes.set(digest.id, { rendered })
-    if ('error' in rendered) {
-      const { code, message } = rendered.error
-      writes.push(endDigest(env.DB, digest.id, 'failed', code, message, nowIso))
-      continue
-    }
-    const newest = told[told.length - 1] as DigestMemberRow
-    writes.push(
-      closeDigest(
-        env.DB,
-        {
-          id: digest.id,
-          subject: rendered.subject as string,
-          textBody: rendered.textBody as string,
-          htmlBody: rendered.htmlBody,
-          templateVersion: rendered.templateVersion as number,
-          locale: rendered.locale as string,
-          timeZone: newest.time_zone,
-          recipientEmail: newest.recipient_email,
-          recipientName: newest.recipient_name,
-          recipientHash: newest.recipient_hash,
-          unsubscribeUrl: rendered.unsubscribeUrl,
-          size: newest.total,
-          scheduledAt: rendered.scheduledAt,
-        },
-        nowIso,
-      ),
-    )
+    const outcome = await closeOne(run, digest, told, templates)
+    outcomes.set(digest.id, outcome)
+    writes.push(...outcome.writes)
   }
-  let closed: Map<string, string>
+  // What each write sent on: the digest (or its only member) with its send time.
+  let sendable: Map<string, string>
   try {
     const results = writes.length > 0 ? await env.DB.batch(writes) : []
-    closed = new Map(
+    sendable = new Map(
       results.flatMap((result) =>
         ((result.results ?? []) as { id: string; scheduled_at: string }[]).map((row) => [row.id, row.scheduled_at]),
       ),
@@ -110,34 +80,99 @@ export async function closeStage(run: DispatchRun, due: readonly ToClose[], late
     failAll(run, due, cause, 'D1 digest write')
     return
   }
-  settleClosed(run, due, outcomes, closed, later)
+  settleClosed(run, due, outcomes, sendable, later)
 }
 
-/** Each message after the close: its digest's email enqueued, a dead letter for a digest that failed, else done with. */
+/** What the close of one digest writes, and which notification then goes out (the digest, or its only member). */
+type Outcome = { writes: D1PreparedStatement[]; sends?: string; failed?: PipelineError; empty?: boolean }
+
+/**
+ * The close of one fenced digest: nothing told (a row written by hand) ends
+ * it; one notification told goes out as itself — its own email, as it would
+ * have gone at once, and the digest is superseded by it; more become the
+ * digest's email. A template that fails ends the digest `failed`.
+ */
+async function closeOne(
+  run: DispatchRun,
+  digest: ClosingDigest,
+  told: readonly DigestMemberRow[],
+  templates: readonly TemplateSource[],
+): Promise<Outcome> {
+  const { env, nowIso } = run
+  const newest = told[told.length - 1]
+  if (!newest) {
+    return {
+      writes: [endDigest(env.DB, digest.id, 'superseded', null, 'the digest told no notification', nowIso)],
+      empty: true,
+    }
+  }
+  const rendered = await renderDigest(run, digest, told, templates)
+  if ('error' in rendered) {
+    const { code, message } = rendered.error
+    return { writes: [endDigest(env.DB, digest.id, 'failed', code, message, nowIso)], failed: rendered.error }
+  }
+  const content = {
+    subject: rendered.subject as string,
+    textBody: rendered.textBody as string,
+    htmlBody: rendered.htmlBody,
+    templateVersion: rendered.templateVersion as number,
+    locale: rendered.locale as string,
+    unsubscribeUrl: rendered.unsubscribeUrl,
+    scheduledAt: rendered.scheduledAt,
+  }
+  if (newest.total === 1) {
+    return {
+      // The member first: it moves only while its digest is still fenced, which the second ends.
+      writes: [
+        sendMemberAlone(env.DB, newest.id, digest.id, content, nowIso),
+        endDigest(env.DB, digest.id, 'superseded', null, 'it told one notification, sent as itself', nowIso, 1),
+      ],
+      sends: newest.id,
+    }
+  }
+  const recipient = {
+    timeZone: newest.time_zone,
+    recipientEmail: newest.recipient_email,
+    recipientName: newest.recipient_name,
+    recipientHash: newest.recipient_hash,
+  }
+  return {
+    writes: [closeDigest(env.DB, { id: digest.id, ...content, ...recipient, size: newest.total }, nowIso)],
+    sends: digest.id,
+  }
+}
+
+/**
+ * Each message after the close: what its digest sends enqueued for its send
+ * time, a dead letter for a digest that failed, else done with (closed by
+ * another delivery meanwhile, empty, or named twice in the batch).
+ */
 function settleClosed(
   run: DispatchRun,
   due: readonly ToClose[],
-  outcomes: ReadonlyMap<string, { rendered?: Rendered; empty?: boolean }>,
-  closed: ReadonlyMap<string, string>,
+  outcomes: ReadonlyMap<string, Outcome>,
+  sendable: ReadonlyMap<string, string>,
   later: Later[],
 ): void {
-  const enqueued = new Set<string>()
+  const settled = new Set<string>()
   for (const { message, id } of due) {
-    const scheduledAt = closed.get(id)
     const outcome = outcomes.get(id)
-    if (scheduledAt && !enqueued.has(id)) {
-      enqueued.add(id)
-      later.push({ message, outgoing: dispatchFor(id, scheduledAt, run.now) })
-      run.log.info('digest.closed', { notificationId: id })
-    } else if (outcome?.rendered && 'error' in outcome.rendered && !enqueued.has(id)) {
-      enqueued.add(id)
-      const { code, message: error } = outcome.rendered.error
+    const sends = outcome?.sends
+    const scheduledAt = sends ? sendable.get(sends) : undefined
+    if (settled.has(id) || !outcome) {
+      run.settle(message, { action: 'ack' })
+    } else if (sends && scheduledAt) {
+      settled.add(id)
+      later.push({ message, outgoing: dispatchFor(sends, scheduledAt, run.now) })
+      run.log.info('digest.closed', { notificationId: id, sends })
+    } else if (outcome.failed) {
+      settled.add(id)
+      const { code, message: error } = outcome.failed
       run.settle(message, { action: 'dead-letter', code, error })
       run.log.error('digest.failed', { notificationId: id, code, error })
     } else {
-      // Closed by another delivery meanwhile, empty, or named twice in the batch.
       run.settle(message, { action: 'ack' })
-      if (outcome?.empty) run.log.warn('digest.empty', { notificationId: id })
+      if (outcome.empty) run.log.warn('digest.empty', { notificationId: id })
     }
   }
 }

@@ -66,9 +66,11 @@ View the response: {{ deepLink }}`,
 {% endif %}<p><a href="{{ deepLink }}">View the response</a></p>`,
         },
       },
-      // Twenty responses in an hour are one email, not twenty. Instant until digests are built
-      // through (issue 23); the schedule and its templates are declared here, with the kind.
-      delivery: { email: { default: 'instant', digest: { window: { minutes: 10 } } } },
+      // Twenty responses in an hour are one email, not twenty: the first opens a 10-minute digest.
+      // An owner who chose them one by one still gets at most five an hour: the rest wait for a digest.
+      delivery: {
+        email: { default: 'digest', digest: { window: { minutes: 10 } }, throttle: { max: 5, windowMinutes: 60 } },
+      },
       digestTemplates: {
         ru: {
           subject: `{% assign projects = items | map: "projectTitle" | uniq %}{{ count }} {{ count | plural: "новый отклик", "новых отклика", "новых откликов" }} на {% if projects.size == 1 %}ваш проект «{{ projects.first }}»{% else %}ваши проекты{% endif %}`,

@@ -28,6 +28,8 @@ export type Entry = {
   plan?: Plan
   /** The digests its write may open: the open statement's place among the event's statements, the digest's id and close. */
   opens?: { statement: number; id: string; closesAt: string }[]
+  /** Its throttled notifications: the statement that counts one sent, the notification's id and due time. */
+  counted?: { statement: number; id: string; scheduledAt: string }[]
   written?: WriteResult
   settlement?: Settlement
 }

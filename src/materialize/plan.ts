@@ -5,6 +5,7 @@ import type { DigestSchedule, Intent, RecipientRef, Urgency } from '../events/de
 import { deliveryModeOf, deliveryOf, kindOf } from '../events/registry.ts'
 import { sameDecision } from '../notifications/decision.ts'
 import { type NotificationRow, newNotificationId, notificationId } from '../notifications/row.ts'
+import type { Throttle } from '../notifications/throttle.ts'
 import { optOutKey } from '../preferences/store.ts'
 import { signUnsubscribe, type UnsubscribeScope, unsubscribeUrl } from '../preferences/token.ts'
 import type { TemplateSource } from '../templates/render.ts'
@@ -169,7 +170,34 @@ async function notificationFor(
     now,
   )
   if ('error' in made) return made
-  return { ...base, ...made, status: 'pending', statusReason: null, errorCode: null, model: null }
+  const row: NotificationRow = { ...base, ...made, status: 'pending', statusReason: null, errorCode: null, model: null }
+  const throttle = throttleOf(intent, channel, base.timeZone, config, now)
+  return throttle ? { ...row, throttle } : row
+}
+
+/**
+ * The throttle of a kind on a channel, for a notification sent at once: its
+ * limit and window, and — for a kind with a digest — the digest it folds into
+ * past the limit (src/notifications/throttle.ts decides, in the write).
+ */
+function throttleOf(
+  intent: Notify,
+  channel: string,
+  timeZone: string,
+  config: Config,
+  now: Date,
+): Throttle | undefined {
+  const policy = deliveryOf(intent.kind, channel)
+  if (!policy.throttle) return undefined
+  const { max, windowMinutes } = policy.throttle
+  const closesAt = policy.digest && digestCloseAt(policy.digest, now, timeZone, config.DIGEST_WINDOW_SECONDS)
+  return {
+    max,
+    windowMinutes,
+    windowFloor: new Date(now.getTime() - windowMinutes * 60_000).toISOString(),
+    digest: closesAt ? { id: newNotificationId(), closesAt: closesAt.toISOString() } : undefined,
+    model: JSON.stringify(intent.model),
+  }
 }
 
 /**

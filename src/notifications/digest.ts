@@ -18,9 +18,10 @@ export type DigestMember = NotificationRow & { status: 'digested'; digest: { id:
  * open (the partial unique index `notifications_collecting` makes the insert
  * do nothing then) or the member already exists. The digest row takes the
  * member's recipient snapshot and unsubscribe link; it is `collecting` until
- * `scheduled_at`, its close. Parameters: see the binding below.
+ * `scheduled_at`, its close. `onlyIf`: one more SQL condition over these
+ * parameters (the throttle's: ./throttle.ts). Parameters: see the binding below.
  */
-export function openDigest(db: D1Database, member: DigestMember, now: string): D1PreparedStatement {
+export function openDigest(db: D1Database, member: DigestMember, now: string, onlyIf = 'true'): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO notifications
@@ -29,7 +30,7 @@ export function openDigest(db: D1Database, member: DigestMember, now: string): D
           unsubscribe_url, recipient_hash, is_digest)
        SELECT ?1, 'digest:' || ?1, 'digest:' || ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'collecting', ?11, ?12, ?12,
           ?12, ?13, ?14, 1
-       WHERE NOT EXISTS (SELECT 1 FROM notifications WHERE id = ?15)
+       WHERE NOT EXISTS (SELECT 1 FROM notifications WHERE id = ?15) AND ${onlyIf}
        ON CONFLICT DO NOTHING`,
     )
     .bind(
@@ -137,6 +138,7 @@ export function closingDigests(db: D1Database, ids: string): D1PreparedStatement
 
 /** One member of a closing digest, as its close reads it: `position` from 1, oldest first, of `total`. */
 export type DigestMemberRow = {
+  id: string
   digest_id: string
   model: string | null
   recipient_email: string | null
@@ -149,7 +151,9 @@ export type DigestMemberRow = {
 }
 
 /**
- * The members a digest's email tells, oldest first: the first `?2` (the
+ * The members a digest's email tells, oldest first — by the time they were
+ * written, then by `rowid`, the order they were written in (a batch of events
+ * writes them in the same millisecond, in the events' order): the first `?2` (the
  * email's `items`), and the newest, whose recipient snapshot the email goes
  * to (a contact that changed while the digest collected), each with how many
  * there are in all (`count`). Members of a digest not fenced are not read:
@@ -159,9 +163,9 @@ export type DigestMemberRow = {
 export function digestMembers(db: D1Database, ids: string, maxItems: number): D1PreparedStatement {
   return db
     .prepare(
-      `SELECT digest_id, model, recipient_email, recipient_name, recipient_hash, locale, time_zone, position, total
-       FROM (SELECT digest_id, model, recipient_email, recipient_name, recipient_hash, locale, time_zone,
-               row_number() OVER (PARTITION BY digest_id ORDER BY created_at, id) AS position,
+      `SELECT id, digest_id, model, recipient_email, recipient_name, recipient_hash, locale, time_zone, position, total
+       FROM (SELECT id, digest_id, model, recipient_email, recipient_name, recipient_hash, locale, time_zone,
+               row_number() OVER (PARTITION BY digest_id ORDER BY created_at, rowid) AS position,
                count(*) OVER (PARTITION BY digest_id) AS total
              FROM notifications INDEXED BY notifications_digest
              WHERE digest_id IN (SELECT id FROM notifications
@@ -225,8 +229,9 @@ export function closeDigest(db: D1Database, digest: ClosedDigest, now: string): 
 
 /**
  * A fenced digest that cannot become an email: `failed` with the code (a
- * template missing or failing: replay closes it again once it is fixed), or
- * `superseded` when it told nothing. Parameters: id, status, code, reason, now.
+ * template missing or failing: replay closes it again once it is fixed); or
+ * `superseded` — it told nothing, or told one notification, which goes out as
+ * itself (`sendMemberAlone`). Parameters: id, status, code, reason, now, size.
  */
 export function endDigest(
   db: D1Database,
@@ -235,11 +240,56 @@ export function endDigest(
   code: string | null,
   reason: string,
   now: string,
+  size: number | null = null,
 ): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE notifications SET status = ?2, error_code = ?3, status_reason = ?4, updated_at = ?5
+      `UPDATE notifications SET status = ?2, error_code = ?3, status_reason = ?4, updated_at = ?5,
+         digest_size = coalesce(?6, digest_size)
        WHERE id = ?1 AND status = 'closing'`,
     )
-    .bind(id, status, code, reason, now)
+    .bind(id, status, code, reason, now, size)
+}
+
+/** A notification's own rendering, as a digest's close writes it. */
+export type OwnContent = Pick<
+  ClosedDigest,
+  'subject' | 'textBody' | 'htmlBody' | 'templateVersion' | 'locale' | 'unsubscribeUrl' | 'scheduledAt'
+>
+
+/**
+ * The only member of a fenced digest leaves it and goes out as itself —
+ * `pending` with its own kind's rendering, the email it would have been sent
+ * at once — so that a quiet hour's single response is not "1 new response",
+ * and its event's story ends in its own email. Only while the digest is
+ * fenced, in the batch that then ends the digest. Parameters: see the binding.
+ */
+export function sendMemberAlone(
+  db: D1Database,
+  memberId: string,
+  digestId: string,
+  content: OwnContent,
+  now: string,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'pending', digest_id = NULL, model = NULL, subject = ?3, text_body = ?4,
+         html_body = ?5, template_version = ?6, locale = ?7, unsubscribe_url = ?8, scheduled_at = ?9,
+         status_reason = 'its digest told it alone: sent as itself', updated_at = ?10, enqueued_at = ?10
+       WHERE id = ?1 AND status = 'digested' AND digest_id = ?2
+         AND EXISTS (SELECT 1 FROM notifications WHERE id = ?2 AND status = 'closing')
+       RETURNING id, scheduled_at`,
+    )
+    .bind(
+      memberId,
+      digestId,
+      content.subject,
+      content.textBody,
+      content.htmlBody,
+      content.templateVersion,
+      content.locale,
+      content.unsubscribeUrl,
+      content.scheduledAt,
+      now,
+    )
 }

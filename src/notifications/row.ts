@@ -1,6 +1,7 @@
 import { sha256Hex } from '../crypto.ts'
 import type { Urgency } from '../events/define.ts'
 import type { NotificationStatus } from './status.ts'
+import type { Throttle } from './throttle.ts'
 
 /** A notification as materialize writes it. */
 export type NotificationRow = {
@@ -42,6 +43,8 @@ export type NotificationRow = {
   model: string | null
   /** A digested notification's digest, when it has to open one: its id and close (./digest.ts). */
   digest?: { id: string; closesAt: string }
+  /** The throttle of its kind, for one to be sent at once (./throttle.ts). */
+  throttle?: Throttle
 }
 
 /**

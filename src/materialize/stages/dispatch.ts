@@ -21,10 +21,15 @@ export async function dispatchStage(run: BatchRun): Promise<void> {
       )
     } else if (plan?.type === 'record' && entry.written?.committed) {
       const { changes } = entry.written
-      const pending = plan.notifications.filter((row) => row.status === 'pending')
+      const changed = (statement: number) => (changes[statement] ?? 0) > 0
+      // A throttled kind's notification is pending only if the write counted it within its window.
+      const pending = [
+        ...plan.notifications.filter((row) => row.status === 'pending' && !row.throttle),
+        ...(entry.counted ?? []).filter((counted) => changed(counted.statement)),
+      ]
       // A digest this write opened closes by its message, delayed to its close (the cron's stuck
       // search is the backstop when the message is lost); one already open has its own.
-      const opened = (entry.opens ?? []).filter((open) => (changes[open.statement] ?? 0) > 0)
+      const opened = (entry.opens ?? []).filter((open) => changed(open.statement))
       dispatches.set(entry, [
         ...pending.map((row) => dispatchFor(row.id, row.scheduledAt, run.now)),
         ...opened.map((open) => dispatchFor(open.id, open.closesAt, run.now)),

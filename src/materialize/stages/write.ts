@@ -2,6 +2,13 @@ import { PipelineError } from '../../errors.ts'
 import { COUNTERS, canonicalLabels, GAUGES, incrementCounter, setGauge } from '../../metrics/counters.ts'
 import { insertMember, isDigestMember, openDigest } from '../../notifications/digest.ts'
 import { insertNotification } from '../../notifications/insert.ts'
+import {
+  beginWindow,
+  countSend,
+  insertThrottled,
+  isThrottled,
+  openDigestOverThrottle,
+} from '../../notifications/throttle.ts'
 import { type EventWrite, persistEvents } from '../../queue/persist.ts'
 import { type BatchRun, describe, type Entry, type Work } from '../batch.ts'
 import type { Plan } from '../plan.ts'
@@ -47,20 +54,33 @@ export async function writeStage(run: BatchRun): Promise<void> {
 
 /**
  * An event's statements. A digested notification is two: open its digest
- * unless one is open, then join the open one; `entry.opens` records where
- * each open statement is, so the dispatch stage enqueues the close of a
- * digest this write opened, and only of such a one.
+ * unless one is open, then join the open one; one of a throttled kind is
+ * three or four (src/notifications/throttle.ts). `entry.opens` and
+ * `entry.counted` record where the statements are whose changes say what the
+ * write decided, so the dispatch stage enqueues the close of a digest this
+ * write opened, and a throttled notification only when it went out pending.
  */
 function recordStatements(run: BatchRun, entry: Entry, plan: Recorded): D1PreparedStatement[] {
   const work = entry.work as Work
   const labels = canonicalLabels({ outcome: plan.outcome, source: work.source })
   const statements = [insertProcessedEvent(run.db, processedRow(entry, plan), run.nowIso, run.claim)]
   entry.opens = []
+  entry.counted = []
   // notify_notifications_total follows these rows by trigger (migration 0004).
   for (const row of plan.notifications) {
     if (isDigestMember(row)) {
       entry.opens.push({ statement: statements.length, id: row.digest.id, closesAt: row.digest.closesAt })
       statements.push(openDigest(run.db, row, run.nowIso), insertMember(run.db, row, run.nowIso))
+    } else if (isThrottled(row)) {
+      statements.push(beginWindow(run.db, row, run.nowIso))
+      const { digest } = row.throttle
+      if (digest) {
+        entry.opens.push({ statement: statements.length, id: digest.id, closesAt: digest.closesAt })
+        statements.push(openDigestOverThrottle(run.db, row, run.nowIso))
+      }
+      statements.push(insertThrottled(run.db, row, run.nowIso))
+      entry.counted.push({ statement: statements.length, id: row.id, scheduledAt: row.scheduledAt })
+      statements.push(countSend(run.db, row, run.nowIso))
     } else statements.push(insertNotification(run.db, row, run.nowIso))
   }
   return [
