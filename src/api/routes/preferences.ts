@@ -1,12 +1,26 @@
 import { createRoute, z } from '@hono/zod-openapi'
 import { Id } from '../../contracts/fields.ts'
 import { ApiError, type FieldIssue } from '../../errors.ts'
-import { kindOf, kinds } from '../../events/registry.ts'
+import { deliveryModeOf, deliveryOf, kindOf, kinds } from '../../events/registry.ts'
+import { CHOICES, choiceInEffect, modeRefusal, modesOf } from '../../preferences/choice.ts'
 import { preferencesOf, upsertPreference } from '../../preferences/store.ts'
 import { runAudited } from '../audited.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
 
 const Channel = z.enum(['email'])
+
+const Mode = z.enum(['instant', 'digest']).openapi('DeliveryMode', {
+  description: '`instant`: one email per notification; `digest`: one email for all of a digest’s',
+})
+
+const DigestScheduleSchema = z
+  .union([
+    z.object({ window: z.object({ minutes: z.number().int() }) }),
+    z.object({ daily: z.object({ at: z.string().openapi({ description: 'HH:MM in the recipient’s time zone' }) }) }),
+  ])
+  .openapi('DigestSchedule', {
+    description: '`window`: closes that many minutes after its first notification; `daily`: at a local time',
+  })
 
 const PreferencesSchema = z
   .object({
@@ -18,6 +32,14 @@ const PreferencesSchema = z
         enabled: z.boolean(),
         source: z.enum(['api', 'unsubscribe']).nullable().openapi({ description: 'null: never chosen (the default)' }),
         updatedAt: z.string().nullable(),
+        mode: Mode.nullable().openapi({ description: 'the recipient’s choice of how it comes; null: `defaultMode`' }),
+        defaultMode: Mode.openapi({ description: 'how it comes unless the recipient chose' }),
+        modes: z.array(Mode).openapi({
+          description:
+            'the modes it can come in on this channel (`digest` where the kind has one); off is `enabled: false`',
+        }),
+        inEffect: z.enum(CHOICES).openapi({ description: 'what planning does now: `off`, or the mode it comes in' }),
+        digest: DigestScheduleSchema.nullable().openapi({ description: 'when its digest closes; null: no digest' }),
       }),
     ),
     transactional: z.array(z.string()).openapi({ description: 'kinds that are always sent' }),
@@ -39,14 +61,24 @@ const put = createRoute({
   method: 'put',
   path: '/{userId}',
   summary: 'Set a recipient’s choices for the kinds and channels given (others stay as they are)',
-  description: 'Only optional kinds can be turned off; a transactional kind is refused (400), it is always sent.',
+  description:
+    'Only optional kinds can be turned off or given a mode; a transactional kind is refused (400), it is always sent. ' +
+    '`mode` says how an enabled kind comes: omitted, the stored mode stays; null, back to the kind’s default; ' +
+    '`digest` is refused (400) for a kind without a digest on that channel.',
   security: ADMIN_SECURITY,
   request: {
     params: UserParam,
     body: jsonBody(
       z.object({
         preferences: z
-          .array(z.object({ kind: z.string().min(1).max(100), channel: Channel, enabled: z.boolean() }))
+          .array(
+            z.object({
+              kind: z.string().min(1).max(100),
+              channel: Channel,
+              enabled: z.boolean(),
+              mode: Mode.nullable().optional(),
+            }),
+          )
           .min(1)
           .max(50),
       }),
@@ -55,7 +87,7 @@ const put = createRoute({
   responses: { 200: json(PreferencesSchema, 'Saved'), ...errors(...BODY_ERRORS, ...ADMIN_ERRORS) },
 })
 
-/** Every optional kind × its channels, with the stored choice or the default (send). */
+/** Every optional kind × its channels, with the stored choice or the default (send, in the kind's default mode). */
 async function preferencesView(db: D1Database, userId: string): Promise<z.infer<typeof PreferencesSchema>> {
   const stored = await preferencesOf(db, userId)
   const optional = kinds().filter((entry) => entry.kind.category === 'optional')
@@ -68,6 +100,11 @@ async function preferencesView(db: D1Database, userId: string): Promise<z.infer<
         enabled: choice?.enabled ?? true,
         source: choice?.source ?? null,
         updatedAt: choice?.updatedAt ?? null,
+        mode: choice?.mode ?? null,
+        defaultMode: deliveryModeOf(kind.name, channel, undefined),
+        modes: modesOf(kind.name, channel),
+        inEffect: choiceInEffect(kind.name, channel, choice),
+        digest: deliveryOf(kind.name, channel).digest ?? null,
       }
     }),
   )
@@ -92,9 +129,12 @@ export const preferences = createRouter()
       if (!kind) issues.push({ field: `preferences[${index}].kind`, message: `no kind ${choice.kind}` })
       else if (kind.category !== 'optional') {
         issues.push({ field: `preferences[${index}].kind`, message: `${choice.kind} is transactional: always sent` })
+      } else {
+        const refused = choice.mode ? modeRefusal(choice.kind, choice.channel, choice.mode) : undefined
+        if (refused) issues.push({ field: `preferences[${index}].mode`, message: refused })
       }
     })
-    if (issues.length > 0) throw new ApiError('INVALID_REQUEST', 'these kinds cannot be turned off', issues)
+    if (issues.length > 0) throw new ApiError('INVALID_REQUEST', 'these choices cannot be made', issues)
     const now = new Date().toISOString()
     await runAudited(
       c,
