@@ -8,19 +8,11 @@ import {
   insertMember,
   openDigest,
 } from '../src/notifications/digest.ts'
+import { digestsTelling, eventsOfDigest } from '../src/notifications/digest-reads.ts'
 import { selectStuckNotifications } from '../src/notifications/stuck.ts'
 import { beginWindow, countSend, insertThrottled, type ThrottledRow } from '../src/notifications/throttle.ts'
-import {
-  ADMIN_TOKEN,
-  deliverBatch,
-  dispatchBatch,
-  dispatchOnce,
-  freshInbound,
-  guid,
-  notificationsOf,
-  parseMime,
-  runCron,
-} from './helpers.ts'
+import { closeAndSend, consume, digestOwner, digestsOf, membersOf, response, sentOf, windowPassed } from './digests.ts'
+import { ADMIN_TOKEN, dispatchBatch, dispatchOnce, guid, notificationsOf, parseMime, runCron } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 /**
@@ -29,100 +21,6 @@ import { fetchWorker } from './worker-fetch.ts'
  * and rendered by the dispatch consumer (src/dispatch/close-stage.ts), and the
  * digest's email is then sent like any notification.
  */
-
-type DigestRow = {
-  id: string
-  status: string
-  kind: string
-  scheduled_at: string
-  digest_size: number | null
-  subject: string | null
-  text_body: string | null
-  recipient_email: string | null
-  error_code: string | null
-  enqueued_at: string | null
-}
-
-/** A recipient who chose digests of ResponseCreated by email. */
-async function digestOwner(): Promise<{ userId: string; email: string }> {
-  const userId = guid()
-  await env.DB.prepare(
-    `INSERT INTO preferences (user_id, kind, channel, enabled, source, updated_at, mode)
-     VALUES (?1, 'ResponseCreated', 'email', 1, 'api', ?2, 'digest')`,
-  )
-    .bind(userId, new Date().toISOString())
-    .run()
-  return { userId, email: `owner-${userId.slice(0, 8)}@example.com` }
-}
-
-/** A response.created event to `owner`'s project `title`, and its event id. */
-function response(owner: { userId: string; email: string }, title: string, actor = 'Михаил Дизайнер') {
-  let eventId = ''
-  const message = freshInbound('response.created', (value) => {
-    const data = value.data as Record<string, unknown>
-    data.projectTitle = title
-    data.recipient = { userId: owner.userId, email: owner.email, displayName: 'Анна Клиент' }
-    data.actor = { userId: guid(), displayName: actor }
-    eventId = (value.envelope as { eventId: string }).eventId
-  })
-  return { message, eventId }
-}
-
-/**
- * Delivers events to the notify-events consumer with a ten-minute digest window, so that no
- * digest closes by its own message while a test looks at it: the tests close them by hand.
- */
-async function consume(messages: unknown[], attempts = 1) {
-  return deliverBatch(
-    messages.map((body) => ({ id: `m-${guid()}`, attempts, body })),
-    'notify-events',
-    { DIGEST_WINDOW_SECONDS: '600' },
-  )
-}
-
-async function digestsOf(userId: string): Promise<DigestRow[]> {
-  const { results } = await env.DB.prepare(
-    `SELECT id, status, kind, scheduled_at, digest_size, subject, text_body, recipient_email, error_code, enqueued_at
-     FROM notifications WHERE recipient_user_id = ?1 AND is_digest = 1 ORDER BY created_at, rowid`,
-  )
-    .bind(userId)
-    .all<DigestRow>()
-  return results
-}
-
-async function membersOf(digestId: string): Promise<{ id: string; event_id: string; status: string }[]> {
-  const { results } = await env.DB.prepare(
-    'SELECT id, event_id, status FROM notifications WHERE digest_id = ?1 ORDER BY created_at, rowid',
-  )
-    .bind(digestId)
-    .all<{ id: string; event_id: string; status: string }>()
-  return results
-}
-
-/** Moves a digest's close into the past, as if its window had passed. */
-async function windowPassed(digestId: string): Promise<string> {
-  const past = new Date(Date.now() - 1000).toISOString()
-  await env.DB.prepare("UPDATE notifications SET scheduled_at = ?2 WHERE id = ?1 AND status = 'collecting'")
-    .bind(digestId, past)
-    .run()
-  return past
-}
-
-async function sentOf(id: string): Promise<string[]> {
-  const { results } = await env.DB.prepare('SELECT raw FROM sent_messages WHERE notification_id = ?1')
-    .bind(id)
-    .all<{ raw: string }>()
-  return results.map((row) => row.raw)
-}
-
-/** Closes a due digest by its message, then sends it by the message the close put back on the queue. */
-async function closeAndSend(digestId: string, due: string) {
-  const closed = await dispatchOnce({ notificationId: digestId, due })
-  const next = closed.enqueued.find((message) => message.body.notificationId === digestId)
-  expect(next, 'the close puts the digest back on the queue').toBeDefined()
-  const sent = await dispatchOnce(next?.body as { notificationId: string; due: string })
-  return { closed, sent }
-}
 
 describe('digests', () => {
   it('five responses to one project become one email that lists them, sent once', async () => {
@@ -382,6 +280,16 @@ describe('what the digest statements read', () => {
     expect(open?.meta.changes).toBe(0)
     expect(join?.meta.changes).toBeGreaterThan(0)
     for (const result of [open, join]) expect(result?.meta.rows_read).toBeLessThan(50)
+    // What an operator reads of it — the digest of a member's event, of a member, its events — by key too.
+    const [ofEvent, ofMember, told] = await env.DB.batch([
+      digestsTelling(env.DB, { eventId: third.eventId }),
+      digestsTelling(env.DB, { notificationId: third.id }),
+      eventsOfDigest(env.DB, id, 500),
+    ])
+    expect(ofEvent?.results).toMatchObject([{ id, size: 3 }])
+    expect(ofMember?.results).toMatchObject([{ id, size: 3 }])
+    expect(told?.results).toHaveLength(3)
+    for (const result of [ofEvent, ofMember, told]) expect(result?.meta.rows_read).toBeLessThan(50)
     const due = await windowPassed(id)
     const ids = JSON.stringify([id])
     const now = new Date().toISOString()

@@ -113,7 +113,6 @@ export function Csrf(props: { page: PageContext }) {
   return <input type="hidden" name="_csrf" value={props.page.csrf ?? ''} />
 }
 
-/** A table that scrolls sideways on a narrow screen, reachable by keyboard. */
 /** A text field of a filter form, filled with the filter's current value. */
 export function TextFilter(props: { name: string; label: string; value: string | undefined }) {
   return (
@@ -124,6 +123,24 @@ export function TextFilter(props: { name: string; label: string; value: string |
   )
 }
 
+/** A select of a filter form: "any", then each value, the current one selected. */
+export function SelectFilter(props: { name: string; label: string; values: readonly string[]; value?: string }) {
+  return (
+    <label for={`filter-${props.name}`}>
+      {props.label}
+      <select id={`filter-${props.name}`} name={props.name}>
+        <option value="">any</option>
+        {props.values.map((value) => (
+          <option value={value} selected={value === props.value}>
+            {value}
+          </option>
+        ))}
+      </select>
+    </label>
+  )
+}
+
+/** A table that scrolls sideways on a narrow screen, reachable by keyboard. */
 export function Table(props: { label: string; head: string[]; rows: Child[][]; numeric?: number[] }) {
   return (
     <section class="scroll" aria-label={props.label} tabindex={0}>

@@ -11,6 +11,7 @@
  */
 import assert from 'node:assert/strict'
 import { mkdirSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
 import { after, before, test } from 'node:test'
 import AxeBuilder from '@axe-core/playwright'
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
@@ -55,6 +56,8 @@ before(async () => {
     INGEST_TOKEN: INGEST,
     VIEWER_TOKEN: VIEWER,
     DEFAULT_LOCALE: 'kk',
+    // A digest closes two seconds after it opens, so the digest test sees its email.
+    DIGEST_WINDOW_SECONDS: '2',
   })
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] })
 })
@@ -231,6 +234,69 @@ test('with JavaScript on, the template editor previews as the operator types', a
   // Nothing was saved by previewing.
   const after = await api('GET', '/v1/templates/ResponseCreated/ru/email', ADMIN)
   assert.deepEqual(after.body, before.body)
+  await context.close()
+})
+
+test("a digested event's story names its digest and its email; the digest's page lists its events", async () => {
+  // An owner who chose digests of responses (ru: this Worker's default locale has no such template).
+  const owner = crypto.randomUUID()
+  const address = `digest-owner-${owner.slice(0, 8)}@example.com`
+  assert.equal((await api('PUT', `/v1/contacts/${owner}`, ADMIN, { email: address, locale: 'ru' })).status, 200)
+  await worker.query(
+    `INSERT INTO preferences (user_id, kind, channel, enabled, source, updated_at, mode)
+     VALUES ('${owner}', 'ResponseCreated', 'email', 1, 'api', '${new Date().toISOString()}', 'digest')`,
+  )
+  const sample = JSON.parse(await readFile('examples/arthunt/response.created.json', 'utf8'))
+  const eventIds = [crypto.randomUUID(), crypto.randomUUID()]
+  const posted = await api('POST', '/v1/ingest', INGEST, {
+    events: eventIds.map((eventId) => ({
+      source: 'http',
+      origin: 'console-test',
+      sourceMessageId: eventId,
+      receivedAt: new Date().toISOString(),
+      headers: {},
+      body: JSON.stringify({
+        ...sample,
+        envelope: { ...sample.envelope, eventId },
+        data: { ...sample.data, recipient: { ...sample.data.recipient, userId: owner, email: address } },
+      }),
+    })),
+  })
+  assert.equal(posted.status, 202)
+  const digest = await waitFor(
+    async () => {
+      const story = await api('GET', `/v1/events/${eventIds[0]}`, ADMIN)
+      const [told] = (story.body.notifications ?? []) as { inDigest: { id: string; status: string } | null }[]
+      return told?.inDigest?.status === 'sent' ? told.inDigest : undefined
+    },
+    'the digest sent',
+    60_000,
+  )
+
+  const context = await browser.newContext({ javaScriptEnabled: false })
+  const page = await signIn(context, ADMIN)
+  await page.goto(`${worker.url}/console/events/${eventIds[0]}`)
+  visit('digest-story', page)
+  const story = await page.locator('main').innerText()
+  assert.match(story, /digested/)
+  assert.ok(!story.includes(address))
+  const digests = page.getByRole('region', { name: 'Digests of the event' })
+  assert.match(await digests.innerText(), new RegExp(`${digest.id}\\s+sent\\s+2\\s+sent `))
+
+  await digests.getByRole('link', { name: digest.id }).click()
+  visit('digest', page)
+  assert.ok(await page.getByRole('heading', { name: 'Events told (2)' }).isVisible())
+  assert.ok(!(await page.locator('main').innerText()).includes(address))
+  const told = page.getByRole('region', { name: 'Events told in the digest' })
+  assert.equal(await told.locator('tbody tr').count(), 2)
+  await told.getByRole('link', { name: eventIds[1] as string }).click()
+  assert.equal(page.url(), `${worker.url}/console/events/${eventIds[1]}`)
+
+  await page.goto(`${worker.url}/console`)
+  assert.match(
+    await page.getByRole('region', { name: 'Digests by kind, since the counters began' }).innerText(),
+    /ResponseCreated\s+2\s+1\s+1\s+0/,
+  )
   await context.close()
 })
 

@@ -1,9 +1,11 @@
 import { createRoute, z } from '@hono/zod-openapi'
 import { type DeadLetterSummaryRow, deadLettersOfEvent } from '../../dead-letters/query.ts'
 import { ApiError } from '../../errors.ts'
+import { type DigestReferenceRow, digestsTelling } from '../../notifications/digest-reads.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
 import { DeadLetterSummary, summaryOf } from './dead-letters.ts'
-import { type NotificationRowView, NotificationSummary, notificationSummaryOf } from './notifications.ts'
+import { digestReferenceOf, InDigest } from './digest-views.ts'
+import { type NotificationRowView, NotificationSummary, notificationSummaryOf } from './notification-summary.ts'
 
 const Processed = z
   .object({
@@ -21,11 +23,16 @@ const Processed = z
   })
   .openapi('ProcessedEvent')
 
+/** A notification of the story; one told in a digest names the digest, whose email is the one it went out in. */
+const StoryNotification = NotificationSummary.extend({
+  inDigest: InDigest,
+}).openapi('StoryNotification')
+
 const EventStory = z
   .object({
     eventId: z.string(),
     processed: z.array(Processed),
-    notifications: z.array(NotificationSummary),
+    notifications: z.array(StoryNotification),
     deadLetters: z.array(DeadLetterSummary),
   })
   .openapi('EventStory')
@@ -35,7 +42,7 @@ const show = createRoute({
   path: '/{eventId}',
   summary: 'The whole story of one event',
   description:
-    'Where it came from, its outcome and idempotency key, its notifications with statuses and times, and its dead letters. The event id is the ArtHunt eventId or the PIN message-id.',
+    'Where it came from, its outcome and idempotency key, its notifications with statuses and times — a `digested` one with the digest it went into, and that digest’s status, size, close or send time and email — and its dead letters. The event id is the ArtHunt eventId or the PIN message-id.',
   security: ADMIN_SECURITY,
   request: {
     params: z.object({
@@ -53,14 +60,18 @@ const show = createRoute({
 export const events = createRouter().openapi(show, async (c) => {
   const { eventId } = c.req.valid('param')
   const db = c.env.DB
-  const [processed, notifications, deadLetters] = await db.batch([
+  const [processed, notifications, deadLetters, digests] = await db.batch([
     db.prepare('SELECT * FROM processed_events WHERE event_id = ?1 ORDER BY processed_at').bind(eventId),
     db.prepare('SELECT * FROM notifications WHERE event_id = ?1 ORDER BY created_at, id').bind(eventId),
     deadLettersOfEvent(db, eventId),
+    digestsTelling(db, { eventId }),
   ])
   const processedRows = (processed?.results ?? []) as Record<string, string | null>[]
   const notificationRows = (notifications?.results ?? []) as NotificationRowView[]
   const deadLetterRows = (deadLetters?.results ?? []) as DeadLetterSummaryRow[]
+  const digestById = new Map(
+    ((digests?.results ?? []) as DigestReferenceRow[]).map((row) => [row.id, digestReferenceOf(row)]),
+  )
   if (processedRows.length + notificationRows.length + deadLetterRows.length === 0) {
     throw new ApiError('NOT_FOUND', 'nothing is known about this event: not processed, no notification, no dead letter')
   }
@@ -80,7 +91,10 @@ export const events = createRouter().openapi(show, async (c) => {
         receivedAt: String(row.received_at),
         processedAt: String(row.processed_at),
       })),
-      notifications: notificationRows.map(notificationSummaryOf),
+      notifications: notificationRows.map((row) => ({
+        ...notificationSummaryOf(row),
+        inDigest: digestById.get(row.digest_id as string) ?? null,
+      })),
       deadLetters: deadLetterRows.map(summaryOf),
     },
     200,

@@ -2,74 +2,25 @@ import { createRoute, z } from '@hono/zod-openapi'
 import { maskEmails } from '@notify-edge/contracts'
 import { timelineOf } from '../../delivery/store.ts'
 import { ApiError } from '../../errors.ts'
-import { NOTIFICATION_STATUSES } from '../../notifications/status.ts'
+import {
+  type DigestEventRow,
+  type DigestReferenceRow,
+  digestsTelling,
+  eventsOfDigest,
+} from '../../notifications/digest-reads.ts'
 import { maskUnsubscribeTokens, maskUnsubscribeTokensInMime } from '../../preferences/mask.ts'
 import { maskAddress, maskName } from '../../privacy.ts'
 import { recordRead } from '../audited.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
-
-/** A notification row as read from D1. */
-export type NotificationRowView = Record<string, string | number | null> & { id: string }
-
-export const NotificationSummary = z
-  .object({
-    id: z.string(),
-    eventId: z.string(),
-    kind: z.string(),
-    channel: z.string(),
-    urgency: z.string(),
-    recipientUserId: z.string(),
-    status: z.enum(NOTIFICATION_STATUSES),
-    statusReason: z
-      .string()
-      .nullable()
-      .openapi({ description: 'why it has its status; an address in it (a provider may quote one) is masked' }),
-    deliveryStatus: z
-      .enum(['delivered', 'deferred', 'bounced', 'complained', 'failed'])
-      .nullable()
-      .openapi({ description: 'what the provider last reported about the sent message (null: nothing yet)' }),
-    deliveryAt: z.string().nullable(),
-    errorCode: z.string().nullable(),
-    locale: z.string().nullable(),
-    scheduledAt: z.string(),
-    claimedAt: z
-      .string()
-      .nullable()
-      .openapi({ description: 'when a dispatcher last took it for sending (null: never claimed)' }),
-    sentAt: z.string().nullable(),
-    sendAttempts: z.number(),
-    providerId: z.string().nullable(),
-    createdAt: z.string(),
-    updatedAt: z.string(),
-  })
-  .openapi('NotificationSummary')
-
-/** A notification as the API shows it in lists and event stories: no address, no name, no content. */
-export function notificationSummaryOf(row: NotificationRowView): z.infer<typeof NotificationSummary> {
-  const text = (key: string) => (row[key] === null || row[key] === undefined ? null : String(row[key]))
-  return {
-    id: row.id,
-    eventId: String(row.event_id),
-    kind: String(row.kind),
-    channel: String(row.channel),
-    urgency: String(row.urgency),
-    recipientUserId: String(row.recipient_user_id),
-    status: row.status as z.infer<typeof NotificationSummary>['status'],
-    statusReason:
-      row.status_reason === null || row.status_reason === undefined ? null : maskEmails(String(row.status_reason)),
-    deliveryStatus: text('delivery_status') as z.infer<typeof NotificationSummary>['deliveryStatus'],
-    deliveryAt: text('delivery_at'),
-    errorCode: text('error_code'),
-    locale: text('locale'),
-    scheduledAt: String(row.scheduled_at),
-    claimedAt: text('claimed_at'),
-    sentAt: text('sent_at'),
-    sendAttempts: Number(row.send_attempts ?? 0),
-    providerId: text('provider_id'),
-    createdAt: String(row.created_at),
-    updatedAt: String(row.updated_at),
-  }
-}
+import {
+  DIGEST_EVENTS_LISTED,
+  DigestEvents,
+  digestEventsOf,
+  digestReferenceOf,
+  InDigest,
+  SentMessageIds,
+} from './digest-views.ts'
+import { type NotificationRowView, NotificationSummary, notificationSummaryOf, textOf } from './notification-summary.ts'
 
 /** What a read of one notification may reveal, as the answer's `revealed` and its audit row name them. */
 const REVEALABLE = [
@@ -124,16 +75,13 @@ const Notification = NotificationSummary.extend({
       }),
     )
     .openapi({ description: 'the provider events about the sent message, oldest first' }),
-  sentMessage: z
-    .object({
-      transport: z.string(),
-      messageId: z.string(),
-      sentAt: z.string(),
-      raw: z.string().optional().openapi({
-        description: 'the exact message sent (`raw=true`); unsubscribe tokens masked for a viewer',
-      }),
-    })
-    .nullable(),
+  sentMessage: SentMessageIds.extend({
+    raw: z.string().optional().openapi({
+      description: 'the exact message sent (`raw=true`); unsubscribe tokens masked for a viewer',
+    }),
+  }).nullable(),
+  inDigest: InDigest,
+  digest: DigestEvents.nullable().openapi({ description: 'a digest: the events it tells (null for any other)' }),
 }).openapi('Notification')
 
 const show = createRoute({
@@ -141,7 +89,7 @@ const show = createRoute({
   path: '/{id}',
   summary: 'One notification: status, what was sent, and — revealed on request, audited — its recipient and content',
   description:
-    "By default, for every role, the address and name are masked, the content (subject, text, HTML) is null and the unsubscribe token reads `[token]`: such a read is not audited. `reveal=true` shows the recipient, the content and the provider events unmasked; `reveal=html` the HTML part alone (the console's email frame); `raw=true` adds the raw MIME to what `reveal=true` shows. Each unmasked read writes one audit row (`notification.reveal`, `notification.html`, `notification.raw`) naming the operator, the notification and what was revealed, before it is answered. Only an admin gets the real unsubscribe link: a viewer's token stays masked everywhere, raw MIME included.",
+    "By default, for every role, the address and name are masked, the content (subject, text, HTML) is null and the unsubscribe token reads `[token]`: such a read is not audited. `reveal=true` shows the recipient, the content and the provider events unmasked; `reveal=html` the HTML part alone (the console's email frame); `raw=true` adds the raw MIME to what `reveal=true` shows. Each unmasked read writes one audit row (`notification.reveal`, `notification.html`, `notification.raw`) naming the operator, the notification and what was revealed, before it is answered. Only an admin gets the real unsubscribe link: a viewer's token stays masked everywhere, raw MIME included. A digest is read the same way, and lists the events it tells (`digest`); a `digested` notification names the digest it went into (`inDigest`).",
   security: ADMIN_SECURITY,
   request: {
     params: z.object({
@@ -182,14 +130,17 @@ export const notifications = createRouter().openapi(show, async (c) => {
   const read: keyof typeof READ_ACTIONS | 'none' =
     query.raw === 'true' ? 'raw' : query.reveal === 'true' ? 'all' : query.reveal === 'html' ? 'html' : 'none'
   const db = c.env.DB
-  const [found, sent] = await db.batch([
+  const [found, sent, told, inDigest] = await db.batch([
     db.prepare('SELECT * FROM notifications WHERE id = ?1').bind(id),
     db.prepare('SELECT transport, message_id, raw, sent_at FROM sent_messages WHERE notification_id = ?1').bind(id),
+    eventsOfDigest(db, id, DIGEST_EVENTS_LISTED),
+    digestsTelling(db, { notificationId: id }),
   ])
   const row = found?.results?.[0] as NotificationRowView | undefined
   if (!row) throw new ApiError('NOT_FOUND', 'no such notification')
   const message = sent?.results?.[0] as SentRow | undefined
-  const text = (key: string) => (row[key] === null || row[key] === undefined ? null : String(row[key]))
+  const digestRow = inDigest?.results?.[0] as DigestReferenceRow | undefined
+  const text = (key: string) => textOf(row, key)
   const whole = read === 'all' || read === 'raw'
   const link = text('unsubscribe_url')
   // The one-click link is a capability (a POST with it opts the recipient out): only an admin's
@@ -236,6 +187,8 @@ export const notifications = createRouter().openapi(show, async (c) => {
             ...(read === 'raw' ? { raw: linkShown ? message.raw : maskUnsubscribeTokensInMime(message.raw) } : {}),
           }
         : null,
+      inDigest: digestRow ? digestReferenceOf(digestRow) : null,
+      digest: digestEventsOf(row, (told?.results ?? []) as DigestEventRow[]),
     },
     200,
   )

@@ -7,7 +7,7 @@ import { Hono } from 'hono'
 import { countDeadLetters, type DeadLetterFilter } from '../../dead-letters/query.ts'
 import type { Answer } from '../api.ts'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
-import { Csrf, ErrorNote, Layout, queryOf, Table, TextFilter } from '../layout.tsx'
+import { Csrf, ErrorNote, Layout, queryOf, SelectFilter, Table, TextFilter } from '../layout.tsx'
 
 type Summary = {
   id: string
@@ -51,29 +51,26 @@ function filtersOf(values: Record<string, string | undefined>): DeadLetterFilter
 
 function Filters(props: { filter: DeadLetterFilter }) {
   const { filter } = props
-  const select = (name: string, label: string, values: string[], current?: string) => (
-    <label for={`filter-${name}`}>
-      {label}
-      <select id={`filter-${name}`} name={name}>
-        <option value="">any</option>
-        {values.map((value) => (
-          <option value={value} selected={value === current}>
-            {value}
-          </option>
-        ))}
-      </select>
-    </label>
-  )
   return (
     <form class="filters" method="get" action="/console/dead-letters">
       <label>
         Search (event id, message id or error)
         <input type="search" name="q" value={filter.q ?? ''} />
       </label>
-      {select('status', 'Status', ['open', 'replayed', 'discarded'], filter.status)}
+      <SelectFilter name="status" label="Status" values={['open', 'replayed', 'discarded']} value={filter.status} />
       <TextFilter name="code" label="Code" value={filter.code} />
-      {select('queue', 'Queue', ['notify-events', 'notify-dispatch', 'notify-email-events'], filter.queue)}
-      {select('source', 'Source', ['postgres', 'rabbitmq', 'kafka', 'http'], filter.source)}
+      <SelectFilter
+        name="queue"
+        label="Queue"
+        values={['notify-events', 'notify-dispatch', 'notify-email-events']}
+        value={filter.queue}
+      />
+      <SelectFilter
+        name="source"
+        label="Source"
+        values={['postgres', 'rabbitmq', 'kafka', 'http']}
+        value={filter.source}
+      />
       <TextFilter name="kind" label="Kind" value={filter.kind} />
       <button type="submit">Filter</button>
     </form>

@@ -1,6 +1,7 @@
 /**
- * An event's story (found by event id or source message id) and one
- * notification: its recipient masked and its content hidden until an operator
+ * An event's story (found by event id or source message id; a digested
+ * notification names its digest) and one notification (a digest lists the
+ * events it tells): its recipient masked and its content hidden until an operator
  * reveals them (audited), its email in a sandboxed frame that can run nothing
  * and load nothing (an audited read too), and the raw MIME to download
  * (audited: it holds the address).
@@ -8,6 +9,14 @@
 import { Hono } from 'hono'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
 import { Csrf, ErrorNote, Layout, Table } from '../layout.tsx'
+import {
+  type DigestEvents,
+  DigestEventsSection,
+  DigestLine,
+  type DigestReference,
+  StoryDigests,
+  ToldIn,
+} from './digests.tsx'
 
 type NotificationSummary = {
   id: string
@@ -21,6 +30,7 @@ type NotificationSummary = {
   scheduledAt: string
   sentAt: string | null
   createdAt: string
+  inDigest: DigestReference | null
 }
 type Story = {
   eventId: string
@@ -48,6 +58,7 @@ type Notification = NotificationSummary & {
   timeline: { provider: string; type: string; status: string; occurredAt: string }[]
   sentMessage: { transport: string; messageId: string; sentAt: string; raw?: string } | null
   contentRemoved: { at: string; by: 'retention' | 'erasure' } | null
+  digest: DigestEvents | null
 }
 
 /** The event id of a source message id, from what was processed or dead-lettered. */
@@ -140,10 +151,11 @@ eventPages.get('/events/:eventId', async (c) => {
           n.channel,
           <code>{n.recipientUserId}</code>,
           <strong>{n.status}</strong>,
-          timelineOf(n),
+          n.inDigest ? <ToldIn createdAt={n.createdAt} digest={n.inDigest} /> : timelineOf(n),
           n.statusReason ?? '',
         ])}
       />
+      <StoryDigests digests={story.notifications.flatMap((n) => (n.inDigest ? [n.inDigest] : []))} />
       <h2>Dead letters</h2>
       <Table
         label="Dead letters of the event"
@@ -181,12 +193,29 @@ function NotificationPage(props: { c: ConsoleContext; n: Notification; revealed:
   const { n, c } = props
   const id = encodeURIComponent(n.id)
   return (
-    <Layout page={c.get('page')} title={`Notification ${n.kind}`}>
+    <Layout page={c.get('page')} title={`${n.digest ? 'Digest' : 'Notification'} ${n.kind}`}>
       <dl>
-        <dt>Event</dt>
-        <dd>
-          <a href={`/console/events/${encodeURIComponent(n.eventId)}`}>{n.eventId}</a>
-        </dd>
+        {n.digest ? (
+          <>
+            <dt>Digest of</dt>
+            <dd>{n.digest.size} event(s), listed below</dd>
+          </>
+        ) : (
+          <>
+            <dt>Event</dt>
+            <dd>
+              <a href={`/console/events/${encodeURIComponent(n.eventId)}`}>{n.eventId}</a>
+            </dd>
+          </>
+        )}
+        {n.inDigest ? (
+          <>
+            <dt>Told in digest</dt>
+            <dd>
+              <DigestLine digest={n.inDigest} />
+            </dd>
+          </>
+        ) : null}
         <dt>Status</dt>
         <dd>
           {n.status} {n.statusReason ? `— ${n.statusReason}` : ''} {n.errorCode ? <code>{n.errorCode}</code> : null}
@@ -216,6 +245,7 @@ function NotificationPage(props: { c: ConsoleContext; n: Notification; revealed:
         <dt>Timeline</dt>
         <dd>{timelineOf(n)}</dd>
       </dl>
+      {n.digest ? <DigestEventsSection digest={n.digest} /> : null}
       <h2>Provider events</h2>
       <Table
         label="Provider events"

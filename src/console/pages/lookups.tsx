@@ -4,10 +4,10 @@
  */
 import { Hono } from 'hono'
 import type { AuditRecord } from '../../audit/record.ts'
-import { isNotificationStatus } from '../../notifications/status.ts'
+import { isNotificationStatus, NOTIFICATION_STATUSES } from '../../notifications/status.ts'
 import { maskAddress } from '../../privacy.ts'
 import type { ConsoleEnv } from '../context.ts'
-import { ErrorNote, Layout, queryOf, Table, TextFilter } from '../layout.tsx'
+import { ErrorNote, Layout, queryOf, SelectFilter, Table, TextFilter } from '../layout.tsx'
 
 export const lookupPages = new Hono<ConsoleEnv>()
 
@@ -15,13 +15,25 @@ lookupPages.get('/notifications', async (c) => {
   const asked = c.req.query('status')
   const status = isNotificationStatus(asked) ? asked : undefined
   const { results } = await c.env.DB.prepare(
-    `SELECT id, event_id, kind, status, created_at FROM notifications
+    `SELECT id, event_id, kind, status, created_at, is_digest, digest_size FROM notifications
      WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at DESC, id LIMIT 100`,
   )
     .bind(status ?? null)
-    .all<{ id: string; event_id: string; kind: string; status: string; created_at: string }>()
+    .all<{
+      id: string
+      event_id: string
+      kind: string
+      status: string
+      created_at: string
+      is_digest: number
+      digest_size: number | null
+    }>()
   return c.html(
     <Layout page={c.get('page')} title={`Notifications${status ? `: ${status}` : ''}`}>
+      <form class="filters" method="get" action="/console/notifications">
+        <SelectFilter name="status" label="Status" values={NOTIFICATION_STATUSES} value={status} />
+        <button type="submit">Filter</button>
+      </form>
       <p>The latest 100.</p>
       <Table
         label="Notifications"
@@ -30,7 +42,12 @@ lookupPages.get('/notifications', async (c) => {
           <a href={`/console/notifications/${encodeURIComponent(row.id)}`}>{row.created_at}</a>,
           row.kind,
           row.status,
-          <a href={`/console/events/${encodeURIComponent(row.event_id)}`}>{row.event_id}</a>,
+          // A digest has no event of its own: its page lists the events it tells.
+          row.is_digest ? (
+            `a digest${row.digest_size === null ? '' : ` of ${row.digest_size}`}`
+          ) : (
+            <a href={`/console/events/${encodeURIComponent(row.event_id)}`}>{row.event_id}</a>
+          ),
         ])}
       />
     </Layout>,

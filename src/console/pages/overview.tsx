@@ -2,17 +2,18 @@
  * The overview: for an admin, what stands between the deployment and a
  * delivered email (the doctor's findings); what waits for an operator (open
  * dead letters by code and queue), what the last 24 hours did (notifications
- * by status), how far behind each source is, how full the database is, and
- * the latest failures — each number a link to its list.
+ * by status), digests by kind, how far behind each source is, how full the
+ * database is, and the latest failures — each number of a list a link to it.
  */
 import { D1_SIZE_LIMIT_BYTES, GAUGES } from '../../metrics/counters.ts'
 import type { ConsoleContext } from '../context.ts'
 import { Layout, queryOf, Table } from '../layout.tsx'
+import { DigestsCard, digestCounts } from './digests.tsx'
 import { FindingsPanel, findingsFor } from './findings.tsx'
 
 type Row = Record<string, string | number | null>
 
-/** The overview's five reads, in one D1 batch. */
+/** The overview's six reads, in one D1 batch. */
 async function overviewData(db: D1Database): Promise<Row[][]> {
   const since = new Date(Date.now() - 24 * 3600_000).toISOString()
   const results = await db.batch([
@@ -31,13 +32,14 @@ async function overviewData(db: D1Database): Promise<Row[][]> {
       `SELECT id, code, queue, event_id, last_seen, error FROM dead_letters ORDER BY last_seen DESC, id LIMIT 10`,
     ),
     db.prepare('SELECT value, updated_at FROM gauges WHERE name = ?1').bind(GAUGES.d1Size),
+    digestCounts(db),
   ])
   return results.map((result) => (result.results ?? []) as Row[])
 }
 
-/** The three cards: open dead letters, the last day's notifications, consumer lag. */
-function Cards(props: { open: Row[]; statuses: Row[]; lag: Row[] }) {
-  const { open, statuses, lag } = props
+/** The four cards: open dead letters, the last day's notifications, digests by kind, consumer lag. */
+function Cards(props: { open: Row[]; statuses: Row[]; digests: Row[]; lag: Row[] }) {
+  const { open, statuses, digests, lag } = props
   return (
     <div class="cards">
       <section class="card" aria-labelledby="open-dead-letters">
@@ -69,6 +71,7 @@ function Cards(props: { open: Row[]; statuses: Row[]; lag: Row[] }) {
           ])}
         />
       </section>
+      <DigestsCard rows={digests} />
       <section class="card" aria-labelledby="lag">
         <h2 id="lag">Consumer lag</h2>
         <Table
@@ -110,7 +113,7 @@ function DatabaseSize(props: { size: Row | undefined }) {
 }
 
 export async function overviewPage(c: ConsoleContext) {
-  const [[open = [], statuses = [], lag = [], latest = [], size = []], findings] = await Promise.all([
+  const [[open = [], statuses = [], lag = [], latest = [], size = [], digests = []], findings] = await Promise.all([
     overviewData(c.env.DB),
     findingsFor(c),
   ])
@@ -129,7 +132,7 @@ export async function overviewPage(c: ConsoleContext) {
         )}
       </p>
       <DatabaseSize size={size[0]} />
-      <Cards open={open} statuses={statuses} lag={lag} />
+      <Cards open={open} statuses={statuses} digests={digests} lag={lag} />
       <h2>Latest failures</h2>
       <Table
         label="Latest failures"
