@@ -13,7 +13,6 @@ import { decodeInbound, type InboundEvent } from '../src/contracts/index.ts'
 import {
   deliverBatch,
   eventually,
-  example,
   examples,
   freshInbound,
   INGEST_TOKEN,
