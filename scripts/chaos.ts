@@ -238,6 +238,8 @@ async function send(index: number) {
   const to = `chaos+${eventId}@example.com`
   const body = structuredClone(sample)
   body.envelope.eventId = eventId
+  // An owner of its own: each of these is one email (bursts to one owner are told in one digest).
+  body.data.recipient.userId = crypto.randomUUID()
   body.data.recipient.email = to
   if (!valid) delete body.data.recipient.email
   const bytes = Buffer.from(JSON.stringify(body))

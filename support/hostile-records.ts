@@ -38,10 +38,14 @@ export type HostileRecord = {
 
 const sample = JSON.parse(readFileSync(new URL('../examples/arthunt/response.created.json', import.meta.url), 'utf8'))
 
-/** A valid ArtHunt response.created whose email goes to `to`. */
+/**
+ * A valid ArtHunt response.created whose email goes to `to`, to an owner of
+ * its own: responses to one owner are told in one digest, one email for all.
+ */
 export function validEvent(eventId: string, to: string): Buffer {
   const body = structuredClone(sample)
   body.envelope.eventId = eventId
+  body.data.recipient.userId = crypto.randomUUID()
   body.data.recipient.email = to
   return Buffer.from(JSON.stringify(body))
 }
