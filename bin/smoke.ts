@@ -38,26 +38,28 @@ const ENDED = new Set<string>(FINAL_STATUSES.filter((status) => status !== 'sent
 /** Statuses in which it waits for something the smoke test cannot bring about: said at once, not waited out. */
 const WAITING = new Set(['paused', 'awaiting-contact'])
 
-/** The smoke test's own event: an ArtHunt `response.created` addressed to `to`, with fresh ids. */
+/**
+ * The smoke test's own event: an ArtHunt `invitation.created` addressed to
+ * `to`, with fresh ids — a kind that goes at once (a response would wait for
+ * its owner's digest to close, ten minutes when deployed).
+ */
 export function smokeEvent(to: string, now = new Date()) {
   const eventId = randomUUID()
   const body = {
     envelope: {
       eventId,
-      eventType: 'response.created',
+      eventType: 'invitation.created',
       schemaVersion: 1,
       occurredAt: now.toISOString(),
       producer: 'notify-edge-smoke',
     },
     data: {
-      responseId: randomUUID(),
+      invitationId: randomUUID(),
       projectId: randomUUID(),
       projectTitle: 'notify-edge smoke test',
       recipient: { userId: randomUUID(), email: to, displayName: 'notify-edge smoke' },
       actor: { userId: randomUUID(), displayName: 'notify-edge' },
-      proposedPrice: 1,
-      proposedCurrency: 'RUB',
-      proposedDeadlineDays: 1,
+      message: 'notify-edge smoke test',
       deepLink: 'https://example.com/notify-edge-smoke',
     },
   }
@@ -115,7 +117,7 @@ export async function smoke(options: SmokeOptions): Promise<{ code: number; repo
     return { code: 1, report }
   }
   // Masked: what the command prints ends up in terminals' scrollback and CI logs.
-  options.print(`smoke: event ${eventId} (response.created) to ${maskAddress(options.to)}`)
+  options.print(`smoke: event ${eventId} (invitation.created) to ${maskAddress(options.to)}`)
   await options.ingest({ events: [inbound] })
   line('accepted', new Date().toISOString(), 'POST /v1/ingest answered 202: the event is on notify-events')
 

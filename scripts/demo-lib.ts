@@ -71,22 +71,26 @@ export async function until<T>(check: () => Promise<T | undefined>, timeoutMs: n
 }
 
 /**
- * Writes one message to the outbox (log row and data row in one transaction);
- * returns its message id, which a body without an event id is known by.
+ * Writes messages to the outbox (a log row and a data row each), all in one
+ * transaction, as a producer writes what one business transaction emitted;
+ * returns the first one's message id, which a body without an event id is known by.
  */
-export async function writeOutbox(endpoints: Endpoints, body: Buffer): Promise<string> {
+export async function writeOutbox(endpoints: Endpoints, ...bodies: Buffer[]): Promise<string> {
   const schema = endpoints.pgSchema ?? 'data_exchange'
   const sql = postgres(endpoints.pgUrl, { max: 1, onnotice: () => {} })
-  const id = crypto.randomUUID()
+  const ids = bodies.map(() => crypto.randomUUID())
   try {
     await sql.begin(async (tx) => {
-      await tx`INSERT INTO ${tx(schema)}.message_queue_log (message_id) VALUES (${id})`
-      await tx`INSERT INTO ${tx(schema)}.message_queue_log_data (message_id, message_body) VALUES (${id}, ${body})`
+      for (const [index, body] of bodies.entries()) {
+        const id = ids[index] as string
+        await tx`INSERT INTO ${tx(schema)}.message_queue_log (message_id) VALUES (${id})`
+        await tx`INSERT INTO ${tx(schema)}.message_queue_log_data (message_id, message_body) VALUES (${id}, ${body})`
+      }
     })
   } finally {
     await sql.end({ timeout: 1 })
   }
-  return id
+  return ids[0] as string
 }
 
 /** Publishes invitation.created events on the exchange, with publisher confirms. */
@@ -216,6 +220,23 @@ export async function sendSamples(endpoints: Endpoints): Promise<Sent[]> {
   return sent
 }
 
+/** A notification as an event's story shows it, with the digest it is in, if any. */
+type Told = { id: string; status: string; inDigest?: { status: string } | null }
+
+const ON_ITS_WAY = ['pending', 'sending', 'collecting', 'closing']
+
+/**
+ * Whether a notification has come to something: sent or ended, or told in a
+ * digest that has (a digest of one sends its notification as itself: it is
+ * `digested` only until its digest closes).
+ */
+function settled(notification: Told): boolean {
+  if (notification.status === 'digested') {
+    return notification.inDigest ? !ON_ITS_WAY.includes(notification.inDigest.status) : false
+  }
+  return !ON_ITS_WAY.includes(notification.status)
+}
+
 /** Waits for each event's fate and reads it through the operator API. */
 export async function collectOutcomes(
   endpoints: Endpoints,
@@ -227,11 +248,11 @@ export async function collectOutcomes(
       const story = await until(async () => {
         const { status, body } = await api(endpoints, `/v1/events/${item.eventId}`)
         if (status !== 200 || !body) return undefined
-        const notifications = body.notifications as { id: string; status: string }[]
+        const notifications = body.notifications as Told[]
         const deadLetters = body.deadLetters as { code: string }[]
         const processed = body.processed as { outcome: string }[]
         if (deadLetters.length > 0) return body
-        if (processed.length > 0 && notifications.every((n) => !['pending', 'sending'].includes(n.status))) return body
+        if (processed.length > 0 && notifications.every(settled)) return body
         return undefined
       }, timeoutMs)
       if (!story) return { ...item, outcome: 'not seen yet' }

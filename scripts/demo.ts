@@ -4,11 +4,13 @@
  * became of each — outcome, and the email's subject and (masked) recipient,
  * or the dead-letter code. Then the recipient loop: a bounce that turns the
  * next email to that address into `suppressed`, and a one-click unsubscribe
- * that turns the next optional email into `opted-out`.
+ * that turns the next optional email into `opted-out`. Last, a digest: five
+ * responses to one project become one email.
  */
 import { readFileSync } from 'node:fs'
 import { parseEnv } from 'node:util'
 import { renderTable } from '../bin/table.ts'
+import { showDigest } from './demo-digest.ts'
 import { collectOutcomes, mask, sendSamples } from './demo-lib.ts'
 import { showRecipientLoop } from './demo-recipients.ts'
 
@@ -58,5 +60,24 @@ console.log(
 const loopWrong = loop.filter((row) => row.got !== row.expected)
 if (loopWrong.length > 0) console.log(`\nnot as expected: ${loopWrong.map((row) => row.step).join(', ')}`)
 console.log('suppressed addresses: node bin/notify-edge.ts suppressions list')
+
+console.log('\na digest: five responses to one project within a minute…')
+const digest = await showDigest(endpoints)
+console.log(
+  renderTable(
+    ['EVENT', 'RESPONSE FROM', 'STATUS', 'DIGEST'],
+    digest.events.map((row) => [row.eventId.slice(0, 8), row.actor, row.status, row.digestId ?? '']),
+  ),
+)
+const digestRight =
+  digest.digest?.status === 'sent' &&
+  digest.digest.size === 5 &&
+  digest.events.every((row) => row.status === 'digested' && row.digestId === digest.digest?.id)
+console.log(
+  digest.digest
+    ? `one email to ${mask(digest.owner.email)}: «${digest.digest.subject}» (${digest.digest.status}, ${digest.digest.size} responses)`
+    : 'no digest was sent',
+)
+if (!digestRight) console.log('\nnot as expected: the digest')
 console.log('\nthe emails: http://127.0.0.1:8787/cdn-cgi/local/explorer/api/local/email/sending')
-process.exit(wrong.length + loopWrong.length > 0 ? 1 : 0)
+process.exit(wrong.length + loopWrong.length > 0 || !digestRight ? 1 : 0)

@@ -137,6 +137,13 @@ describe('digests in the operator API', () => {
 
   it('a notification sent at once is neither a digest nor in one', async () => {
     const userId = guid()
+    // An owner who chose responses one by one.
+    await env.DB.prepare(
+      `INSERT INTO preferences (user_id, kind, channel, enabled, source, updated_at, mode)
+       VALUES (?1, 'ResponseCreated', 'email', 1, 'api', ?2, 'instant')`,
+    )
+      .bind(userId, new Date().toISOString())
+      .run()
     const instant = response({ userId, email: `instant-${userId.slice(0, 8)}@example.com` }, 'Проект')
     await consume([instant.message])
     const story = await read<StoryBody>(`/v1/events/${instant.eventId}`)

@@ -12,6 +12,7 @@ import { Kafka, logLevel, Partitioners } from 'kafkajs'
 import postgres from 'postgres'
 import { Connection } from 'rabbitmq-client'
 import { migratePostgres } from '../../bridge/src/migrate.ts'
+import { showDigest } from '../../scripts/demo-digest.ts'
 import { collectOutcomes, type Endpoints, sendSamples } from '../../scripts/demo-lib.ts'
 import { showRecipientLoop } from '../../scripts/demo-recipients.ts'
 import { startBridge } from '../../support/bridge-process.ts'
@@ -207,4 +208,20 @@ test('the recipient loop through the real sources: a bounce suppresses the next 
   const list = await mails()
   assert.equal(list.filter((mail) => mail.to.includes(loop.bounced)).length, 1)
   assert.equal(list.filter((mail) => mail.to.includes(loop.optedOut)).length, 1)
+})
+
+test('five responses to one project through the outbox become one email that lists all five', async () => {
+  const shown = await showDigest(endpoints)
+  assert.deepEqual(
+    shown.events.map((event) => event.status),
+    Array(5).fill('digested'),
+  )
+  assert.equal(new Set(shown.events.map((event) => event.digestId)).size, 1)
+  assert.equal(shown.digest?.status, 'sent')
+  assert.equal(shown.digest?.size, 5)
+  assert.equal(shown.digest?.listed, 5)
+  assert.match(shown.digest?.subject ?? '', /^5 новых откликов на ваш проект «Редизайн лендинга для студии керамики»$/)
+  // One email to the owner, naming every response.
+  const list = (await mails()).filter((mail) => mail.to.includes(shown.owner.email))
+  assert.equal(list.length, 1)
 })
