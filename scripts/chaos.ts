@@ -11,9 +11,14 @@
  * the outbox database, fails 25 % of email sends transiently and 5 % with a
  * 429 and a `retry-after`, revokes the provider's API key for a while, sends
  * PIN decisions whose owners' contacts arrive later, and for a phase makes
- * every send slower than the dispatch lease while the cron runs. Then
+ * every send slower than the dispatch lease while the cron runs. Among the
+ * single events (each to an owner of its own: one email each), some owners get
+ * a burst of responses close together (CHAOS_BURST_OWNERS), told in their
+ * digests, some bursts across a fault's start. Then
  * it reconciles, prints a table, writes chaos-results.json, and exits non-zero
- * when an event was lost, an address got two emails, one notification was
+ * when an event was lost (a burst's: named in no email), an address got two
+ * emails (a burst's owner may get two digests: for a burst, an event named in
+ * two emails), an event was told to another owner, one notification was
  * being sent by two senders at once or retried with another payload (the
  * fake provider keeps Resend's idempotency rules), a valid event dead-lettered, a
  * source stalled behind a bad record, a dead letter's bytes differ from what
@@ -57,6 +62,9 @@ const SLOW_SEND_MS = 12_000
 const SLOWER_THAN_TIMEOUT_MS = 17_000
 const SLOW_SENDS = Number(process.env.CHAOS_SLOW_SENDS ?? '30')
 const SOURCES = ['postgres', 'rabbitmq', 'kafka'] as const
+/** Owners who each get a burst of responses, and the bursts' sizes in turn. */
+const BURST_OWNERS = Number(process.env.CHAOS_BURST_OWNERS ?? Math.max(3, Math.floor(EVENTS / 10)))
+const BURST_SIZES = [2, 3, 4, 5]
 const id = crypto.randomUUID().slice(0, 8)
 const progress = (text: string) => process.stdout.write(`[chaos] ${text}\n`)
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -245,6 +253,10 @@ async function send(index: number) {
   const bytes = Buffer.from(JSON.stringify(body))
   const source = SOURCES[index % 3] as Source
   planned.push({ eventId, source, valid, bytes, to, index })
+  await publish(source, eventId, bytes)
+}
+/** One event on its source (an outbox row, an AMQP message, a Kafka record), with retries. */
+async function publish(source: Source, eventId: string, bytes: Buffer) {
   await withRetries(async () => {
     if (source === 'postgres') {
       await sql.begin(async (tx) => {
@@ -438,8 +450,56 @@ const schedule: [number, string, () => Promise<void> | void][] = [
   [0.8, 'SIGKILL the bridge, restart it', restartBridge],
 ]
 schedule.sort((a, b) => a[0] - b[0])
+
+// ── bursts: responses to one owner close together, told in the owner's digest (the Worker's
+// DIGEST_WINDOW_SECONDS is 2 here): one response per step of the sending, each on the next source.
+// Spread evenly over the run; the burst nearest each fault's start is moved across it (its first
+// response before the fault, the rest after), the Worker's outage and the provider's faults first.
+// Each response's deepLink names its event, so the text of an email tells which events it carried.
+type BurstOwner = { n: number; userId: string; to: string; size: number; start: number; moved: boolean }
+type BurstEvent = { eventId: string; source: Source; index: number; to: string }
+const burstOwners: BurstOwner[] = Array.from({ length: BURST_OWNERS }, (_, n) => {
+  const userId = crypto.randomUUID()
+  const size = BURST_SIZES[n % BURST_SIZES.length] as number
+  const start = Math.floor(((n + 0.5) * EVENTS) / BURST_OWNERS)
+  return { n, userId, to: `chaos+burst-${userId}@example.com`, size, start, moved: false }
+})
+const faultsFirst = new Set<unknown>([takeTheWorkerAway, revokeTheKey, slowDownTheProvider])
+for (const [at] of [...schedule].sort((a, b) => Number(!faultsFirst.has(a[2])) - Number(!faultsFirst.has(b[2])))) {
+  // A fault acts before the event of the first index at or past its share of the run.
+  const across = Math.max(0, Math.ceil(at * EVENTS) - 1)
+  const nearest = burstOwners
+    .filter((owner) => !owner.moved)
+    .sort((a, b) => Math.abs(a.start - across) - Math.abs(b.start - across))[0]
+  if (!nearest) break
+  nearest.start = across
+  nearest.moved = true
+}
+const burstAt = new Map<number, { owner: BurstOwner; member: number }[]>()
+for (const owner of burstOwners) {
+  owner.start = Math.max(0, Math.min(owner.start, EVENTS - owner.size))
+  for (let member = 0; member < owner.size; member += 1) {
+    const index = owner.start + member
+    burstAt.set(index, [...(burstAt.get(index) ?? []), { owner, member }])
+  }
+}
+const bursts: BurstEvent[] = []
+const BURST_LINK = new RegExp(`/projects/chaos-${id}/responses/([0-9a-f-]{36})`, 'g')
+async function sendBurst(owner: BurstOwner, member: number, index: number) {
+  const eventId = crypto.randomUUID()
+  const source = SOURCES[(owner.n + member) % SOURCES.length] as Source
+  const body = structuredClone(sample)
+  body.envelope.eventId = eventId
+  body.data.responseId = crypto.randomUUID()
+  body.data.recipient.userId = owner.userId
+  body.data.recipient.email = owner.to
+  body.data.deepLink = `https://arthunt.ru/projects/chaos-${id}/responses/${eventId}`
+  bursts.push({ eventId, source, index, to: owner.to })
+  await publish(source, eventId, Buffer.from(JSON.stringify(body)))
+}
+
 progress(
-  `sending ${EVENTS} events (1 in ${POISON_EVERY} poison) and ${hostile.length} hostile records over PostgreSQL, RabbitMQ and Kafka`,
+  `sending ${EVENTS} events (1 in ${POISON_EVERY} poison), bursts of responses to ${burstOwners.length} owners and ${hostile.length} hostile records over PostgreSQL, RabbitMQ and Kafka`,
 )
 const started = Date.now()
 let next = 0
@@ -451,6 +511,7 @@ for (let index = 0; index < EVENTS; index += 1) {
   }
   for (const record of hostileAt.get(index) ?? []) await sendHostile(record, index)
   await send(index)
+  for (const { owner, member } of burstAt.get(index) ?? []) await sendBurst(owner, member, index)
   if (index % 500 === 499) progress(`  sent ${index + 1}`)
 }
 await Promise.all([outageOver, slowOver, keyOver, lateOver])
@@ -467,18 +528,39 @@ const expectedEmails = new Map<string, { source: Source; index: number }>([
   ),
   ...lateContacts.map(({ to }) => [to, { source: 'kafka' as Source, index: -1 }] as const),
 ])
+// A burst's owner may get more than one email (a digest closed inside the burst): its emails are
+// counted by the events they name, not by address.
+const burstAddresses = new Set(burstOwners.map((owner) => owner.to))
 const mailed = () => {
   const count = new Map<string, number>()
-  for (const { to } of provider.emails.values()) count.set(to, (count.get(to) ?? 0) + 1)
+  for (const { to } of provider.emails.values()) {
+    if (!burstAddresses.has(to)) count.set(to, (count.get(to) ?? 0) + 1)
+  }
   return count
+}
+/** For each burst event named in an email's text, the emails (provider keys) that name it. */
+const burstIds = new Set(bursts.map((event) => event.eventId))
+const mentions = () => {
+  const told = new Map<string, string[]>()
+  for (const [key, { text }] of provider.emails) {
+    const named = new Set([...text.matchAll(BURST_LINK)].map((match) => match[1] as string))
+    for (const eventId of named) if (burstIds.has(eventId)) told.set(eventId, [...(told.get(eventId) ?? []), key])
+  }
+  return told
 }
 progress('waiting for every expected email…')
 const deadline = Date.now() + Number(process.env.CHAOS_TIMEOUT_MS ?? 600_000)
 let lastReport = 0
-const missing = () => {
+const missingSingles = () => {
   const have = mailed()
   return [...expectedEmails].filter(([to]) => !have.has(to))
 }
+const missingBursts = (told: ReadonlyMap<string, readonly string[]>) =>
+  bursts
+    .filter((event) => !told.has(event.eventId))
+    .map((event) => [event.eventId, { source: event.source, index: event.index }] as const)
+const missing = () => [...missingSingles(), ...missingBursts(mentions())]
+const awaited = expectedEmails.size + bursts.length
 while (Date.now() < deadline && missing().length > 0) {
   await sleep(1000)
   if (Date.now() - lastReport > 10_000) {
@@ -487,11 +569,13 @@ while (Date.now() < deadline && missing().length > 0) {
       SOURCES.map((source) => [source, missing().filter(([, where]) => where.source === source).length]),
     )
     progress(
-      `  ${expectedEmails.size - missing().length}/${expectedEmails.size} emailed; missing by source ${JSON.stringify(bySource)}`,
+      `  ${awaited - missing().length}/${awaited} emailed (of them ${bursts.length} burst events); missing by source ${JSON.stringify(bySource)}`,
     )
   }
 }
-const lost = missing()
+const told = mentions()
+const burstLost = missingBursts(told)
+const lost = [...missingSingles(), ...burstLost]
 // A source stalled when something it carried after its first hostile record never arrived.
 const stalled = SOURCES.filter((source) =>
   lost.some(([, where]) => where.source === source && where.index >= (firstHostile.get(source) ?? Infinity)),
@@ -501,13 +585,32 @@ const stalled = SOURCES.filter((source) =>
 // would be two through a transport without one, so two senders of one notification at once (the
 // lease failed) and a repeat with another payload (a retry that is not the same request) fail
 // the run too.
-const duplicates = [...mailed().values()].reduce((sum, count) => sum + Math.max(0, count - 1), 0)
-const duplicateDetails = [...mailed()]
-  .filter(([, count]) => count > 1)
-  .map(([to, count]) => {
-    const keys = [...provider.emails].filter(([, email]) => email.to === to).map(([key]) => key)
-    return `${count} notifications to one address: ${keys.join(', ')}`
-  })
+// A burst's duplicate is an event named in two emails (two digests, or a digest and its own email).
+const eventsInTwo = [...told].filter(([, keys]) => keys.length > 1)
+const duplicates = [...mailed().values()].reduce((sum, count) => sum + Math.max(0, count - 1), 0) + eventsInTwo.length
+const duplicateDetails = [
+  ...[...mailed()]
+    .filter(([, count]) => count > 1)
+    .map(([to, count]) => {
+      const keys = [...provider.emails].filter(([, email]) => email.to === to).map(([key]) => key)
+      return `${count} notifications to one address: ${keys.join(', ')}`
+    }),
+  ...eventsInTwo.map(([eventId, keys]) => `burst event ${eventId} in ${keys.length} emails: ${keys.join(', ')}`),
+]
+// What the bursts' owners got: how many events each email told, whose emails were more than one,
+// and any event told to an address other than its owner's.
+const burstEmails = [...provider.emails].filter(([, email]) => burstAddresses.has(email.to))
+const burstEmailsByEventsTold: Record<string, number> = {}
+for (const [key] of burstEmails) {
+  const size = [...told.values()].filter((keys) => keys.includes(key)).length
+  burstEmailsByEventsTold[size] = (burstEmailsByEventsTold[size] ?? 0) + 1
+}
+const burstOwnersSplit = burstOwners.filter(
+  (owner) => burstEmails.filter(([, email]) => email.to === owner.to).length > 1,
+).length
+const burstToAnotherOwner = bursts.filter((event) =>
+  (told.get(event.eventId) ?? []).some((key) => provider.emails.get(key)?.to !== event.to),
+)
 const { stats } = provider
 // Notifications ended by our own configuration (the revoked key): they should have paused, not failed.
 const burned = Number(
@@ -533,7 +636,7 @@ do {
   deadLetters.push(...page.items)
   cursor = page.nextCursor
 } while (cursor)
-const validIds = new Set(valid.map((event) => event.eventId))
+const validIds = new Set([...valid.map((event) => event.eventId), ...burstIds])
 const validDeadLettered = deadLetters.filter((letter) => letter.eventId && validIds.has(letter.eventId))
 const byCode: Record<string, number> = {}
 for (const letter of deadLetters) byCode[letter.code] = (byCode[letter.code] ?? 0) + 1
@@ -569,10 +672,20 @@ const result = {
   poison_sent: planned.length - valid.length,
   hostile_records: hostile.length,
   emails_expected: expectedEmails.size,
-  emails_sent: expectedEmails.size - lost.length,
+  emails_sent: expectedEmails.size - (lost.length - burstLost.length),
   lost: lost.length,
   duplicates,
   duplicate_details: duplicateDetails,
+  burst_owners: burstOwners.length,
+  burst_events: bursts.length,
+  burst_emails: burstEmails.length,
+  // Emails by how many burst events each told: 1 is a digest that told one, sent as its own email.
+  burst_emails_by_events_told: burstEmailsByEventsTold,
+  // Owners told their burst in more than one email (a digest closed while the burst arrived).
+  burst_owners_with_two_or_more_emails: burstOwnersSplit,
+  events_in_two_digests: eventsInTwo.length,
+  burst_events_lost: burstLost.length,
+  burst_events_told_to_another_owner: burstToAnotherOwner.length,
   valid_dead_lettered: validDeadLettered.length,
   stalled_sources: stalled.length,
   bytes_altered: bytesAltered,
@@ -639,6 +752,9 @@ provider.close()
 const ok =
   lost.length === 0 &&
   duplicates === 0 &&
+  eventsInTwo.length === 0 &&
+  burstLost.length === 0 &&
+  burstToAnotherOwner.length === 0 &&
   stats.concurrentSenders === 0 &&
   stats.otherPayload === 0 &&
   // The key was refused (the fault happened), nothing was burned by it, and no retry came early.

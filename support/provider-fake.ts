@@ -45,8 +45,11 @@ export type ProviderStats = {
   contractViolations: number
 }
 
-/** One email the provider accepted: keyed by its Idempotency-Key, a batch's members by `key#index`. */
-export type AcceptedEmail = { to: string; payloadSha256: string; id: string }
+/**
+ * One email the provider accepted: keyed by its Idempotency-Key, a batch's members by `key#index`;
+ * `text` is its plain-text body (what the chaos run reads to tell which events a digest carried).
+ */
+export type AcceptedEmail = { to: string; payloadSha256: string; id: string; text: string }
 
 /**
  * A stand-in for Resend's `POST /emails` and `POST /emails/batch`, for the
@@ -222,7 +225,12 @@ export async function startProviderFake(options: {
     const members = Array.isArray(parsed) ? parsed : [parsed]
     const ids = members.map((email, index) => {
       const id = batch ? `fake_${key}_${index}` : `fake_${key}`
-      emails.set(batch ? `${key}#${index}` : key, { to: email.to[0] as string, payloadSha256, id })
+      emails.set(batch ? `${key}#${index}` : key, {
+        to: email.to[0] as string,
+        payloadSha256,
+        id,
+        text: email.text ?? '',
+      })
       return id
     })
     const body = batch ? { data: ids.map((id) => ({ id })) } : { id: ids[0] }
@@ -304,7 +312,7 @@ export async function startProviderFake(options: {
   }
 }
 
-type SentEmail = { from: string; to: string[]; subject: string }
+type SentEmail = { from: string; to: string[]; subject: string; text?: string }
 
 async function readBody(request: IncomingMessage): Promise<Buffer> {
   const chunks: Buffer[] = []
