@@ -7,6 +7,7 @@
  * went into; the digest's page lists the five events.
  */
 import { api, type Endpoints, until, writeOutbox } from './demo-lib.ts'
+import { newRecipient } from './demo-recipients.ts'
 
 /** What the demo saw: each event's outcome and digest, and the digest's email. */
 export type DigestShown = {
@@ -46,22 +47,24 @@ function response(owner: { userId: string; email: string }, actor: string, proje
 
 /** Five responses to one owner's project, then what became of them: one digest, sent, telling all five. */
 export async function showDigest(endpoints: Endpoints, timeoutMs = 120_000): Promise<DigestShown> {
-  const userId = crypto.randomUUID()
-  const owner = { userId, email: `owner-${userId.slice(0, 8)}@example.com` }
+  // In the contact replica, so that their emails are in Russian whatever the Worker's default locale.
+  const owner = await newRecipient(endpoints, 'owner')
   const projectId = crypto.randomUUID()
   const sent = ACTORS.map((actor) => ({ actor, ...response(owner, actor, projectId) }))
   // One transaction, as five responses made close together reach the outbox: one digest whatever its window.
   await writeOutbox(endpoints, ...sent.map(({ body }) => Buffer.from(JSON.stringify(body))))
-  const stories = await until(async () => {
-    const found = await Promise.all(sent.map(({ eventId }) => api(endpoints, `/v1/events/${eventId}`)))
-    const digests = found.map((story) => {
+  // The last stories read, so that a digest that never went out still shows where each event stands.
+  let stories: Awaited<ReturnType<typeof api>>[] = []
+  await until(async () => {
+    stories = await Promise.all(sent.map(({ eventId }) => api(endpoints, `/v1/events/${eventId}`)))
+    const digests = stories.map((story) => {
       const [notification] = (story.body?.notifications ?? []) as { inDigest?: { id: string; status: string } }[]
       return notification?.inDigest
     })
-    return digests.every((digest) => digest?.status === 'sent') ? found : undefined
+    return digests.every((digest) => digest?.status === 'sent') ? true : undefined
   }, timeoutMs)
   const events = sent.map(({ eventId, actor }, index) => {
-    const [notification] = (stories?.[index]?.body?.notifications ?? []) as {
+    const [notification] = (stories[index]?.body?.notifications ?? []) as {
       status: string
       inDigest?: { id: string } | null
     }[]
@@ -69,7 +72,8 @@ export async function showDigest(endpoints: Endpoints, timeoutMs = 120_000): Pro
   })
   const digestId = events[0]?.digestId
   if (!digestId) return { owner, events, digest: undefined }
-  const page = (await api(endpoints, `/v1/notifications/${digestId}`)).body as {
+  // The subject is shown only to a read that reveals it, recorded in the audit trail.
+  const page = (await api(endpoints, `/v1/notifications/${digestId}?reveal=true`)).body as {
     status: string
     subject: string
     digest: { size: number; events: unknown[] }

@@ -105,7 +105,7 @@ async function reportBounce(endpoints: Endpoints, secret: string, providerId: st
 }
 
 /** A new person in the contact replica, so that the locale of their emails is known (ru-RU). */
-async function newRecipient(endpoints: Endpoints, prefix: string): Promise<{ userId: string; email: string }> {
+export async function newRecipient(endpoints: Endpoints, prefix: string): Promise<{ userId: string; email: string }> {
   const person = { userId: fresh(), email: `${prefix}-${fresh().slice(0, 8)}@example.com` }
   await api(endpoints, `/v1/contacts/${person.userId}`, {
     method: 'PUT',
