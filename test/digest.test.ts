@@ -229,6 +229,54 @@ async function digestBacklog(count: number, tag: string): Promise<void> {
   await env.DB.batch(statements)
 }
 
+describe('a digest meets the rules of any notification', () => {
+  it('an address suppressed, and a recipient who opted out, while a digest collected: the digest is not sent', async () => {
+    const suppressedOwner = await digestOwner()
+    const optedOutOwner = await digestOwner()
+    await consume([response(suppressedOwner, 'А').message, response(suppressedOwner, 'Б').message])
+    await consume([response(optedOutOwner, 'В').message, response(optedOutOwner, 'Г').message])
+    const now = new Date().toISOString()
+    await env.DB.batch([
+      env.DB.prepare(
+        `INSERT INTO suppressions (address, cause, reason, until, source, created_at, updated_at)
+         VALUES (?1, 'hard-bounce', 'test', NULL, 'operator', ?2, ?2)`,
+      ).bind(suppressedOwner.email, now),
+      env.DB.prepare(
+        "UPDATE preferences SET enabled = 0, updated_at = ?2 WHERE user_id = ?1 AND kind = 'ResponseCreated'",
+      ).bind(optedOutOwner.userId, now),
+    ])
+    for (const [owner, status] of [
+      [suppressedOwner, 'suppressed'],
+      [optedOutOwner, 'opted-out'],
+    ] as const) {
+      const [digest] = await digestsOf(owner.userId)
+      const closed = await dispatchOnce({
+        notificationId: digest?.id as string,
+        due: await windowPassed(digest?.id as string),
+      })
+      await dispatchOnce(closed.enqueued[0]?.body as { notificationId: string; due: string })
+      expect((await digestsOf(owner.userId))[0]?.status).toBe(status)
+      expect(await sentOf(digest?.id as string)).toHaveLength(0)
+    }
+  })
+
+  it('a digest whose close message was lost is closed by the cron past its grace, and sent once', async () => {
+    const owner = await digestOwner()
+    await consume([response(owner, 'А').message, response(owner, 'Б').message])
+    const [digest] = await digestsOf(owner.userId)
+    // Due ten minutes ago, its message never came: the cron's search finds it and enqueues it again.
+    const longAgo = new Date(Date.now() - 10 * 60_000).toISOString()
+    await env.DB.prepare('UPDATE notifications SET scheduled_at = ?2, enqueued_at = ?2 WHERE id = ?1')
+      .bind(digest?.id, longAgo)
+      .run()
+    await runCron(new Date())
+    await expect
+      .poll(async () => (await digestsOf(owner.userId))[0]?.status, { timeout: 30_000, interval: 100 })
+      .toBe('sent')
+    expect(await sentOf(digest?.id as string)).toHaveLength(1)
+  })
+})
+
 describe('what the digest statements read', () => {
   it('joining, fencing, reading members and the search for lost closes read their own rows, not the backlog', async () => {
     const tag = guid().slice(0, 8)
