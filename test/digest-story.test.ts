@@ -1,7 +1,16 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
-import { closeAndSend, consume, digestOwner, digestsOf, membersOf, response, windowPassed } from './digests.ts'
-import { ADMIN_TOKEN, guid } from './helpers.ts'
+import {
+  closeAndSend,
+  consume,
+  digestOwner,
+  digestsOf,
+  membersOf,
+  ownerWho,
+  response,
+  windowPassed,
+} from './digests.ts'
+import { ADMIN_TOKEN } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 /**
@@ -136,15 +145,8 @@ describe('digests in the operator API', () => {
   })
 
   it('a notification sent at once is neither a digest nor in one', async () => {
-    const userId = guid()
     // An owner who chose responses one by one.
-    await env.DB.prepare(
-      `INSERT INTO preferences (user_id, kind, channel, enabled, source, updated_at, mode)
-       VALUES (?1, 'ResponseCreated', 'email', 1, 'api', ?2, 'instant')`,
-    )
-      .bind(userId, new Date().toISOString())
-      .run()
-    const instant = response({ userId, email: `instant-${userId.slice(0, 8)}@example.com` }, 'Проект')
+    const instant = response(await ownerWho('instant'), 'Проект')
     await consume([instant.message])
     const story = await read<StoryBody>(`/v1/events/${instant.eventId}`)
     expect(story.body.notifications).toMatchObject([{ status: 'pending', inDigest: null }])

@@ -11,7 +11,17 @@ import {
 import { digestsTelling, eventsOfDigest } from '../src/notifications/digest-reads.ts'
 import { selectStuckNotifications } from '../src/notifications/stuck.ts'
 import { beginWindow, countSend, insertThrottled, type ThrottledRow } from '../src/notifications/throttle.ts'
-import { closeAndSend, consume, digestOwner, digestsOf, membersOf, response, sentOf, windowPassed } from './digests.ts'
+import {
+  closeAndSend,
+  consume,
+  digestOwner,
+  digestsOf,
+  membersOf,
+  ownerWho,
+  response,
+  sentOf,
+  windowPassed,
+} from './digests.ts'
 import { ADMIN_TOKEN, dispatchBatch, dispatchOnce, guid, notificationsOf, parseMime, runCron } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
@@ -367,15 +377,8 @@ describe('what the digest statements read', () => {
 })
 
 /** A recipient who chose ResponseCreated by email one by one (instant), under its throttle of 5 an hour. */
-async function instantOwner(): Promise<{ userId: string; email: string }> {
-  const userId = guid()
-  await env.DB.prepare(
-    `INSERT INTO preferences (user_id, kind, channel, enabled, source, updated_at, mode)
-     VALUES (?1, 'ResponseCreated', 'email', 1, 'api', ?2, 'instant')`,
-  )
-    .bind(userId, new Date().toISOString())
-    .run()
-  return { userId, email: `instant-${userId.slice(0, 8)}@example.com` }
+function instantOwner(): Promise<{ userId: string; email: string }> {
+  return ownerWho('instant')
 }
 
 async function statusesOf(eventIds: readonly string[]): Promise<string[]> {

@@ -21,16 +21,21 @@ export type DigestRow = {
   enqueued_at: string | null
 }
 
-/** A recipient who chose digests of ResponseCreated by email. */
-export async function digestOwner(): Promise<{ userId: string; email: string }> {
+/** A new project owner who chose how ResponseCreated reaches them by email: in a digest, or one by one. */
+export async function ownerWho(chose: 'digest' | 'instant'): Promise<{ userId: string; email: string }> {
   const userId = guid()
   await env.DB.prepare(
     `INSERT INTO preferences (user_id, kind, channel, enabled, source, updated_at, mode)
-     VALUES (?1, 'ResponseCreated', 'email', 1, 'api', ?2, 'digest')`,
+     VALUES (?1, 'ResponseCreated', 'email', 1, 'api', ?2, ?3)`,
   )
-    .bind(userId, new Date().toISOString())
+    .bind(userId, new Date().toISOString(), chose)
     .run()
-  return { userId, email: `owner-${userId.slice(0, 8)}@example.com` }
+  return { userId, email: `${chose}-${userId.slice(0, 8)}@example.com` }
+}
+
+/** A recipient who chose digests of ResponseCreated by email. */
+export function digestOwner(): Promise<{ userId: string; email: string }> {
+  return ownerWho('digest')
 }
 
 /** A response.created event to `owner`'s project `title`, and its event id. */
