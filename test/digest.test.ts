@@ -270,6 +270,31 @@ describe('a digest meets the rules of any notification', () => {
     }
   })
 
+  it('a digest that closes inside its recipient’s quiet hours waits for their end, delayed, not dropped', async () => {
+    const owner = await digestOwner()
+    await consume([response(owner, 'А').message, response(owner, 'Б').message])
+    const [digest] = await digestsOf(owner.userId)
+    // Quiet hours around "now" in Moscow (the owner's zone, as the inline recipient has no contact),
+    // for the digest's urgency.
+    const clock = (shiftMinutes: number) =>
+      new Intl.DateTimeFormat('en-GB', {
+        timeZone: 'Europe/Moscow',
+        hour: '2-digit',
+        minute: '2-digit',
+        hourCycle: 'h23',
+      }).format(new Date(Date.now() + shiftMinutes * 60_000))
+    const quiet = { QUIET_HOURS_URGENCIES: 'low,normal', QUIET_HOURS_START: clock(-60), QUIET_HOURS_END: clock(120) }
+    const due = await windowPassed(digest?.id as string)
+    const closed = await dispatchOnce({ notificationId: digest?.id as string, due }, quiet)
+    const [next] = closed.enqueued
+    expect(next?.body.notificationId).toBe(digest?.id)
+    const wait = Date.parse(next?.body.due as string) - Date.now()
+    expect(wait).toBeGreaterThan(60 * 60_000)
+    expect(wait).toBeLessThanOrEqual(121 * 60_000)
+    expect(next?.delaySeconds).toBeGreaterThan(3600)
+    expect((await digestsOf(owner.userId))[0]).toMatchObject({ status: 'pending', scheduled_at: next?.body.due })
+  })
+
   it('a digest whose close message was lost is closed by the cron past its grace, and sent once', async () => {
     const owner = await digestOwner()
     await consume([response(owner, 'А').message, response(owner, 'Б').message])
