@@ -41,12 +41,12 @@ export function messagesRead(lines: readonly Line[], handler: string): number {
   return lines.filter((line) => line.handler === handler).reduce((sum, line) => sum + line.queueReads, 0)
 }
 
-/** Per email, what these lines cost together, in the keys bench/results.json reports. */
-export function costPerEmail(lines: readonly Line[], emails: number): Record<string, number> {
+/** Per email (or per event: `count` of them), what these lines cost together, in the keys bench/results.json reports. */
+export function costPer(lines: readonly Line[], count: number): Record<string, number> {
   const total = Object.fromEntries(
     FIELDS.map((field) => [field, lines.reduce((sum, line) => sum + line[field], 0)]),
   ) as Record<Field, number>
-  const per = (value: number) => Math.round((value / emails) * 100) / 100
+  const per = (value: number) => Math.round((value / count) * 100) / 100
   return {
     d1_statements: per(total.d1Statements),
     d1_round_trips: per(total.d1RoundTrips),

@@ -8,13 +8,15 @@
  * not run to its end.
  *
  * BENCH_SCALE (default 1) multiplies every message count; BENCH_ONLY=kafka runs
- * only the benches whose name holds it; `-- --profile` (or BENCH_PROFILE=1)
+ * only the benches whose name holds it (BENCH_ONLY=digest: what a digested
+ * event costs beside an instant one); `-- --profile` (or BENCH_PROFILE=1)
  * records a CPU profile of the Worker isolate during worker_pipeline.
  */
 import { execFileSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
 import { renderTable } from '../bin/table.ts'
+import { benchDigest } from './digest.ts'
 import { benchKafka } from './kafka.ts'
 import { budget, goals, progress, results, SCALE } from './lib.ts'
 import { benchPostgres } from './pg.ts'
@@ -34,6 +36,7 @@ for (const [name, bench] of [
   ['kafka_relay', benchKafka],
   ['worker_pipeline + end_to_end', benchWorker],
   ['worker_pipeline: resend at its rate limit', benchResendRate],
+  ['digest_cost', benchDigest],
   [
     'worker',
     async () => {

@@ -9,7 +9,7 @@ import { startBridge } from '../support/bridge-process.ts'
 import { startLocalWorker } from '../support/local-worker.ts'
 import { freshDatabase } from '../support/postgres.ts'
 import { freePort, waitFor } from '../support/wait.ts'
-import { costLines, costPerEmail, messagesRead } from './costs.ts'
+import { costLines, costPer, messagesRead } from './costs.ts'
 import { budget, cpuMsOfGroup, goals, N, PROFILE, percentile, progress, rate, ratio, results } from './lib.ts'
 import { BENCH_TOKENS, benchEvent, ingestRate, pipelineAt } from './pipeline.ts'
 import { type Recording, sourceMapped, startProfile, summarise } from './profile.ts'
@@ -114,7 +114,7 @@ export async function benchWorker() {
         const done = messagesRead(lines, 'notify-events') >= size && messagesRead(lines, 'notify-dispatch') >= size
         return done ? lines : undefined
       }, `the cost lines of a batch of ${size}`)
-      perEmail[String(size)] = costPerEmail(costs, size)
+      perEmail[String(size)] = costPer(costs, size)
       const lines = [
         ...local
           .output()
