@@ -331,12 +331,15 @@ function takeTheWorkerAway(): void {
 }
 /**
  * Every send slower than the lease, and every third slower than the transport's timeout, until
- * SLOW_SENDS of them went out (at most two minutes), the cron running.
+ * SLOW_SENDS of them went out (at most five minutes), the cron running. The cap is long because
+ * other faults can hold the sends back meanwhile: a key refused while the provider is slow keeps
+ * the transport paused for as long as its probes meet the slow or failing sends (110 s in one
+ * run), and a slow phase that ended before its sends came would leave the lost answers untried.
  */
 function slowDownTheProvider(): void {
   provider.setSlow([SLOW_SEND_MS, SLOW_SEND_MS, SLOWER_THAN_TIMEOUT_MS])
   slowOver = (async () => {
-    await waitFor(() => (provider.stats.slowSends >= SLOW_SENDS ? true : undefined), 'slow sends', 120_000).catch(
+    await waitFor(() => (provider.stats.slowSends >= SLOW_SENDS ? true : undefined), 'slow sends', 300_000).catch(
       () => {},
     )
     provider.setSlow([])
