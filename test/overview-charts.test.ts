@@ -9,7 +9,7 @@
 import { createExecutionContext } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
-import { activityOf, seriesValues, totalsByKind } from '../src/console/charts/activity-data.ts'
+import { activityOf, seriesValues, totalsByKind, zeroes } from '../src/console/charts/activity-data.ts'
 import { ratesOf, standingOf } from '../src/console/rates/rates.ts'
 import worker from '../src/index.ts'
 import { bucketStatements, hourStart, minuteStart } from '../src/metrics/buckets.ts'
@@ -36,7 +36,7 @@ async function bucketed(width: 'minute' | 'hour', start: string): Promise<Record
   const { results } = await env.DB.prepare('SELECT * FROM counter_buckets WHERE width = ?1 AND start = ?2')
     .bind(width, start)
     .all<Bucket>()
-  const sums = Object.fromEntries(SERIES.map((series) => [series.key, 0])) as Record<SeriesKey, number>
+  const sums = zeroes()
   for (const row of results) {
     const series = seriesOf(row.name, JSON.parse(row.labels))
     if (series) sums[series] += row.value
@@ -372,13 +372,13 @@ describe('the overview', () => {
   })
 
   it('computes the rates from totals, and judges them against the lowest and highest limits', () => {
-    const totals = (sent: number, delivered: number, bounced: number, complained: number) =>
-      Object.assign(Object.fromEntries(SERIES.map((series) => [series.key, 0])) as Record<SeriesKey, number>, {
-        sent,
-        delivered,
-        bounced,
-        complained,
-      })
+    const totals = (sent: number, delivered: number, bounced: number, complained: number) => ({
+      ...zeroes(),
+      sent,
+      delivered,
+      bounced,
+      complained,
+    })
     const [delivery, bounce, complaint] = ratesOf(totals(200, 190, 10, 1))
     expect(delivery).toMatchObject({ count: 190, of: 200, value: 0.95 })
     expect(bounce).toMatchObject({ count: 10, of: 200, value: 0.05 })

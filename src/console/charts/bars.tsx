@@ -29,7 +29,7 @@ export type BarsProps = {
 }
 
 /** The smallest of 1, 2, 5 × 10^k at or above `value` (at least 1): a top that reads as a round number. */
-export function roundTop(value: number): number {
+function roundTop(value: number): number {
   if (value <= 1) return 1
   const power = 10 ** Math.floor(Math.log10(value))
   for (const step of [1, 2, 5, 10]) if (step * power >= value) return step * power
