@@ -391,6 +391,16 @@ describe('the overview', () => {
     expect(complaintOf(4).level).toBe('near')
     expect(complaintOf(8).past.map((limit) => limit.source)).toEqual(['resend'])
     expect(complaintOf(10).past.map((limit) => limit.source)).toEqual(['resend', 'google'])
-    expect(ratesOf(totals(0, 0, 0, 0)).map((rate) => rate.value)).toEqual([null, null, null])
+    expect(ratesOf(totals(0, 0, 0, 0)).map((rate) => rate.missing)).toEqual([
+      'none sent',
+      'none sent',
+      'none delivered',
+    ])
+    // Sent, and no report about any of it yet: not a 0 % delivery rate.
+    expect(ratesOf(totals(5, 0, 0, 0)).map((rate) => rate.missing)).toEqual([
+      'no reports',
+      'no reports',
+      'none delivered',
+    ])
   })
 })

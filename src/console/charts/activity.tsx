@@ -41,8 +41,9 @@ export function ActivityCharts(props: { id: string; title: string; buckets: Buck
     <section class="activity" aria-labelledby={id}>
       <h2 id={id}>{title}</h2>
       <p class="chart-key">
-        One bar a {per}, times in UTC; each panel has its own scale, its top marked on the left. Events and emails from
-        the pipeline's counters; delivered, bounced and complained from the providers' reports.
+        One bar per {per}, times in UTC; each panel has its own scale, its top marked on the left. Events and
+        notifications come from the pipeline's own counts; delivered, bounced and complained from the providers'
+        reports.
       </p>
       <div class="charts">
         {SERIES.map((series) => (

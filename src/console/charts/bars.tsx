@@ -94,13 +94,16 @@ export function Bars(props: BarsProps) {
         const tick = tickOf(start, per)
         if (!tick) return null
         const x = fixed(LEFT + index * step)
+        // A label that would run past the frame's right edge is left out; its tick stays.
+        const labelled = x <= WIDTH - RIGHT - 14
         return (
           <>
             <line x1={x} x2={x} y1={base} y2={base + 4} stroke={INK} stroke-width="1" />
-            {/* A label at the right edge ends at its tick rather than past the frame. */}
-            <text x={x} y={base + 14} text-anchor={x > WIDTH - RIGHT - 16 ? 'end' : 'middle'} font-size="10" fill={INK}>
-              {tick}
-            </text>
+            {labelled ? (
+              <text x={x} y={base + 14} text-anchor="middle" font-size="10" fill={INK}>
+                {tick}
+              </text>
+            ) : null}
           </>
         )
       })}

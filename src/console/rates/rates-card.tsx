@@ -12,7 +12,7 @@ import { SOURCES } from './thresholds.ts'
 /** A rate's cell: the percentage, and when near or over a limit, which one. */
 function RateCell(props: { rate: Rate }) {
   const { rate } = props
-  if (rate.value === null) return <>no data</>
+  if (rate.value === null) return <>{rate.missing}</>
   const standing = standingOf(rate)
   const shown = percent(rate.value)
   if (standing.level === 'ok') return <>{shown}</>

@@ -9,8 +9,18 @@ import { type Limit, type LimitedRate, limitsOf } from './thresholds.ts'
 /** A rate the console shows. */
 export type RateKey = 'delivery' | LimitedRate
 
-/** A rate: `count` of `of`, and their quotient (null when `of` is 0). */
-export type Rate = { key: RateKey; count: number; of: number; value: number | null }
+/**
+ * A rate: `count` of `of`, and their quotient — or null, with `missing` saying
+ * why: nothing to rate, or emails sent but no report about any of them yet (a
+ * transport that has not reported is not a 0 % delivery rate).
+ */
+export type Rate = {
+  key: RateKey
+  count: number
+  of: number
+  value: number | null
+  missing?: 'none sent' | 'none delivered' | 'no reports'
+}
 
 /**
  * How a rate stands: `over` at or past a published limit (`past` lists each,
@@ -26,17 +36,22 @@ export type Standing = { level: 'ok' | 'near' | 'over'; past: Limit[]; lowest?: 
  * on mail delivered to the inbox") — delivered is the nearest we know.
  */
 export function ratesOf(totals: Record<SeriesKey, number>): Rate[] {
-  const rate = (key: RateKey, count: number, of: number): Rate => ({
-    key,
-    count,
-    of,
-    value: of > 0 ? count / of : null,
-  })
-  return [
-    rate('delivery', totals.delivered, totals.sent),
-    rate('bounce', totals.bounced, totals.sent),
-    rate('complaint', totals.complained, totals.delivered),
-  ]
+  const reported = totals.delivered + totals.bounced + totals.complained > 0
+  const ofSent = (key: RateKey, count: number): Rate => {
+    if (totals.sent === 0) return { key, count, of: 0, value: null, missing: 'none sent' }
+    if (!reported) return { key, count, of: totals.sent, value: null, missing: 'no reports' }
+    return { key, count, of: totals.sent, value: count / totals.sent }
+  }
+  const complaint: Rate =
+    totals.delivered === 0
+      ? { key: 'complaint', count: totals.complained, of: 0, value: null, missing: 'none delivered' }
+      : {
+          key: 'complaint',
+          count: totals.complained,
+          of: totals.delivered,
+          value: totals.complained / totals.delivered,
+        }
+  return [ofSent('delivery', totals.delivered), ofSent('bounce', totals.bounced), complaint]
 }
 
 /** How `rate` stands against the published limits of its kind of rate. */
