@@ -1,7 +1,8 @@
 /**
  * The bounce and complaint rates mailbox providers and the email provider
  * publish for senders, each with the words of its page and its address (read
- * 2026-12; docs/operating.md, "Rates that matter"). The console rates each
+ * 2026-12, from copies of 2026-03 for Google and 2026-05 for Yahoo;
+ * docs/operating.md, "Charts and rates"). The console rates each
  * kind against all of them: Resend's bind only an account at Resend, but its
  * 4 % is the one bounce limit published, and its 0.08 % lies just under
  * Google's 0.10 % — guidance worth heeding through any transport.
