@@ -7,12 +7,12 @@
 import { env } from 'cloudflare:workers'
 import { Webhook } from 'svix'
 import { describe, expect, it } from 'vitest'
+import { cloudflareEvent, eventIdOf, hardBounce, responseTo } from './email-events.ts'
 import {
   ADMIN_TOKEN,
   deliver,
   dispatchOnce,
   eventually,
-  freshInbound,
   guid,
   notificationsOf,
   postIngest,
@@ -27,17 +27,6 @@ const admin = (path: string, init: RequestInit = {}) =>
     ...init,
     headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json', ...init.headers },
   })
-
-/** A response.created event to an address of its own. */
-function responseTo(email: string, userId = guid()) {
-  return freshInbound('response.created', (value) => {
-    const recipient = (value.data as { recipient: Record<string, unknown> }).recipient
-    recipient.email = email
-    recipient.userId = userId
-  })
-}
-
-const eventIdOf = (event: { body: string }) => JSON.parse(event.body).envelope.eventId as string
 
 /** Posts an event and waits for its one notification to end (sent, suppressed, opted out…). */
 async function notify(event: ReturnType<typeof responseTo>, until = 'sent') {
@@ -56,41 +45,6 @@ async function providerIdOf(id: string): Promise<string> {
   return row?.provider_id as string
 }
 
-/** A Cloudflare Email Sending event, in the shape its event subscription puts on the queue. */
-function cloudflareEvent(
-  kind: 'delivered' | 'deferred' | 'bounced' | 'failed' | 'rejected' | 'complained',
-  messageId: string,
-  recipient: string,
-  payload: Record<string, unknown> = {},
-  at = new Date().toISOString(),
-) {
-  return {
-    type: `cf.email.sending.message.${kind}`,
-    source: { type: 'email.sending', zoneId: '023e105f4ecef8ad9ca31a8372d0c353', domain: 'notify-edge.example' },
-    payload: {
-      eventId: guid(),
-      messageId: messageId.replace(/^<|>$/g, ''),
-      sender: 'notifications@notify-edge.example',
-      recipient,
-      subject: 'Новый отклик на ваш проект',
-      terminal: kind !== 'deferred',
-      delivery: { status: kind },
-      ...payload,
-    },
-    metadata: {
-      accountId: 'f9f79265f388666de8122cfb508d7776',
-      eventSubscriptionId: '1830c4bb612e43c3af7f4cada31fbf3f',
-      eventSchemaVersion: 1,
-      eventTimestamp: at,
-    },
-  }
-}
-
-const hardBounce = {
-  delivery: { status: 'bounced', smtpStatusCode: '550', smtpEnhancedStatusCode: '5.1.1' },
-  bounce: { type: 'hard', classification: 'permanent_failure', reason: '550 5.1.1 User unknown' },
-}
-
 type Timeline = { provider: string; type: string; status: string; occurredAt: string }[]
 
 async function notificationView(id: string) {
@@ -101,12 +55,14 @@ async function notificationView(id: string) {
   }
 }
 
+/** `notify_deliveries_total` of a transport and status, summed over its kinds. */
 async function deliveriesCounted(transport: string, status: string): Promise<number> {
   const text = await (await admin('/metrics')).text()
-  const line = text
+  const prefix = `notify_deliveries_total{transport="${transport}",status="${status}",kind="`
+  return text
     .split('\n')
-    .find((candidate) => candidate.startsWith(`notify_deliveries_total{transport="${transport}",status="${status}"}`))
-  return line ? Number(line.split(' ').at(-1)) : 0
+    .filter((line) => line.startsWith(prefix))
+    .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0)
 }
 
 async function suppressionOf(address: string) {

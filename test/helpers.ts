@@ -356,3 +356,16 @@ export async function runCron(at: Date, overrides: Record<string, unknown> = {})
   } as Env)
   await waitOnExecutionContext(ctx)
 }
+
+/** A console page as the admin sees it: signs in with the token form, then GETs `path`. */
+export async function consolePage(path = '/console'): Promise<string> {
+  const call = (target: string, init: RequestInit = {}) =>
+    worker.fetch(new Request(`http://worker${target}`, { redirect: 'manual', ...init }), env, createExecutionContext())
+  const signedIn = await call('/console/sign-in', {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'http://worker' },
+    body: new URLSearchParams({ token: ADMIN_TOKEN }).toString(),
+  })
+  const cookie = (signedIn.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
+  return (await call(path, { headers: { cookie } })).text()
+}

@@ -10,7 +10,7 @@ import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import worker from '../src/index.ts'
 import { NOTIFICATION_STATUSES } from '../src/notifications/status.ts'
-import { ADMIN_TOKEN, guid, runCron } from './helpers.ts'
+import { ADMIN_TOKEN, consolePage, guid, runCron } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 const DAY_MS = 86_400_000
@@ -276,19 +276,6 @@ describe('retention', () => {
   })
 })
 
-/** The console's overview, signed in with the admin token. */
-async function overview(): Promise<string> {
-  const call = (path: string, init: RequestInit = {}) =>
-    worker.fetch(new Request(`http://worker${path}`, { redirect: 'manual', ...init }), env, createExecutionContext())
-  const signedIn = await call('/console/sign-in', {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'http://worker' },
-    body: new URLSearchParams({ token: ADMIN_TOKEN }).toString(),
-  })
-  const cookie = (signedIn.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
-  return (await call('/console', { headers: { cookie } })).text()
-}
-
 describe("D1's size", () => {
   it('is measured by the cron into the gauge notify_d1_size_bytes, served by /metrics and shown on the overview', async () => {
     await runCron(new Date())
@@ -300,7 +287,7 @@ describe("D1's size", () => {
     const text = await metrics.text()
     expect(text).toMatch(/^# TYPE notify_d1_size_bytes gauge$/m)
     expect(text).toMatch(new RegExp(`^notify_d1_size_bytes ${gauge?.value}$`, 'm'))
-    const page = await overview()
+    const page = await consolePage()
     expect(page).toMatch(/Database: <strong>[\d.]+ MB<\/strong> of D1(&#39;|')s 10\.0 GB limit/)
   })
 })

@@ -2,6 +2,7 @@
 import { html } from 'hono/html'
 import type { Child } from 'hono/jsx'
 import type { Operator } from '../api/auth.ts'
+import { CHART_CSS } from './charts/style.ts'
 
 const CSS = `
 *{box-sizing:border-box}
@@ -67,7 +68,7 @@ export function Layout(props: { page: PageContext; title: string; children: Chil
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>{`${props.title} · notify-edge console`}</title>
-        <style nonce={page.nonce}>{CSS}</style>
+        <style nonce={page.nonce}>{CSS + CHART_CSS}</style>
       </head>
       <body>
         <a class="skip" href="#main">

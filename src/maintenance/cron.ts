@@ -4,6 +4,7 @@ import { type DispatchMessage, dispatchFor } from '../dispatch/message.ts'
 import { takeProbe } from '../dispatch/pause.ts'
 import type { Logger } from '../log.ts'
 import { releaseWaiting } from '../materialize/release.ts'
+import { bucketStatements } from '../metrics/buckets.ts'
 import { GAUGES, setGauge } from '../metrics/counters.ts'
 import { markExpired, selectExpired } from '../notifications/contact-wait.ts'
 import { resolveUnknownOutcomes } from '../notifications/marks.ts'
@@ -23,10 +24,11 @@ const STUCK_BATCH = 1000
  * is sent again here, and dispatch's claim makes that safe. A paused
  * transport gets its next probe; notifications whose contact exists by now
  * are released, and those that waited longer than CONTACT_WAIT_HOURS become
- * dead letters. Then retention: a bounded chunk of each kind of data past
- * its retention (./retention.ts). Each step runs even when one before it
- * failed; a failure is thrown so the run shows as failed, and the next one
- * tries again. Last, the time of the run is recorded (the gauge
+ * dead letters. The charted counters' gains of the minute go into their
+ * time buckets (src/metrics/buckets.ts). Then retention: a bounded chunk of
+ * each kind of data past its retention (./retention.ts). Each step runs even
+ * when one before it failed; a failure is thrown so the run shows as failed,
+ * and the next one tries again. Last, the time of the run is recorded (the gauge
  * `notify_maintenance_last_run_timestamp_seconds`).
  */
 export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<void> {
@@ -36,6 +38,8 @@ export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<
     ['contact-wait', () => expireContactWaits(env, now, log)],
     ['unknown-outcomes', () => resolveUnknownOutcomes(env.DB, now.toISOString())],
     ['stuck', () => reEnqueueStuck(env, now, log)],
+    // The minute's gains of the charted counters, for the console's charts and rates.
+    ['buckets', () => env.DB.batch(bucketStatements(env.DB, now))],
     ['retention', () => runRetention(env, configOf(env), now, log)],
     // Last, one row: the doctor (GET /v1/health/config) and /metrics tell from it whether the cron runs.
     ['last-run', () => setGauge(env.DB, GAUGES.maintenanceLastRun, {}, now.getTime() / 1000, now.toISOString()).run()],

@@ -4,6 +4,7 @@ import { pruneResolvedDeadLetters } from '../dead-letters/store.ts'
 import { pruneDeliveryEvents } from '../delivery/store.ts'
 import type { Logger } from '../log.ts'
 import { deleteProcessedEventsBefore } from '../materialize/processed.ts'
+import { BUCKET_RETENTION_MS, pruneBuckets } from '../metrics/buckets.ts'
 import { GAUGES, setGauge } from '../metrics/counters.ts'
 import { pruneNotificationContent, pruneSentMessages } from '../notifications/prune.ts'
 
@@ -13,6 +14,8 @@ const DAY_MS = 86_400_000
 type Pruning = {
   table: string
   days: number
+  /** Pruned every minute by design (the charts' rolling buckets): no log line for it. */
+  quiet?: boolean
   statement: (db: D1Database, before: string, now: string, limit: number) => D1PreparedStatement
 }
 
@@ -49,6 +52,19 @@ function prunings(config: Config): Pruning[] {
       days: config.AUDIT_RETENTION_DAYS,
       statement: (db, before, _, limit) => pruneAudit(db, before, limit),
     },
+    // The charts' buckets (src/metrics/buckets.ts) keep a fixed span: what the charts show, and a little more.
+    {
+      table: 'counter_buckets (minute)',
+      days: BUCKET_RETENTION_MS.minute / DAY_MS,
+      statement: (db, before, _, limit) => pruneBuckets(db, 'minute', before, limit),
+      quiet: true,
+    },
+    {
+      table: 'counter_buckets (hour)',
+      days: BUCKET_RETENTION_MS.hour / DAY_MS,
+      statement: (db, before, _, limit) => pruneBuckets(db, 'hour', before, limit),
+      quiet: true,
+    },
   ]
 }
 
@@ -72,13 +88,14 @@ export async function runRetention(env: Env, config: Config, now: Date, log: Log
   const nowIso = now.toISOString()
   let size: number | undefined
   let failure: unknown
-  for (const { table, days, statement } of prunings(config)) {
+  for (const { table, days, statement, quiet } of prunings(config)) {
     const before = new Date(now.getTime() - days * DAY_MS).toISOString()
     try {
       const result = await statement(env.DB, before, nowIso, config.RETENTION_CHUNK_ROWS).run()
       size = result.meta.size_after ?? size
       // Only a run that pruned something says so: six lines a minute of nothing would drown the log.
-      if (result.meta.changes > 0) log.info('maintenance.retention', { table, before, deleted: result.meta.changes })
+      if (result.meta.changes > 0 && !quiet)
+        log.info('maintenance.retention', { table, before, deleted: result.meta.changes })
     } catch (error) {
       log.error('maintenance.retention-failed', { table, before, error })
       failure ??= error

@@ -4,6 +4,7 @@ export const COUNTERS = {
   notifications: 'notify_notifications_total',
   deadLettersOpen: 'notify_dead_letters_open',
   deadLettersUnstorable: 'notify_dead_letters_unstorable_total',
+  deadLetters: 'notify_dead_letters_total',
   deliveries: 'notify_deliveries_total',
   digests: 'notify_digests_total',
 } as const

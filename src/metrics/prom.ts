@@ -24,9 +24,14 @@ const HELP: Record<string, { help: string; labels: string[]; type: 'counter' | '
     labels: ['queue', 'code', 'outcome'],
     type: 'counter',
   },
+  [COUNTERS.deadLetters]: {
+    help: 'Messages that became dead letters, each failure once (a new dead letter, or one that died again), by queue and code.',
+    labels: ['queue', 'code'],
+    type: 'counter',
+  },
   [COUNTERS.deliveries]: {
-    help: 'Provider delivery events recorded (each once), by transport and status.',
-    labels: ['transport', 'status'],
+    help: "Provider delivery events recorded (each once), by transport, status and the notification's kind (since migration 0015; earlier counts have no kind).",
+    labels: ['transport', 'status', 'kind'],
     type: 'counter',
   },
   [COUNTERS.digests]: {

@@ -7,7 +7,8 @@
  * in wrangler's local mail list and the changes in the audit trail. The flow
  * runs with JavaScript off; every page also passes axe (no serious or
  * critical violation) and is walked by keyboard alone. Screenshots at 1280
- * and 390 px go to test-output/console/.
+ * and 390 px go to test-output/console/, and the overview's charts once the
+ * cron has bucketed what the tests counted (overview-charts-1280.png).
  */
 import assert from 'node:assert/strict'
 import { mkdirSync } from 'node:fs'
@@ -51,14 +52,18 @@ function visit(name: string, page: Page): void {
 
 before(async () => {
   mkdirSync(OUTPUT, { recursive: true })
-  worker = await startLocalWorker({
-    ADMIN_TOKEN: ADMIN,
-    INGEST_TOKEN: INGEST,
-    VIEWER_TOKEN: VIEWER,
-    DEFAULT_LOCALE: 'kk',
-    // A digest closes two seconds after it opens, so the digest test sees its email.
-    DIGEST_WINDOW_SECONDS: '2',
-  })
+  worker = await startLocalWorker(
+    {
+      ADMIN_TOKEN: ADMIN,
+      INGEST_TOKEN: INGEST,
+      VIEWER_TOKEN: VIEWER,
+      DEFAULT_LOCALE: 'kk',
+      // A digest closes two seconds after it opens, so the digest test sees its email.
+      DIGEST_WINDOW_SECONDS: '2',
+    },
+    // The charts' buckets are the cron's: the overview's test runs it.
+    { cron: true },
+  )
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] })
 })
 
@@ -300,6 +305,47 @@ test("a digested event's story names its digest and its email; the digest's page
   await context.close()
 })
 
+test('the overview charts the last hour and 7 days and rates each kind, with JavaScript off; its tables open', async () => {
+  // The cron puts what the tests above counted into the minute that just ended.
+  await worker.runCron()
+  const context = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 1280, height: 900 } })
+  context.setDefaultTimeout(30_000)
+  const page = await signIn(context, ADMIN)
+  for (const [name, per] of [
+    ['The last hour, per minute', 'minute'],
+    ['The last 7 days, per hour', 'hour'],
+  ]) {
+    const region = page.getByRole('region', { name })
+    // One chart per series, each an image named by its series and described by its numbers.
+    assert.equal(await region.getByRole('img').count(), 9)
+    const sent = region.getByRole('img', { name: `Sent, emails per ${per}` })
+    assert.match((await sent.getAttribute('data-total')) ?? '', /^[1-9]\d*$/)
+    // Behind them, the same numbers: the table opens without a script.
+    await region.locator('summary').click()
+    const totals = await region.getByRole('table').locator('tr.total').innerText()
+    assert.match(totals, new RegExp(`^Total\\s+\\d+\\s+${await sent.getAttribute('data-total')}\\s`))
+  }
+  const rates = page.getByRole('region', { name: 'Rates by kind, last 24 hours' })
+  assert.match(await rates.locator('tbody tr').first().innerText(), /^All kinds\s+[1-9]/)
+  assert.equal(await page.getByRole('link', { name: 'Google, Email sender guidelines' }).count(), 1)
+  // With both tables open, still no serious or critical axe violation (axe is a script: a context that runs them).
+  const scripted = await browser.newContext({ viewport: { width: 1280, height: 900 } })
+  scripted.setDefaultTimeout(30_000)
+  const opened = await signIn(scripted, ADMIN)
+  for (const summary of await opened.locator('summary').all()) await summary.click()
+  const { violations } = await new AxeBuilder({ page: opened }).analyze()
+  assert.deepEqual(
+    violations
+      .filter((violation) => ['serious', 'critical'].includes(violation.impact ?? ''))
+      .map((violation) => `${violation.id}: ${violation.nodes.map((node) => node.target.join(' ')).join(', ')}`),
+    [],
+  )
+  await scripted.close()
+  await page.reload()
+  await page.screenshot({ path: `${OUTPUT}/overview-charts-1280.png`, fullPage: true })
+  await context.close()
+})
+
 test('every page: no serious or critical axe violation, usable by keyboard alone, screenshots at 1280 and 390 px', async () => {
   const context = await browser.newContext()
   const page = await signIn(context, ADMIN)
@@ -315,7 +361,7 @@ test('every page: no serious or critical axe violation, usable by keyboard alone
     )
     // Tab from the top: every link, button and field is reached, in order, with no trap.
     const focusable = await page
-      .locator('a[href], button:not([disabled]), input:not([type="hidden"]), select, textarea, [tabindex="0"]')
+      .locator('a[href], button:not([disabled]), input:not([type="hidden"]), select, textarea, summary, [tabindex="0"]')
       .count()
     await page.locator('body').focus()
     const reached = new Set<string>()

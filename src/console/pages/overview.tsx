@@ -4,17 +4,24 @@
  * dead letters by code and queue), what the last 24 hours did (notifications
  * by status), digests by kind, how far behind each source is, how full the
  * database is, and the latest failures — each number of a list a link to it.
+ * Then the pipeline's activity, per minute for the last hour and per hour for
+ * the last 7 days, and the delivery, bounce and complaint rates beside the
+ * published limits, all from the counters' time buckets.
  */
+import { type BucketRow, bucketReads } from '../../metrics/buckets.ts'
 import { D1_SIZE_LIMIT_BYTES, GAUGES } from '../../metrics/counters.ts'
+import { ActivityCharts } from '../charts/activity.tsx'
+import { activityOf, totalsByKind } from '../charts/activity-data.ts'
 import type { ConsoleContext } from '../context.ts'
 import { Layout, queryOf, Table } from '../layout.tsx'
+import { RatesCard } from '../rates/rates-card.tsx'
 import { DigestsCard, digestCounts } from './digests.tsx'
 import { FindingsPanel, findingsFor } from './findings.tsx'
 
 type Row = Record<string, string | number | null>
 
-/** The overview's six reads, in one D1 batch. */
-async function overviewData(db: D1Database): Promise<Row[][]> {
+/** The overview's reads, in one D1 batch: six for the cards, three of the buckets for the charts and rates. */
+async function overviewData(db: D1Database, now: Date): Promise<Row[][]> {
   const since = new Date(Date.now() - 24 * 3600_000).toISOString()
   const results = await db.batch([
     db.prepare(
@@ -33,6 +40,7 @@ async function overviewData(db: D1Database): Promise<Row[][]> {
     ),
     db.prepare('SELECT value, updated_at FROM gauges WHERE name = ?1').bind(GAUGES.d1Size),
     digestCounts(db),
+    ...bucketReads(db, now),
   ])
   return results.map((result) => (result.results ?? []) as Row[])
 }
@@ -112,11 +120,17 @@ function DatabaseSize(props: { size: Row | undefined }) {
   )
 }
 
+/** The overview page. */
 export async function overviewPage(c: ConsoleContext) {
-  const [[open = [], statuses = [], lag = [], latest = [], size = [], digests = []], findings] = await Promise.all([
-    overviewData(c.env.DB),
-    findingsFor(c),
-  ])
+  const now = new Date()
+  const [
+    [open = [], statuses = [], lag = [], latest = [], size = [], digests = [], minutes = [], hours = [], live = []],
+    findings,
+  ] = await Promise.all([overviewData(c.env.DB, now), findingsFor(c)])
+  const activity = activityOf(
+    { minutes: minutes as BucketRow[], hours: hours as BucketRow[], live: live as BucketRow[] },
+    now,
+  )
   const { paused } = c.get('page')
   return c.html(
     <Layout page={c.get('page')} title="Overview">
@@ -133,6 +147,9 @@ export async function overviewPage(c: ConsoleContext) {
       </p>
       <DatabaseSize size={size[0]} />
       <Cards open={open} statuses={statuses} digests={digests} lag={lag} />
+      <ActivityCharts id="last-hour" title="The last hour, per minute" buckets={activity.minutes} per="minute" />
+      <ActivityCharts id="last-week" title="The last 7 days, per hour" buckets={activity.hours} per="hour" />
+      <RatesCard day={totalsByKind(activity.hours, 24)} week={totalsByKind(activity.hours, 168)} />
       <h2>Latest failures</h2>
       <Table
         label="Latest failures"
