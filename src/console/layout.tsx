@@ -1,7 +1,8 @@
 /** The console's page shell and the small pieces every page uses. */
-import { html } from 'hono/html'
+import { html, raw } from 'hono/html'
 import type { Child } from 'hono/jsx'
 import type { Operator } from '../api/auth.ts'
+import { LOCAL_TIME_SCRIPT, Time } from './time.tsx'
 
 const CSS = `
 *{box-sizing:border-box}
@@ -103,6 +104,7 @@ export function Layout(props: { page: PageContext; title: string; children: Chil
           <h1>{props.title}</h1>
           {props.children}
         </main>
+        <script nonce={page.nonce}>{raw(LOCAL_TIME_SCRIPT)}</script>
       </body>
     </html>
   )}`
@@ -179,9 +181,9 @@ function PausedBanner(props: { paused: NonNullable<PageContext['paused']> }) {
   const { transport, code, since, probeAt, waiting } = props.paused
   return (
     <div class="error" role="alert">
-      <strong>The {transport} transport is paused</strong> since {since} ({code}): {waiting} notification(s) wait, none
-      is lost. The next single try is at {probeAt}; it resumes by itself once the provider accepts. Fix the
-      configuration the code names (docs/operating.md, "A paused transport").
+      <strong>The {transport} transport is paused</strong> since <Time at={since} relative /> ({code}): {waiting}{' '}
+      notification(s) wait, none is lost. The next single try is due <Time at={probeAt} relative />; it resumes by
+      itself once the provider accepts. Fix the configuration the code names (docs/operating.md, "A paused transport").
     </div>
   )
 }

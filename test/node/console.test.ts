@@ -6,8 +6,9 @@
  * editor, replays the whole filtered set after its preview, and the email is
  * in wrangler's local mail list and the changes in the audit trail. The flow
  * runs with JavaScript off; every page also passes axe (no serious or
- * critical violation) and is walked by keyboard alone. Screenshots at 1280
- * and 390 px go to test-output/console/.
+ * critical violation) and is walked by keyboard alone. Times carry their
+ * UTC instant and read in the browser's zone once its script runs.
+ * Screenshots at 1280 and 390 px go to test-output/console/.
  */
 import assert from 'node:assert/strict'
 import { mkdirSync } from 'node:fs'
@@ -130,7 +131,8 @@ test('an operator fixes a missing template and replays the filtered set, with Ja
   await page.getByLabel('Text part (Liquid)').fill('Сәлем!')
   await page.getByLabel('HTML part (Liquid)').fill('<p>Сәлем!</p>')
   await page.getByRole('button', { name: 'Preview with the example' }).click()
-  assert.ok(await page.getByRole('heading', { name: 'Preview' }).isVisible())
+  // The answer is a new page (a form post): waited for, not read while the old one is still shown.
+  await page.getByRole('heading', { name: 'Preview' }).waitFor()
   await page.getByRole('button', { name: 'Save as the new version' }).click()
   assert.match(await page.getByRole('status').innerText(), /Saved as version 1/)
   await page.goto(`${worker.url}/console/templates/VerificationApproved/kk/email`)
@@ -194,7 +196,7 @@ test('a viewer sees the pages and none of the changes; a change posted anyway, o
   await page.goto(`${worker.url}/console/templates/ResponseCreated/ru/email`)
   assert.equal(await page.getByRole('button', { name: 'Save as the new version' }).count(), 0)
   await page.getByRole('button', { name: 'Preview with the example' }).click()
-  assert.ok(await page.getByRole('heading', { name: 'Preview' }).isVisible())
+  await page.getByRole('heading', { name: 'Preview' }).waitFor()
   const csrf = await page.locator('input[name="_csrf"]').first().inputValue()
   const save = await context.request.post(`${worker.url}/console/templates/ResponseCreated/ru/email/save`, {
     form: { _csrf: csrf, subject: 's', textBody: 't', htmlBody: 'h' },
@@ -298,6 +300,41 @@ test("a digested event's story names its digest and its email; the digest's page
     /ResponseCreated\s+2\s+1\s+1\s+0/,
   )
   await context.close()
+})
+
+test("durations read in human units; every time carries its UTC instant and reads in the browser's zone", async () => {
+  // A source far behind: 139 days of lag, as the gauge holds it in seconds.
+  const measured = new Date(Date.now() - 4 * 60_000).toISOString()
+  await worker.query(
+    `INSERT INTO gauges (name, labels, value, updated_at)
+     VALUES ('notify_consumer_lag_seconds', '{"source":"rabbitmq"}', 12010552.2, '${measured}')
+     ON CONFLICT (name, labels) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+  )
+  const lagOf = async (page: Page) =>
+    page.getByRole('region', { name: 'Consumer lag by source' }).locator('tr', { hasText: 'rabbitmq' })
+
+  // JavaScript off: the UTC time, readable, and the instant in the markup.
+  const off = await browser.newContext({ javaScriptEnabled: false, timezoneId: 'Asia/Kathmandu' })
+  const plain = await signIn(off, ADMIN)
+  const row = await lagOf(plain)
+  assert.match(await row.innerText(), /rabbitmq\s+139\sd\s/)
+  const time = row.locator('time')
+  assert.equal(await time.getAttribute('datetime'), measured)
+  assert.equal(await time.getAttribute('title'), `${measured.slice(0, 10)} ${measured.slice(11, 19)} UTC`)
+  assert.equal(await time.innerText(), `${measured.slice(0, 10)} ${measured.slice(11, 16)} UTC`)
+  await off.close()
+
+  // JavaScript on: the browser's zone (Kathmandu, UTC+5:45) and relative times in lists.
+  const on = await browser.newContext({ timezoneId: 'Asia/Kathmandu' })
+  const page = await signIn(on, ADMIN)
+  const local = (await lagOf(page)).locator('time')
+  assert.equal(await local.innerText(), '4 minutes ago')
+  assert.match((await local.getAttribute('title')) ?? '', /GMT\+5:45.*UTC/)
+  await page.goto(visited.get('dead-letter') as string)
+  const history = page.getByRole('region', { name: 'Error history' }).locator('time').first()
+  assert.match(await history.innerText(), /^\w{3} \d{1,2}, \d{4}, \d\d:\d\d GMT\+5:45$/)
+  assert.match((await history.getAttribute('title')) ?? '', /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/)
+  await on.close()
 })
 
 test('every page: no serious or critical axe violation, usable by keyboard alone, screenshots at 1280 and 390 px', async () => {
