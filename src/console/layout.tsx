@@ -1,9 +1,11 @@
 /** The console's page shell and the small pieces every page uses. */
-import { html } from 'hono/html'
+import { html, raw } from 'hono/html'
 import type { Child } from 'hono/jsx'
 import type { Operator } from '../api/auth.ts'
 import { CHART_CSS } from './charts/style.ts'
+import { LOCAL_TIME_SCRIPT, Time } from './time.tsx'
 
+// Written into the page raw: it is ours, and escaped, the quotes of its attribute selectors would break it.
 const CSS = `
 *{box-sizing:border-box}
 body{margin:0;font:15px/1.45 system-ui,sans-serif;color:#1b1b1b;background:#fff}
@@ -16,12 +18,14 @@ main{padding:1rem;max-width:1200px}
 a{color:#0645ad}
 a:focus-visible,button:focus-visible,input:focus-visible,select:focus-visible,textarea:focus-visible,[tabindex]:focus-visible{outline:3px solid #f5a623;outline-offset:2px}
 .skip{position:absolute;left:-999px}.skip:focus{left:1rem;top:.5rem;background:#fff;color:#000;padding:.3rem;z-index:9}
-h1{font-size:1.5rem;margin:.2rem 0 1rem}h2{font-size:1.15rem;margin:1.5rem 0 .5rem}
+h1{font-size:1.5rem;margin:.2rem 0 1rem;overflow-wrap:anywhere}h2{font-size:1.15rem;margin:1.5rem 0 .5rem}
 .scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;width:100%;font-size:.9rem}
 th,td{border-bottom:1px solid #ccc;padding:.35rem .5rem;text-align:left;vertical-align:top}
 th{background:#f0f3f6}
 td.num,th.num{text-align:right}
+/* Codes and ids break rather than widen their table past the screen. */
+td code,td a[href^="/console/events/"]{overflow-wrap:anywhere}
 code,pre{font-family:ui-monospace,monospace;font-size:.85rem}
 pre{background:#f5f5f5;border:1px solid #ddd;padding:.6rem;overflow:auto;max-height:32rem;white-space:pre-wrap;word-break:break-all}
 form.filters{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:end;margin-bottom:1rem}
@@ -35,10 +39,22 @@ button.danger{background:#a4161a;border-color:#a4161a}
 .note{background:#fff8e1;border:1px solid #e0c060;padding:.5rem .75rem;border-radius:4px}
 .error{background:#fdecea;border:1px solid #c62828;padding:.5rem .75rem;border-radius:4px}
 .ok{background:#e8f5e9;border:1px solid #2e7d32;padding:.5rem .75rem;border-radius:4px}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem;margin:0}dt{font-weight:600}dd{margin:0;word-break:break-all}
-.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(14rem,1fr));gap:1rem}
-.card{border:1px solid #ccc;border-radius:6px;padding:.75rem}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem;margin:0}dt{font-weight:600}dd{margin:0;min-width:0;overflow-wrap:anywhere}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,24rem),1fr));gap:1rem}
+.card{border:1px solid #ccc;border-radius:6px;padding:.75rem;min-width:0}
 iframe{width:100%;min-height:28rem;border:1px solid #ccc}
+/* On a phone a wide table is a column of cards: its head hidden but still read, each cell under its column's name. */
+@media (max-width:40rem){
+th,td{padding:.3rem .35rem}
+.stack thead{position:absolute;width:1px;height:1px;overflow:hidden;clip-path:inset(50%);white-space:nowrap}
+.stack table,.stack tbody,.stack tr{display:block}
+.stack tr{border:1px solid #ccc;border-radius:6px;margin-bottom:.5rem;padding:.25rem 0}
+.stack td{display:block;border:0}
+.stack td[data-label]{display:flex;gap:.5rem;text-align:left;overflow-wrap:anywhere}
+.stack td[data-label]::before{content:attr(data-label);font-weight:600;flex:0 0 7rem}
+.stack td[data-label]>span{flex:1;min-width:0}
+.stack td:has(>span:empty){display:none}
+}
 `
 
 /** What every page needs: its CSP nonce, the operator and the session's CSRF token. */
@@ -68,7 +84,7 @@ export function Layout(props: { page: PageContext; title: string; children: Chil
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>{`${props.title} · notify-edge console`}</title>
-        <style nonce={page.nonce}>{CSS + CHART_CSS}</style>
+        <style nonce={page.nonce}>{raw(CSS + CHART_CSS)}</style>
       </head>
       <body>
         <a class="skip" href="#main">
@@ -104,6 +120,7 @@ export function Layout(props: { page: PageContext; title: string; children: Chil
           <h1>{props.title}</h1>
           {props.children}
         </main>
+        <script nonce={page.nonce}>{raw(LOCAL_TIME_SCRIPT)}</script>
       </body>
     </html>
   )}`
@@ -141,10 +158,24 @@ export function SelectFilter(props: { name: string; label: string; values: reado
   )
 }
 
-/** A table that scrolls sideways on a narrow screen, reachable by keyboard. */
+/**
+ * From this many columns a table stacks on a phone: squeezed into 390 px, such rows break their words
+ * into columns of letters or hide their last column behind a sideways scroll.
+ */
+const STACK_FROM_COLUMNS = 4
+
+/**
+ * A table that scrolls sideways inside its own box when it is wider than the
+ * screen, reachable by keyboard and named, so nothing of it is cut off and
+ * the page itself never scrolls sideways. A wide one (four columns or more:
+ * the dead-letter list, an event's story, the audit trail) is a list of cards
+ * on a phone instead: each row a card, each cell under its column's name,
+ * nothing to scroll to.
+ */
 export function Table(props: { label: string; head: string[]; rows: Child[][]; numeric?: number[] }) {
+  const stacked = props.head.length >= STACK_FROM_COLUMNS
   return (
-    <section class="scroll" aria-label={props.label} tabindex={0}>
+    <section class={stacked ? 'scroll stack' : 'scroll'} aria-label={props.label} tabindex={0}>
       <table>
         <thead>
           <tr>
@@ -164,7 +195,13 @@ export function Table(props: { label: string; head: string[]; rows: Child[][]; n
             props.rows.map((row) => (
               <tr>
                 {row.map((cell, index) => (
-                  <td class={props.numeric?.includes(index) ? 'num' : undefined}>{cell}</td>
+                  <td
+                    class={props.numeric?.includes(index) ? 'num' : undefined}
+                    data-label={stacked ? props.head[index] : undefined}
+                  >
+                    {/* One box for the cell's content, however many parts: stacked, it sits beside its label. */}
+                    {stacked ? <span>{cell}</span> : cell}
+                  </td>
                 ))}
               </tr>
             ))
@@ -180,9 +217,9 @@ function PausedBanner(props: { paused: NonNullable<PageContext['paused']> }) {
   const { transport, code, since, probeAt, waiting } = props.paused
   return (
     <div class="error" role="alert">
-      <strong>The {transport} transport is paused</strong> since {since} ({code}): {waiting} notification(s) wait, none
-      is lost. The next single try is at {probeAt}; it resumes by itself once the provider accepts. Fix the
-      configuration the code names (docs/operating.md, "A paused transport").
+      <strong>The {transport} transport is paused</strong> since <Time at={since} relative /> ({code}): {waiting}{' '}
+      notification(s) wait, none is lost. The next single try is due <Time at={probeAt} relative />; it resumes by
+      itself once the provider accepts. Fix the configuration the code names (docs/operating.md, "A paused transport").
     </div>
   )
 }

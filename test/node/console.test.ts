@@ -6,18 +6,23 @@
  * editor, replays the whole filtered set after its preview, and the email is
  * in wrangler's local mail list and the changes in the audit trail. The flow
  * runs with JavaScript off; every page also passes axe (no serious or
- * critical violation) and is walked by keyboard alone. Screenshots at 1280
- * and 390 px go to test-output/console/, and the overview's charts once the
- * cron has bucketed what the tests counted (overview-charts-1280.png).
+ * critical violation) at 1280 and 390 px, has nothing wider than its box at
+ * either width (with JavaScript on and off: the times' texts differ), and is
+ * walked by keyboard alone. Times carry their UTC instant and read in the
+ * browser's zone once its script runs. Screenshots at 1280 and 390 px go to
+ * test-output/console/, with what each page measured (fit.json), and the
+ * overview's charts once the cron has bucketed what the tests counted
+ * (overview-charts-1280.png).
  */
 import assert from 'node:assert/strict'
-import { mkdirSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { after, before, test } from 'node:test'
 import AxeBuilder from '@axe-core/playwright'
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
 import { assertNoLeaks } from '../../support/child-output.ts'
 import { type LocalWorker, startLocalWorker } from '../../support/local-worker.ts'
+import { type Overflow, overflowsOf } from '../../support/page-fit.ts'
 import { waitFor } from '../../support/wait.ts'
 
 const ADMIN = 'console-test-admin-token-0123456789'
@@ -43,6 +48,23 @@ async function signIn(context: BrowserContext, token: string): Promise<Page> {
   await page.keyboard.press('Enter')
   await page.waitForURL(`${worker.url}/console`)
   return page
+}
+
+/** Ingests a PIN verification decision as Kafka delivered it at `offset` of its partition, with `body` as its payload. */
+async function ingestVerification(messageId: string, offset: number, body: Record<string, unknown>): Promise<void> {
+  const posted = await api('POST', '/v1/ingest', INGEST, {
+    events: [
+      {
+        source: 'kafka',
+        origin: `kafka:pin.profile.verification-requests.v1/0@${offset}`,
+        sourceMessageId: messageId,
+        receivedAt: new Date().toISOString(),
+        headers: { 'message-id': messageId, 'event-type': 'verification-completed', 'contract-version': '1' },
+        body: JSON.stringify(body),
+      },
+    ],
+  })
+  assert.equal(posted.status, 202)
 }
 
 /** Notes a page for the later passes, by name. */
@@ -79,24 +101,12 @@ test('an operator fixes a missing template and replays the filtered set, with Ja
   const address = `console-owner-${owner.slice(0, 8)}@example.com`
   assert.equal((await api('PUT', `/v1/contacts/${owner}`, ADMIN, { email: address, locale: 'kk' })).status, 200)
   const eventId = crypto.randomUUID()
-  const posted = await api('POST', '/v1/ingest', INGEST, {
-    events: [
-      {
-        source: 'kafka',
-        origin: 'kafka:pin.profile.verification-requests.v1/0@7',
-        sourceMessageId: eventId,
-        receivedAt: new Date().toISOString(),
-        headers: { 'message-id': eventId, 'event-type': 'verification-completed', 'contract-version': '1' },
-        body: JSON.stringify({
-          RequestId: crypto.randomUUID(),
-          PersonId: crypto.randomUUID(),
-          UserId: owner,
-          Decision: 'approved',
-        }),
-      },
-    ],
+  await ingestVerification(eventId, 7, {
+    RequestId: crypto.randomUUID(),
+    PersonId: crypto.randomUUID(),
+    UserId: owner,
+    Decision: 'approved',
   })
-  assert.equal(posted.status, 202)
   await waitFor(
     async () => {
       const story = await api('GET', `/v1/events/${eventId}`, ADMIN)
@@ -135,7 +145,8 @@ test('an operator fixes a missing template and replays the filtered set, with Ja
   await page.getByLabel('Text part (Liquid)').fill('Сәлем!')
   await page.getByLabel('HTML part (Liquid)').fill('<p>Сәлем!</p>')
   await page.getByRole('button', { name: 'Preview with the example' }).click()
-  assert.ok(await page.getByRole('heading', { name: 'Preview' }).isVisible())
+  // The answer is a new page (a form post): waited for, not read while the old one is still shown.
+  await page.getByRole('heading', { name: 'Preview' }).waitFor()
   await page.getByRole('button', { name: 'Save as the new version' }).click()
   assert.match(await page.getByRole('status').innerText(), /Saved as version 1/)
   await page.goto(`${worker.url}/console/templates/VerificationApproved/kk/email`)
@@ -199,7 +210,7 @@ test('a viewer sees the pages and none of the changes; a change posted anyway, o
   await page.goto(`${worker.url}/console/templates/ResponseCreated/ru/email`)
   assert.equal(await page.getByRole('button', { name: 'Save as the new version' }).count(), 0)
   await page.getByRole('button', { name: 'Preview with the example' }).click()
-  assert.ok(await page.getByRole('heading', { name: 'Preview' }).isVisible())
+  await page.getByRole('heading', { name: 'Preview' }).waitFor()
   const csrf = await page.locator('input[name="_csrf"]').first().inputValue()
   const save = await context.request.post(`${worker.url}/console/templates/ResponseCreated/ru/email/save`, {
     form: { _csrf: csrf, subject: 's', textBody: 't', htmlBody: 'h' },
@@ -346,44 +357,175 @@ test('the overview charts the last hour and 7 days and rates each kind, with Jav
   await context.close()
 })
 
-test('every page: no serious or critical axe violation, usable by keyboard alone, screenshots at 1280 and 390 px', async () => {
-  const context = await browser.newContext()
+test('the lookups, the templates and the erasure form have something to show; a dead letter stays open', async () => {
+  // An event whose payload is not its contract's: a dead letter nobody replays, for the overview's card.
+  const messageId = crypto.randomUUID()
+  await ingestVerification(messageId, 8, { Decision: 42 })
+  await waitFor(
+    async () => {
+      const open = await api('GET', `/v1/dead-letters?status=open&q=${messageId}`, ADMIN)
+      return (open.body.items as unknown[]).length > 0 ? true : undefined
+    },
+    'the open dead letter',
+    60_000,
+  )
+  const userId = crypto.randomUUID()
+  const contact = { email: `lookup-${userId.slice(0, 8)}@example.com`, locale: 'ru', timeZone: 'Europe/Moscow' }
+  assert.equal((await api('PUT', `/v1/contacts/${userId}`, ADMIN, contact)).status, 200)
+  assert.equal((await api('PUT', `/v1/reviewers/${userId}`, ADMIN)).status, 200)
+  const context = await browser.newContext({ javaScriptEnabled: false })
+  const page = await signIn(context, ADMIN)
+  for (const [name, path, text] of [
+    ['notifications', '/console/notifications', /The latest 100/],
+    ['templates', '/console/templates', /VerificationApproved/],
+    ['contacts', `/console/contacts?userId=${userId}`, new RegExp(userId)],
+    ['erasures', '/console/erasures', /cannot be undone/],
+    ['event-search', '/console/events', /Event id or source message id/],
+  ] as const) {
+    await page.goto(`${worker.url}${path}`)
+    assert.match(await page.locator('main').innerText(), text, name)
+    visit(name, page)
+  }
+  await context.close()
+})
+
+test("durations read in human units; every time carries its UTC instant and reads in the browser's zone", async () => {
+  // A source far behind: 139 days of lag, as the gauge holds it in seconds.
+  const measured = new Date(Date.now() - 4 * 60_000).toISOString()
+  await worker.query(
+    `INSERT INTO gauges (name, labels, value, updated_at)
+     VALUES ('notify_consumer_lag_seconds', '{"source":"rabbitmq"}', 12010552.2, '${measured}')
+     ON CONFLICT (name, labels) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+  )
+  const lagOf = async (page: Page) =>
+    page.getByRole('region', { name: 'Consumer lag by source' }).locator('tr', { hasText: 'rabbitmq' })
+
+  // JavaScript off: the UTC time, readable, and the instant in the markup.
+  const off = await browser.newContext({ javaScriptEnabled: false, timezoneId: 'Asia/Kathmandu' })
+  const plain = await signIn(off, ADMIN)
+  const row = await lagOf(plain)
+  assert.match(await row.innerText(), /rabbitmq\s+139\sd\s/)
+  const time = row.locator('time')
+  assert.equal(await time.getAttribute('datetime'), measured)
+  assert.equal(await time.getAttribute('title'), `${measured.slice(0, 10)} ${measured.slice(11, 19)} UTC`)
+  assert.equal(await time.innerText(), `${measured.slice(0, 10)} ${measured.slice(11, 16)} UTC`)
+  await off.close()
+
+  // JavaScript on: the browser's zone (Kathmandu, UTC+5:45) and relative times in lists.
+  const on = await browser.newContext({ timezoneId: 'Asia/Kathmandu' })
+  const page = await signIn(on, ADMIN)
+  const local = (await lagOf(page)).locator('time')
+  assert.equal(await local.innerText(), '4 minutes ago')
+  assert.match((await local.getAttribute('title')) ?? '', /GMT\+5:45.*UTC/)
+  await page.goto(visited.get('dead-letter') as string)
+  const history = page.getByRole('region', { name: 'Error history' }).locator('time').first()
+  assert.match(await history.innerText(), /^\w{3} \d{1,2}, \d{4}, \d\d:\d\d GMT\+5:45$/)
+  assert.match((await history.getAttribute('title')) ?? '', /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/)
+  await on.close()
+})
+
+/** Widths every page is checked at: a laptop and a phone. */
+const WIDTHS = [1280, 390] as const
+/** What each page measured, written beside the screenshots. */
+const fits: Record<string, { width: number; overflows: Overflow[] }[]> = {}
+
+/**
+ * One page at both widths: its axe violations (serious or critical) and every
+ * box wider than its content allows, as lines; a screenshot of each width.
+ * At 1280 px nothing scrolls sideways; at 390 px a narrow table may scroll
+ * inside its own named, focusable container, and a wide one (the dead-letter
+ * list among them) stacks its rows into cards that fit.
+ */
+async function checkPage(page: Page, name: string, options: { axe: boolean }): Promise<string[]> {
+  const problems: string[] = []
+  fits[name] = []
+  for (const width of WIDTHS) {
+    await page.setViewportSize({ width, height: 900 })
+    if (options.axe) {
+      // The email's frame is the sender's content, sandboxed with scripts off: axe cannot run in it.
+      const { violations } = await new AxeBuilder({ page }).exclude('iframe').analyze()
+      for (const violation of violations) {
+        if (!['serious', 'critical'].includes(violation.impact ?? '')) continue
+        const nodes = violation.nodes.map((node) => node.target.join(' ')).join(', ')
+        problems.push(`${name} at ${width} px: axe ${violation.id}: ${nodes}`)
+      }
+      await page.screenshot({ path: `${OUTPUT}/${name}-${width}.png`, fullPage: true })
+    }
+    const overflows = await overflowsOf(page)
+    fits[name].push({ width, overflows })
+    for (const { box, scrollWidth, clientWidth, scrollRegion, stacked } of overflows) {
+      if (width < 1280 && scrollRegion && !stacked) continue
+      problems.push(`${name} at ${width} px: ${box} is ${scrollWidth} px wide in ${clientWidth}`)
+    }
+  }
+  await page.setViewportSize({ width: 1280, height: 900 })
+  return problems
+}
+
+/** Tab from the top: every link, button and field is reached, in order, with no trap. */
+async function checkKeyboard(page: Page, name: string): Promise<void> {
+  // A <details>'s summary is reached by Tab too (the overview's chart tables).
+  const focusable = await page
+    .locator('a[href], button:not([disabled]), input:not([type="hidden"]), select, textarea, summary, [tabindex="0"]')
+    .count()
+  await page.locator('body').focus()
+  const reached = new Set<string>()
+  for (let step = 0; step < focusable + 1; step += 1) {
+    await page.keyboard.press('Tab')
+    reached.add(
+      await page.evaluate(() => {
+        const element = document.activeElement
+        if (!element || element === document.body) return 'body'
+        const all = Array.from(document.querySelectorAll('*'))
+        return `${element.tagName}#${all.indexOf(element)}`
+      }),
+    )
+  }
+  reached.delete('body')
+  assert.equal(reached.size, focusable, `${name}: ${reached.size} of ${focusable} reached by Tab`)
+}
+
+test('every page: no serious or critical axe violation and nothing wider than its box at 1280 and 390 px, with JavaScript on and off; usable by keyboard alone; screenshots', async () => {
+  const problems: string[] = []
+  const context = await browser.newContext({ timezoneId: 'Asia/Kathmandu' })
   const page = await signIn(context, ADMIN)
   for (const [name, url] of visited) {
     await page.goto(url)
-    // The email's frame is the sender's content, sandboxed with scripts off: axe cannot run in it.
-    const { violations } = await new AxeBuilder({ page }).exclude('iframe').analyze()
-    const bad = violations.filter((violation) => ['serious', 'critical'].includes(violation.impact ?? ''))
-    assert.deepEqual(
-      bad.map((violation) => `${violation.id}: ${violation.nodes.map((node) => node.target.join(' ')).join(', ')}`),
-      [],
-      name,
-    )
-    // Tab from the top: every link, button and field is reached, in order, with no trap.
-    const focusable = await page
-      .locator('a[href], button:not([disabled]), input:not([type="hidden"]), select, textarea, summary, [tabindex="0"]')
-      .count()
-    await page.locator('body').focus()
-    const reached = new Set<string>()
-    for (let step = 0; step < focusable + 1; step += 1) {
-      await page.keyboard.press('Tab')
-      reached.add(
-        await page.evaluate(() => {
-          const element = document.activeElement
-          if (!element || element === document.body) return 'body'
-          const all = Array.from(document.querySelectorAll('*'))
-          return `${element.tagName}#${all.indexOf(element)}`
-        }),
-      )
-    }
-    reached.delete('body')
-    assert.equal(reached.size, focusable, `${name}: ${reached.size} of ${focusable} reached by Tab`)
-    for (const width of [1280, 390]) {
-      await page.setViewportSize({ width, height: 900 })
-      await page.screenshot({ path: `${OUTPUT}/${name}-${width}.png`, fullPage: true })
-    }
-    await page.setViewportSize({ width: 1280, height: 900 })
+    problems.push(...(await checkPage(page, name, { axe: true })))
+    await checkKeyboard(page, name)
   }
-  assert.ok(visited.size >= 8)
+  // On a phone the dead-letter list is a column of cards, each field under its column's name.
+  await page.goto(visited.get('dead-letters') as string)
+  await page.setViewportSize({ width: 390, height: 900 })
+  const card = page.getByRole('region', { name: 'Dead letters' }).locator('tbody tr').first()
+  assert.equal(await card.evaluate((row) => getComputedStyle(row).display), 'block')
+  const labels = await card
+    .locator('td')
+    .evaluateAll((cells) => cells.map((cell) => getComputedStyle(cell, '::before').content))
+  assert.ok(labels.includes('"Code"') && labels.includes('"Error"'), labels.join(' '))
+  await page.setViewportSize({ width: 1280, height: 900 })
+  // The answer of an erasure, a page no link leads back to.
+  const userId = crypto.randomUUID()
+  assert.equal(
+    (await api('PUT', `/v1/contacts/${userId}`, ADMIN, { email: `erase-${userId.slice(0, 8)}@example.com` })).status,
+    200,
+  )
+  await page.goto(`${worker.url}/console/erasures?userId=${userId}`)
+  await page.getByLabel('I understand this cannot be undone').check()
+  await page.getByRole('button', { name: 'Erase' }).click()
+  await page.getByRole('heading', { name: 'Erased' }).waitFor()
+  problems.push(...(await checkPage(page, 'erased', { axe: true })))
   await context.close()
+
+  // Without JavaScript the times read in UTC, a little longer: the same pages fit too.
+  const plain = await browser.newContext({ javaScriptEnabled: false })
+  const noScript = await signIn(plain, ADMIN)
+  for (const [name, url] of visited) {
+    await noScript.goto(url)
+    problems.push(...(await checkPage(noScript, `${name} (no script)`, { axe: false })))
+  }
+  await plain.close()
+  writeFileSync(`${OUTPUT}/fit.json`, `${JSON.stringify(fits, null, 2)}\n`)
+  assert.deepEqual(problems, [])
+  assert.ok(visited.size >= 13)
 })

@@ -8,6 +8,7 @@ import { countDeadLetters, type DeadLetterFilter } from '../../dead-letters/quer
 import type { Answer } from '../api.ts'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
 import { Csrf, ErrorNote, Layout, queryOf, SelectFilter, Table, TextFilter } from '../layout.tsx'
+import { Time } from '../time.tsx'
 
 type Summary = {
   id: string
@@ -107,7 +108,9 @@ deadLetterPages.get('/', async (c) => {
         head={['First seen', 'Status', 'Code', 'Queue', 'Source', 'Event', 'Kind', 'Fails', 'Error']}
         numeric={[7]}
         rows={items.map((item) => [
-          <a href={`/console/dead-letters/${encodeURIComponent(item.id)}`}>{item.firstSeen}</a>,
+          <a href={`/console/dead-letters/${encodeURIComponent(item.id)}`}>
+            <Time at={item.firstSeen} relative />
+          </a>,
           item.status,
           <code>{item.code}</code>,
           item.queue,
@@ -151,7 +154,7 @@ deadLetterPages.get('/bulk', async (c) => {
         label="Sample of the set"
         head={['First seen', 'Code', 'Queue', 'Event', 'Error']}
         rows={(dryRun.body.matched ?? []).map((item) => [
-          item.firstSeen,
+          <Time at={item.firstSeen} relative />,
           <code>{item.code}</code>,
           item.queue,
           item.eventId ?? '',
@@ -247,13 +250,25 @@ function pretty(text: string): string {
   }
 }
 
-/** What a dead letter is: status, queue, source, event, kind, counts, discard reason. */
+/** What a dead letter is: status, first seen and last replayed, queue, source, event, kind, counts, discard reason. */
 function Facts(props: { letter: Whole }) {
   const { letter } = props
   return (
     <dl>
       <dt>Status</dt>
       <dd>{letter.status}</dd>
+      <dt>First seen</dt>
+      <dd>
+        <Time at={letter.firstSeen} />
+      </dd>
+      {letter.replayedAt ? (
+        <>
+          <dt>Last replayed</dt>
+          <dd>
+            <Time at={letter.replayedAt} />
+          </dd>
+        </>
+      ) : null}
       <dt>Queue</dt>
       <dd>{letter.queue}</dd>
       <dt>Source</dt>
@@ -302,7 +317,12 @@ function DeadLetterPage(props: { c: ConsoleContext; id: string; letter: Whole })
       <Table
         label="Error history"
         head={['At', 'Code', 'Attempts', 'Error']}
-        rows={letter.history.map((entry) => [entry.at, <code>{entry.code}</code>, entry.attempts ?? '', entry.error])}
+        rows={letter.history.map((entry) => [
+          <Time at={entry.at} />,
+          <code>{entry.code}</code>,
+          entry.attempts ?? '',
+          entry.error,
+        ])}
       />
       <h2>Headers</h2>
       <pre>{JSON.stringify(letter.headers ?? {}, null, 2)}</pre>

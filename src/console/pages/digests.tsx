@@ -7,6 +7,7 @@
  */
 import { COUNTERS } from '../../metrics/counters.ts'
 import { Table } from '../layout.tsx'
+import { Time } from '../time.tsx'
 
 /** The digest a notification went into (`inDigest`). */
 export type DigestReference = {
@@ -33,11 +34,29 @@ export type DigestEvents = {
 const digestHref = (id: string) => `/console/notifications/${encodeURIComponent(id)}`
 const eventHref = (id: string) => `/console/events/${encodeURIComponent(id)}`
 
-/** When a digest closes, or what became of its email once closed. */
-function digestTime(digest: DigestReference): string {
-  if (digest.closesAt) return `closes ${digest.closesAt}`
-  if (digest.sentAt) return `sent ${digest.sentAt}${digest.deliveryStatus ? `, ${digest.deliveryStatus}` : ''}`
-  return `due ${digest.scheduledAt}`
+/** When a digest closes (how long it still waits), or what became of its email once closed. */
+function DigestTime(props: { digest: DigestReference }) {
+  const { digest } = props
+  if (digest.closesAt) {
+    return (
+      <>
+        closes <Time at={digest.closesAt} relative />
+      </>
+    )
+  }
+  if (digest.sentAt) {
+    return (
+      <>
+        sent <Time at={digest.sentAt} />
+        {digest.deliveryStatus ? `, ${digest.deliveryStatus}` : ''}
+      </>
+    )
+  }
+  return (
+    <>
+      due <Time at={digest.scheduledAt} />
+    </>
+  )
 }
 
 /** A digest in a line, for a digested notification's page: its link, status, size, time and email. */
@@ -46,7 +65,7 @@ export function DigestLine(props: { digest: DigestReference }) {
   return (
     <>
       <a href={digestHref(digest.id)}>{digest.id}</a>: <strong>{digest.status}</strong>, {digest.size} notification(s),{' '}
-      {digestTime(digest)}
+      <DigestTime digest={digest} />
       {digest.providerId ? (
         <>
           , provider id <code>{digest.providerId}</code>
@@ -66,7 +85,7 @@ export function DigestLine(props: { digest: DigestReference }) {
 export function ToldIn(props: { createdAt: string; digest: DigestReference }) {
   return (
     <>
-      created {props.createdAt} → told in <a href={digestHref(props.digest.id)}>{props.digest.id}</a>
+      created <Time at={props.createdAt} /> → told in <a href={digestHref(props.digest.id)}>{props.digest.id}</a>
     </>
   )
 }
@@ -90,7 +109,7 @@ export function StoryDigests(props: { digests: DigestReference[] }) {
           <a href={digestHref(digest.id)}>{digest.id}</a>,
           <strong>{digest.status}</strong>,
           digest.size,
-          digestTime(digest),
+          <DigestTime digest={digest} />,
           digest.providerId ? <code>{digest.providerId}</code> : '',
           digest.sentMessage ? <code>{digest.sentMessage.messageId}</code> : '',
           digest.statusReason ?? '',
@@ -107,7 +126,11 @@ export function DigestEventsSection(props: { digest: DigestEvents }) {
     <>
       <h2>Events told ({size})</h2>
       <p id="digest-events">
-        {closesAt ? `Collecting: it closes ${closesAt}; events that arrive until then join it. ` : null}
+        {closesAt ? (
+          <>
+            Collecting: it closes <Time at={closesAt} relative />; events that arrive until then join it.{' '}
+          </>
+        ) : null}
         {events.length < size ? `The oldest ${events.length} of ${size}.` : null}
       </p>
       <Table
@@ -118,7 +141,7 @@ export function DigestEventsSection(props: { digest: DigestEvents }) {
           index + 1,
           <a href={eventHref(event.eventId)}>{event.eventId}</a>,
           <a href={digestHref(event.notificationId)}>{event.kind}</a>,
-          event.createdAt,
+          <Time at={event.createdAt} />,
         ])}
       />
     </>

@@ -9,6 +9,7 @@
 import { Hono } from 'hono'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
 import { Csrf, ErrorNote, Layout, Table } from '../layout.tsx'
+import { Time } from '../time.tsx'
 import {
   type DigestEvents,
   DigestEventsSection,
@@ -74,15 +75,26 @@ async function eventOfMessage(db: D1Database, messageId: string): Promise<string
 }
 
 /** A notification's status over time: created, scheduled, sent, then what the provider reported. */
-function timelineOf(notification: NotificationSummary): string {
-  return [
-    `created ${notification.createdAt}`,
-    `due ${notification.scheduledAt}`,
-    notification.sentAt ? `sent ${notification.sentAt}` : `now ${notification.status}`,
-    notification.deliveryStatus ? `${notification.deliveryStatus} ${notification.deliveryAt ?? ''}` : '',
-  ]
-    .filter(Boolean)
-    .join(' → ')
+function Timeline(props: { n: NotificationSummary }) {
+  const { n } = props
+  return (
+    <>
+      created <Time at={n.createdAt} /> → due <Time at={n.scheduledAt} /> →{' '}
+      {n.sentAt ? (
+        <>
+          sent <Time at={n.sentAt} />
+        </>
+      ) : (
+        `now ${n.status}`
+      )}
+      {n.deliveryStatus ? (
+        <>
+          {' '}
+          → {n.deliveryStatus} <Time at={n.deliveryAt} />
+        </>
+      ) : null}
+    </>
+  )
 }
 
 export const eventPages = new Hono<ConsoleEnv>()
@@ -138,8 +150,8 @@ eventPages.get('/events/:eventId', async (c) => {
           p.source,
           <code>{p.origin}</code>,
           <code>{p.sourceMessageId}</code>,
-          p.receivedAt,
-          p.processedAt,
+          <Time at={p.receivedAt} />,
+          <Time at={p.processedAt} />,
         ])}
       />
       <h2>Notifications</h2>
@@ -151,7 +163,7 @@ eventPages.get('/events/:eventId', async (c) => {
           n.channel,
           <code>{n.recipientUserId}</code>,
           <strong>{n.status}</strong>,
-          n.inDigest ? <ToldIn createdAt={n.createdAt} digest={n.inDigest} /> : timelineOf(n),
+          n.inDigest ? <ToldIn createdAt={n.createdAt} digest={n.inDigest} /> : <Timeline n={n} />,
           n.statusReason ?? '',
         ])}
       />
@@ -161,7 +173,9 @@ eventPages.get('/events/:eventId', async (c) => {
         label="Dead letters of the event"
         head={['First seen', 'Code', 'Status', 'Queue', 'Error']}
         rows={story.deadLetters.map((d) => [
-          <a href={`/console/dead-letters/${encodeURIComponent(d.id)}`}>{d.firstSeen}</a>,
+          <a href={`/console/dead-letters/${encodeURIComponent(d.id)}`}>
+            <Time at={d.firstSeen} />
+          </a>,
           <code>{d.code}</code>,
           d.status,
           d.queue,
@@ -227,7 +241,7 @@ function NotificationPage(props: { c: ConsoleContext; n: Notification; revealed:
           {n.contentRemoved ? (
             <p id="content-removed">
               The recipient and the content were removed by{' '}
-              {n.contentRemoved.by === 'erasure' ? 'an erasure' : 'retention'} on {n.contentRemoved.at}.
+              {n.contentRemoved.by === 'erasure' ? 'an erasure' : 'retention'} on <Time at={n.contentRemoved.at} />.
             </p>
           ) : null}
           {n.recipientName ? `${n.recipientName} <${n.recipientEmail ?? ''}>` : (n.recipientEmail ?? '')}
@@ -243,14 +257,16 @@ function NotificationPage(props: { c: ConsoleContext; n: Notification; revealed:
         <dt>Subject</dt>
         <dd>{props.revealed ? (n.subject ?? '') : 'shown when revealed'}</dd>
         <dt>Timeline</dt>
-        <dd>{timelineOf(n)}</dd>
+        <dd>
+          <Timeline n={n} />
+        </dd>
       </dl>
       {n.digest ? <DigestEventsSection digest={n.digest} /> : null}
       <h2>Provider events</h2>
       <Table
         label="Provider events"
         head={['At', 'Provider', 'Type', 'Status']}
-        rows={n.timeline.map((event) => [event.occurredAt, event.provider, event.type, event.status])}
+        rows={n.timeline.map((event) => [<Time at={event.occurredAt} />, event.provider, event.type, event.status])}
       />
       <h2>The email</h2>
       {!props.revealed ? (

@@ -8,6 +8,7 @@ import { isNotificationStatus, NOTIFICATION_STATUSES } from '../../notifications
 import { maskAddress } from '../../privacy.ts'
 import type { ConsoleEnv } from '../context.ts'
 import { ErrorNote, Layout, queryOf, SelectFilter, Table, TextFilter } from '../layout.tsx'
+import { Time } from '../time.tsx'
 
 export const lookupPages = new Hono<ConsoleEnv>()
 
@@ -39,7 +40,9 @@ lookupPages.get('/notifications', async (c) => {
         label="Notifications"
         head={['Created', 'Kind', 'Status', 'Event']}
         rows={results.map((row) => [
-          <a href={`/console/notifications/${encodeURIComponent(row.id)}`}>{row.created_at}</a>,
+          <a href={`/console/notifications/${encodeURIComponent(row.id)}`}>
+            <Time at={row.created_at} relative />
+          </a>,
           row.kind,
           row.status,
           // A digest has no event of its own: its page lists the events it tells.
@@ -100,7 +103,7 @@ lookupPages.get('/contacts', async (c) => {
         head={['User', 'Added']}
         rows={(reviewers.body.items ?? []).map((item) => [
           <a href={`/console/contacts${queryOf({ userId: item.userId })}`}>{item.userId}</a>,
-          item.addedAt,
+          <Time at={item.addedAt} relative />,
         ])}
       />
     </Layout>,
@@ -127,7 +130,7 @@ lookupPages.get('/audit', async (c) => {
         head={['At', 'Actor', 'Via', 'Action', 'Target', 'Affected', 'Parameters']}
         numeric={[5]}
         rows={(answer.body.items ?? []).map((row) => [
-          row.at,
+          <Time at={row.at} relative />,
           row.actor,
           row.via,
           <code>{row.action}</code>,

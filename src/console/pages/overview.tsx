@@ -13,8 +13,10 @@ import { D1_SIZE_LIMIT_BYTES, GAUGES } from '../../metrics/counters.ts'
 import { ActivityCharts } from '../charts/activity.tsx'
 import { activityOf, totalsByKind } from '../charts/activity-data.ts'
 import type { ConsoleContext } from '../context.ts'
+import { duration } from '../format.ts'
 import { Layout, queryOf, Table } from '../layout.tsx'
 import { RatesCard } from '../rates/rates-card.tsx'
+import { Time } from '../time.tsx'
 import { DigestsCard, digestCounts } from './digests.tsx'
 import { FindingsPanel, findingsFor } from './findings.tsx'
 
@@ -84,12 +86,12 @@ function Cards(props: { open: Row[]; statuses: Row[]; digests: Row[]; lag: Row[]
         <h2 id="lag">Consumer lag</h2>
         <Table
           label="Consumer lag by source"
-          head={['Source', 'Seconds', 'Measured']}
+          head={['Source', 'Lag', 'Measured']}
           numeric={[1]}
           rows={lag.map((row) => [
             <a href={`/console/dead-letters${queryOf({ source: String(row.source) })}`}>{row.source}</a>,
-            Number(row.value).toFixed(1),
-            row.updated_at,
+            duration(Number(row.value)),
+            <Time at={row.updated_at} relative />,
           ])}
         />
       </section>
@@ -115,7 +117,8 @@ function DatabaseSize(props: { size: Row | undefined }) {
   return (
     <p id="d1-size">
       Database: <strong>{bytes(value)}</strong> of D1's {bytes(D1_SIZE_LIMIT_BYTES)} limit ({share.toFixed(1)} %),
-      measured {size.updated_at}.{share >= 80 ? <strong> Past 80 %: shorten the retention.</strong> : null}
+      measured <Time at={size.updated_at} relative />.
+      {share >= 80 ? <strong> Past 80 %: shorten the retention.</strong> : null}
     </p>
   )
 }
@@ -138,7 +141,8 @@ export async function overviewPage(c: ConsoleContext) {
       <p id="transport-state">
         {paused ? (
           <>
-            Transport <strong>{paused.transport}</strong>: paused since {paused.since} ({paused.code}),{' '}
+            Transport <strong>{paused.transport}</strong>: paused since <Time at={paused.since} relative /> (
+            {paused.code}),{' '}
             <a href={`/console/notifications${queryOf({ status: 'paused' })}`}>{paused.waiting} waiting</a>.
           </>
         ) : (
@@ -155,7 +159,9 @@ export async function overviewPage(c: ConsoleContext) {
         label="Latest failures"
         head={['Last seen', 'Code', 'Queue', 'Event', 'Error']}
         rows={latest.map((row) => [
-          <a href={`/console/dead-letters/${encodeURIComponent(String(row.id))}`}>{row.last_seen}</a>,
+          <a href={`/console/dead-letters/${encodeURIComponent(String(row.id))}`}>
+            <Time at={row.last_seen} relative />
+          </a>,
           <code>{row.code}</code>,
           row.queue,
           row.event_id ? (

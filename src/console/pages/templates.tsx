@@ -9,6 +9,7 @@ import { raw } from 'hono/html'
 import { templateKeys } from '../../events/registry.ts'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
 import { Csrf, ErrorNote, Layout, type PageContext, Table } from '../layout.tsx'
+import { Time } from '../time.tsx'
 
 type Parts = { subject: string; textBody: string; htmlBody: string }
 type Template = Parts & { kind: string; locale: string; channel: string; version: number; createdAt: string | null }
@@ -83,7 +84,8 @@ async function history(db: D1Database, kind: string, locale: string, channel: st
 }
 
 /**
- * The one bit of script in the console, and optional: while an operator
+ * One of the console's two bits of script (the other shows times in the
+ * browser's zone, time.tsx), and optional: while an operator
  * types, the form is posted to its own preview action and the preview section
  * of the answer replaces this page's. Without it the Preview button does the
  * same with a page load.
@@ -115,7 +117,7 @@ function History(props: { path: string; admin: boolean; versions: Version[]; pag
         head={['Version', 'Saved', 'Subject', '']}
         rows={props.versions.map((version) => [
           version.version,
-          version.created_at,
+          <Time at={version.created_at} relative />,
           version.subject,
           version.active ? (
             'in effect'
