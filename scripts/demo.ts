@@ -80,4 +80,5 @@ console.log(
 )
 if (!digestRight) console.log('\nnot as expected: the digest')
 console.log('\nthe emails: http://127.0.0.1:8787/cdn-cgi/local/explorer/api/local/email/sending')
+console.log(`what it did, charted: ${endpoints.workerUrl}/console (sign in with the admin token of .dev.vars)`)
 process.exit(wrong.length + loopWrong.length > 0 || !digestRight ? 1 : 0)

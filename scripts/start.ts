@@ -1,7 +1,7 @@
 /**
  * `npm start`: the whole dispatcher on this machine — the Worker (`wrangler dev`:
- * local D1, KV, Queues and email on 127.0.0.1:8787) and the bridge (sources from
- * .env), in one log stream with a prefix per part. Creates .dev.vars and .env
+ * local D1, KV, Queues and email on 127.0.0.1:8787, its cron run every minute)
+ * and the bridge (sources from .env), in one log stream with a prefix per part. Creates .dev.vars and .env
  * from their examples when missing, makes the local services available
  * (`services:up`) and applies the migrations. A service that cannot be had is
  * reported; the bridge keeps retrying its source.
@@ -102,9 +102,19 @@ if (process.argv.includes('--resend')) {
 run(
   'worker',
   'wrangler',
-  ['dev', '--ip', '127.0.0.1', '--port', '8787', '--show-interactive-dev-session=false', ...resendVars],
+  [
+    'dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    '8787',
+    '--show-interactive-dev-session=false',
+    '--test-scheduled',
+    ...resendVars,
+  ],
   {},
 )
+runCronEveryMinute('http://127.0.0.1:8787')
 run('bridge', process.execPath, ['bridge/src/main.ts'], env)
 say(
   'start',
@@ -112,6 +122,32 @@ say(
     (env.HTTP_PORT ?? '8788') +
     '/readyz; Ctrl-C stops both',
 )
+
+/**
+ * Cloudflare runs the Worker's cron every minute; `wrangler dev` never runs
+ * it by itself. Here it runs as deployed — the stuck search, the paused
+ * transport's probe, retention, and the buckets the console's charts read —
+ * a second past each minute, through wrangler's `/__scheduled` route.
+ */
+function runCronEveryMinute(workerUrl: string): void {
+  let failing = false
+  const tick = async () => {
+    try {
+      const response = await fetch(`${workerUrl}/__scheduled?cron=${encodeURIComponent('* * * * *')}`)
+      await response.body?.cancel()
+      if (!response.ok) throw new Error(`answered ${response.status}`)
+      if (failing) say('start', 'the cron runs again')
+      failing = false
+    } catch (error) {
+      // The Worker may still be starting: said once, tried again next minute.
+      if (!failing)
+        say('start', `the cron did not run (${error instanceof Error ? error.message : error}); next minute again`)
+      failing = true
+    }
+    setTimeout(tick, 60_000 - (Date.now() % 60_000) + 1000).unref()
+  }
+  setTimeout(tick, 60_000 - (Date.now() % 60_000) + 1000).unref()
+}
 
 let stopping = false
 function shutdown(code: number): void {

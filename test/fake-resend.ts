@@ -47,6 +47,8 @@ export const FAKE_RESEND_URL = 'http://fake-resend.test'
 
 const requests = new Map<string, number>()
 const rateLimited = new Map<string, number>()
+/** `GET /domains` requests answered, by API key. */
+const domainLists = new Map<string, number>()
 const accepted = new Map<string, { payload: string; ids: string[] }>()
 const released = new Map<string, () => void>()
 const releases = new Map<string, Promise<void>>()
@@ -88,6 +90,7 @@ export async function fakeResend(request: Request): Promise<Response> {
     if (url.pathname === '/control/sends') return Response.json({ count: requests.get(key) ?? 0 })
     if (url.pathname === '/control/emails') return Response.json({ count: accepted.get(key)?.ids.length ?? 0 })
     if (url.pathname === '/control/rate-limited') return Response.json({ count: rateLimited.get(key) ?? 0 })
+    if (url.pathname === '/control/domain-lists') return Response.json({ count: domainLists.get(key) ?? 0 })
     if (url.pathname === '/control/rate-clock') {
       const at = url.searchParams.get('at')
       heldAt = at === null ? undefined : Number(at)
@@ -118,7 +121,10 @@ export async function fakeResend(request: Request): Promise<Response> {
     rateLimited.set(refused, (rateLimited.get(refused) ?? 0) + 1)
     return refusal(429, 'rate_limit_exceeded', 'Too many requests.', rate.headers)
   }
-  if (route === 'GET /domains') return listDomains(request, apiKey)
+  if (route === 'GET /domains') {
+    domainLists.set(apiKey, (domainLists.get(apiKey) ?? 0) + 1)
+    return listDomains(request, apiKey)
+  }
   // Resend's own OpenAPI document decides what a request may be; what it refuses, this refuses.
   const payload = await request.text()
   const problems = (await contract()).check({

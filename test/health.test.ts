@@ -12,8 +12,8 @@ import { afterEach, describe, expect, it } from 'vitest'
 import type { Finding } from '../src/health/findings.ts'
 import { isPlaceholderDomain, isPlaceholderHost } from '../src/health/placeholders.ts'
 import worker from '../src/index.ts'
-import { FAKE_RESEND_DOMAINS, FAKE_RESEND_KEYS, FAKE_RESEND_URL } from './fake-resend.ts'
-import { ADMIN_TOKEN, INGEST_TOKEN, runCron } from './helpers.ts'
+import { FAKE_RESEND_DOMAINS, FAKE_RESEND_KEYS, FAKE_RESEND_TEAM_KEY_PREFIX, FAKE_RESEND_URL } from './fake-resend.ts'
+import { ADMIN_TOKEN, guid, INGEST_TOKEN, runCron } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 const VIEWER_TOKEN = 'test-viewer-token-0123456789'
@@ -198,9 +198,10 @@ describe('placeholders', () => {
   })
 })
 
-describe("the console's overview", () => {
-  async function overviewAs(token: string) {
-    const vars = { VIEWER_TOKEN }
+describe('the console', () => {
+  /** `path` as `token`'s operator sees it with `vars` set. */
+  async function pageAs(token: string, path = '/console', vars: Record<string, string> = {}) {
+    const all = { ...env, VIEWER_TOKEN, ...vars } as Env
     const signIn = await worker.fetch(
       new Request('http://worker/console/sign-in', {
         method: 'POST',
@@ -208,18 +209,19 @@ describe("the console's overview", () => {
         headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'http://worker' },
         body: new URLSearchParams({ token }).toString(),
       }),
-      { ...env, ...vars } as Env,
+      all,
       createExecutionContext(),
     )
     const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
     const page = await worker.fetch(
-      new Request('http://worker/console', { headers: { cookie } }),
-      { ...env, ...vars } as Env,
+      new Request(`http://worker${path}`, { headers: { cookie } }),
+      all,
       createExecutionContext(),
     )
     expect(page.status).toBe(200)
     return page.text()
   }
+  const overviewAs = (token: string) => pageAs(token)
 
   it("shows an admin the doctor's blockers and warnings with their fixes at the top", async () => {
     const html = await overviewAs(ADMIN_TOKEN)
@@ -230,11 +232,60 @@ describe("the console's overview", () => {
     // Notes stay in the doctor's full list.
     expect(panel).not.toContain('data-finding="delivery-events-subscription"')
     expect(html.indexOf('id="findings"')).toBeLessThan(html.indexOf('id="transport-state"'))
+    // Listed here, so not again in the line the other pages carry.
+    expect(html).not.toContain('id="health"')
   })
 
-  it('shows a viewer no findings: the route is an admin’s', async () => {
+  it('shows a viewer how many findings there are, not which: the route that lists them is an admin’s', async () => {
     const html = await overviewAs(VIEWER_TOKEN)
     expect(html).toContain('id="transport-state"')
     expect(html).not.toContain('id="findings"')
+    expect(html).not.toContain('data-finding')
+    expect(html).not.toContain('sender-placeholder')
+    expect(html).toMatch(
+      /<p id="health" class="error"><strong>Configuration: [1-9]\d* blockers?, \d+ warnings?<\/strong>/,
+    )
+  })
+
+  it('carries a line for the findings at the top of every other page, linking to their fixes', async () => {
+    for (const path of ['/console/dead-letters', '/console/templates', '/console/audit', '/console/events']) {
+      const html = await pageAs(ADMIN_TOKEN, path)
+      const line = /<p id="health"[\s\S]*?<\/p>/.exec(html)?.[0] ?? ''
+      expect(line, path).toContain('<code>sender-placeholder</code>')
+      expect(line, path).toContain('href="/console#findings"')
+      // Above the page's own heading.
+      expect(html.indexOf('id="health"'), path).toBeLessThan(html.indexOf('<h1>'))
+    }
+    // A deployment with nothing in the way: no line.
+    await setLastCronRun(new Date())
+    expect(await pageAs(ADMIN_TOKEN, '/console/dead-letters', clean)).not.toContain('id="health"')
+  })
+
+  it("asks Resend about the sender's domain at most once a minute for the pages; the doctor always asks", async () => {
+    const key = `${FAKE_RESEND_TEAM_KEY_PREFIX}${guid()}`
+    const vars = {
+      ...clean,
+      RESEND_API_KEY: key,
+      EMAIL_FROM: `notifications@${guid().slice(0, 8)}.notify-edge-fake.dev`,
+    }
+    const lists = async () =>
+      ((await (await fetch(`${FAKE_RESEND_URL}/control/domain-lists?key=${key}`)).json()) as { count: number }).count
+    const first = await pageAs(ADMIN_TOKEN, '/console/templates', vars)
+    expect(first).toContain('<code>sender-domain-not-found</code>')
+    await pageAs(ADMIN_TOKEN, '/console/dead-letters', vars)
+    await pageAs(VIEWER_TOKEN, '/console', vars)
+    expect(await lists()).toBe(1)
+    // The doctor asks, and leaves its answer for the pages.
+    expect(find((await doctor(vars)).body, 'sender-domain-not-found')?.severity).toBe('blocker')
+    expect(await lists()).toBe(2)
+    await pageAs(ADMIN_TOKEN, '/console', vars)
+    expect(await lists()).toBe(2)
+    // A minute later, the next page asks again.
+    await env.DB.prepare('UPDATE health_checks SET checked_at = ?1')
+      .bind(new Date(Date.now() - 61_000).toISOString())
+      .run()
+    const later = await pageAs(ADMIN_TOKEN, '/console', vars)
+    expect(await lists()).toBe(3)
+    expect(later).toContain('data-finding="sender-domain-not-found"')
   })
 })

@@ -22,6 +22,7 @@ import {
   eventually,
   guid,
   notificationsOf,
+  pendingNotification,
   runCron,
   storeDeadLetters,
 } from './helpers.ts'
@@ -216,6 +217,34 @@ describe('the time buckets', () => {
     expect(row?.value).toBe(500)
   })
 
+  it("also bucket the final statuses no chart shows (digested, throttled …), for the last day's card", async () => {
+    const base = Date.parse('2031-04-05T06:07:30Z')
+    await env.DB.batch(bucketStatements(env.DB, new Date(base)))
+    const kind = `TallyKind${guid().slice(0, 6)}`
+    const bump = (status: string, value: number) =>
+      env.DB.prepare(
+        `INSERT INTO counters (name, labels, value) VALUES ('notify_notifications_total', ?1, ?2)
+         ON CONFLICT (name, labels) DO UPDATE SET value = value + excluded.value`,
+      )
+        .bind(JSON.stringify({ channel: 'email', kind, status }), value)
+        .run()
+    await bump('throttled', 3)
+    await bump('digested', 4)
+    // A status a notification waits in is no outcome: not bucketed.
+    await bump('pending', 5)
+    await env.DB.batch(bucketStatements(env.DB, new Date(base + MINUTE_MS)))
+    const { results } = await env.DB.prepare(
+      `SELECT json_extract(labels, '$.status') AS status, value FROM counter_buckets
+       WHERE width = 'minute' AND json_extract(labels, '$.kind') = ?1 ORDER BY status`,
+    )
+      .bind(kind)
+      .all<{ status: string; value: number }>()
+    expect(results).toEqual([
+      { status: 'digested', value: 4 },
+      { status: 'throttled', value: 3 },
+    ])
+  })
+
   it('are pruned by retention: minute buckets after 3 hours, hour buckets after 8 days', async () => {
     const now = Date.now()
     const labels = { channel: 'email', kind: `Prune${guid().slice(0, 6)}`, status: 'sent' }
@@ -315,6 +344,67 @@ describe('the overview', () => {
     expect(day.get('A')?.sent).toBe(44)
     expect(day.get('B')?.sent).toBe(5)
     expect(day.get('')?.sent).toBe(49)
+  })
+
+  it('sums the final statuses of the last 24 hours, the current hour and its live gain included', () => {
+    const now = new Date('2031-05-06T10:20:30Z')
+    const of = (status: string, kind = 'A') => ({
+      name: 'notify_notifications_total',
+      labels: JSON.stringify({ channel: 'email', kind, status }),
+    })
+    const activity = activityOf(
+      {
+        minutes: [{ start: '2031-05-06T10:05:00.000Z', ...of('digested'), value: 3 }],
+        hours: [
+          { start: '2031-05-05T11:00:00.000Z', ...of('throttled'), value: 2 },
+          { start: '2031-05-05T11:00:00.000Z', ...of('throttled', 'B'), value: 1 },
+          // 24 hours and more ago: yesterday's.
+          { start: '2031-05-05T10:00:00.000Z', ...of('throttled'), value: 50 },
+          { start: '2031-05-06T09:00:00.000Z', ...of('sent'), value: 9 },
+        ],
+        live: [
+          { ...of('digested'), value: 1 },
+          // Not a final status: not an outcome, though a counter of the same name.
+          { ...of('pending'), value: 8 },
+        ],
+      },
+      now,
+    )
+    expect(Object.fromEntries(activity.day)).toEqual({ digested: 4, throttled: 3, sent: 9 })
+  })
+
+  it('shows what waits now and what the last day ended as, each linked to its notifications', async () => {
+    const endedOf = (html: string) =>
+      Number(rowOf(sectionOf(html, 'aria-labelledby="last-day"'), /^undeliverable$/)?.[1] ?? 0)
+    const before = endedOf(await consolePage())
+    const kind = `EndedKind${guid().slice(0, 6)}`
+    await insertBucket(
+      'hour',
+      hourStart(Date.now() - 3 * HOUR_MS),
+      'notify_notifications_total',
+      { channel: 'email', kind, status: 'undeliverable' },
+      7,
+    )
+    // 25 hours ago: not in the last day.
+    await insertBucket(
+      'hour',
+      hourStart(Date.now() - 25 * HOUR_MS),
+      'notify_notifications_total',
+      { channel: 'email', kind, status: 'undeliverable' },
+      100,
+    )
+    const id = await pendingNotification(`waiting-${guid().slice(0, 8)}@example.com`)
+    await env.DB.prepare("UPDATE notifications SET status = 'awaiting-contact' WHERE id = ?1").bind(id).run()
+    const html = await consolePage()
+    expect(endedOf(html)).toBe(before + 7)
+    expect(sectionOf(html, 'aria-labelledby="last-day"')).toContain(
+      'href="/console/notifications?status=undeliverable"',
+    )
+    const waiting = sectionOf(html, 'aria-labelledby="waiting"')
+    expect(Number(rowOf(waiting, /^awaiting-contact$/)?.[1])).toBeGreaterThanOrEqual(1)
+    expect(waiting).toContain('href="/console/notifications?status=awaiting-contact"')
+    // A status nothing waits in is left out.
+    expect(rowOf(waiting, /^closing$/)).toBeUndefined()
   })
 
   it('rates delivery, bounces and complaints per kind over 24 h and 7 d, marked near or over the published limits', async () => {

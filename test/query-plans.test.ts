@@ -1,5 +1,6 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
+import { cappedStatusCounts } from '../src/console/counts.ts'
 import { discardOpen } from '../src/dead-letters/query.ts'
 import { loadContext } from '../src/materialize/context.ts'
 import { noCost } from '../src/metrics/cost.ts'
@@ -150,6 +151,22 @@ describe("what the cron's searches read", () => {
     await resolveUnknownOutcomes(meteredD1(env.DB, cost), now)
     // None: no notification is unknown. Its first statement scanned every delivery event: 204 here.
     expect(cost.d1RowsRead).toBeLessThan(BACKLOG)
+  })
+})
+
+describe("what the console's page views read", () => {
+  it('the counts of what waits stop at their cap, reading no further into a backlog', async () => {
+    const tag = guid().slice(0, 8)
+    await notifications(BACKLOG, `paused-${tag}`, 'paused', new Date().toISOString())
+    const cap = 20
+    const result = await cappedStatusCounts(env.DB, ['paused', 'closing'], cap).run<{ status: string; n: number }>()
+    // Past the cap: one more than it, so the page can say "20+"; a status with none reads 0.
+    expect(result.results).toEqual([
+      { status: 'paused', n: cap + 1 },
+      { status: 'closing', n: 0 },
+    ])
+    // 21 index entries and the two list items; uncapped, every paused notification (200 and more).
+    expect(result.meta.rows_read).toBeLessThan(2 * cap)
   })
 })
 

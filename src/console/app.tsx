@@ -13,11 +13,11 @@ import { NONCE, secureHeaders } from 'hono/secure-headers'
 import { type Operator, scopeOfToken } from '../api/auth.ts'
 import { type Config, configOf } from '../config.ts'
 import { secretsEqual } from '../crypto.ts'
-import { readPause } from '../dispatch/pause.ts'
 import { maskUnsubscribeTokens, maskUnsubscribeTokensInMime } from '../preferences/mask.ts'
 import { accessIdentity } from './access.ts'
 import { consoleApi } from './api.ts'
 import type { ConsoleContext, ConsoleEnv } from './context.ts'
+import { healthOf } from './health.tsx'
 import { Layout, type PageContext } from './layout.tsx'
 import { deadLetterPages } from './pages/dead-letters.tsx'
 import { erasurePages } from './pages/erasures.tsx'
@@ -187,7 +187,7 @@ consoleApp.use('*', async (c, next) => {
   const operator: Operator = { name: session.name, role: session.role, via: 'console' }
   c.set('session', session)
   c.set('operator', operator)
-  c.set('page', { ...c.get('page'), operator, csrf: session.csrf, paused: await pausedOf(c.env) })
+  c.set('page', { ...c.get('page'), operator, csrf: session.csrf, health: await healthOf(c.env) })
   c.set('api', consoleApi(c, operator))
   await next()
 })
@@ -204,24 +204,6 @@ consoleApp.use('*', async (c, next) => {
   const masked = type.includes('rfc822') ? maskUnsubscribeTokensInMime(body) : maskUnsubscribeTokens(body)
   c.res = new Response(masked, c.res)
 })
-
-/** The configured transport's pause with the count of notifications it holds, for the banner. */
-async function pausedOf(env: Env): Promise<PageContext['paused']> {
-  const transport = configOf(env).EMAIL_TRANSPORT
-  const [pause, waiting] = await env.DB.batch<Record<string, string | number>>([
-    readPause(env.DB, transport),
-    env.DB.prepare("SELECT count(*) AS n FROM notifications WHERE status = 'paused'"),
-  ])
-  const row = pause?.results[0]
-  if (!row) return undefined
-  return {
-    transport,
-    code: String(row.code),
-    since: String(row.since),
-    probeAt: String(row.probe_at),
-    waiting: Number(waiting?.results[0]?.n ?? 0),
-  }
-}
 
 consoleApp.post('/sign-out', (c) => {
   deleteCookie(c, SESSION_COOKIE, { path: '/', secure: true })

@@ -5,6 +5,7 @@
  * UTC here and rewritten to the browser's zone by the page's script
  * (time.tsx); these texts are what a page shows with JavaScript off.
  */
+import { COUNT_CAP } from './counts.ts'
 
 /** A non-breaking space: a number never wraps away from its unit. */
 const NBSP = '\u00a0'
@@ -55,4 +56,9 @@ export function utcMinute(at: Date): string {
 /** `2026-12-02 06:54:13 UTC`: an instant to the second, the hover text of every time. */
 export function utcSecond(at: Date): string {
   return `${at.toISOString().slice(0, 19).replace('T', ' ')} UTC`
+}
+
+/** A count read with `LIMIT COUNT_CAP + 1` (./counts.ts): its number, or "10 000+" when the cap was reached. */
+export function cappedCount(value: number): string {
+  return value > COUNT_CAP ? `${COUNT_CAP.toLocaleString('en').replaceAll(',', NBSP)}+` : String(value)
 }

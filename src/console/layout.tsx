@@ -3,7 +3,9 @@ import { html, raw } from 'hono/html'
 import type { Child } from 'hono/jsx'
 import type { Operator } from '../api/auth.ts'
 import { CHART_CSS } from './charts/style.ts'
-import { LOCAL_TIME_SCRIPT, Time } from './time.tsx'
+import { HealthBanner, type PageHealth } from './health.tsx'
+import { REFRESH_SCRIPT, RefreshMeta } from './refresh.tsx'
+import { LOCAL_TIME_SCRIPT } from './time.tsx'
 
 // Written into the page raw: it is ours, and escaped, the quotes of its attribute selectors would break it.
 const CSS = `
@@ -29,6 +31,10 @@ td code,td a[href^="/console/events/"]{overflow-wrap:anywhere}
 code,pre{font-family:ui-monospace,monospace;font-size:.85rem}
 pre{background:#f5f5f5;border:1px solid #ddd;padding:.6rem;overflow:auto;max-height:32rem;white-space:pre-wrap;word-break:break-all}
 form.filters{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:end;margin-bottom:1rem}
+form.refresh{display:flex;flex-wrap:wrap;gap:.25rem .75rem;align-items:end;margin:-.5rem 0 1rem;font-size:.85rem}
+form.refresh label{flex-direction:row;align-items:center;gap:.4rem}
+form.refresh button{padding:.15rem .6rem}
+#refresh-state{color:#444;align-self:center}
 label{display:flex;flex-direction:column;font-size:.85rem;gap:.15rem}
 input,select,textarea{font:inherit;padding:.3rem .4rem;border:1px solid #767676;border-radius:4px;max-width:100%}
 textarea{width:100%;min-height:8rem;font-family:ui-monospace,monospace}
@@ -62,8 +68,8 @@ export type PageContext = {
   nonce: string
   operator?: Operator
   csrf?: string
-  /** The configured transport's pause, shown on every page while it lasts. */
-  paused?: { transport: string; code: string; since: string; probeAt: string; waiting: number }
+  /** A paused transport and the doctor's findings, at the top of every page of a signed-in operator. */
+  health?: PageHealth
 }
 
 const NAV: [string, string][] = [
@@ -75,8 +81,18 @@ const NAV: [string, string][] = [
   ['/console/audit', 'Audit trail'],
 ]
 
-/** A whole page. */
-export function Layout(props: { page: PageContext; title: string; children: Child }) {
+/**
+ * A whole page. `findingsListed`: the page lists the findings itself (the
+ * overview), so the top line is left out. `refresh`: the page reloads itself
+ * every so many seconds (./refresh.tsx).
+ */
+export function Layout(props: {
+  page: PageContext
+  title: string
+  children: Child
+  findingsListed?: boolean
+  refresh?: number
+}) {
   const { page } = props
   return html`<!DOCTYPE html>${(
     <html lang="en">
@@ -85,8 +101,9 @@ export function Layout(props: { page: PageContext; title: string; children: Chil
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>{`${props.title} · notify-edge console`}</title>
         <style nonce={page.nonce}>{raw(CSS + CHART_CSS)}</style>
+        <RefreshMeta seconds={props.refresh} />
       </head>
-      <body>
+      <body data-refresh={props.refresh === undefined ? undefined : String(props.refresh)}>
         <a class="skip" href="#main">
           Skip to content
         </a>
@@ -116,11 +133,15 @@ export function Layout(props: { page: PageContext; title: string; children: Chil
           ) : null}
         </header>
         <main id="main">
-          {page.paused ? <PausedBanner paused={page.paused} /> : null}
+          {page.health ? (
+            <HealthBanner health={page.health} operator={page.operator} listed={props.findingsListed} />
+          ) : null}
           <h1>{props.title}</h1>
           {props.children}
         </main>
-        <script nonce={page.nonce}>{raw(LOCAL_TIME_SCRIPT)}</script>
+        <script nonce={page.nonce}>
+          {raw(props.refresh === undefined ? LOCAL_TIME_SCRIPT : LOCAL_TIME_SCRIPT + REFRESH_SCRIPT)}
+        </script>
       </body>
     </html>
   )}`
@@ -209,18 +230,6 @@ export function Table(props: { label: string; head: string[]; rows: Child[][]; n
         </tbody>
       </table>
     </section>
-  )
-}
-
-/** The banner of a paused transport: what paused it, since when, how many wait, when it is tried next. */
-function PausedBanner(props: { paused: NonNullable<PageContext['paused']> }) {
-  const { transport, code, since, probeAt, waiting } = props.paused
-  return (
-    <div class="error" role="alert">
-      <strong>The {transport} transport is paused</strong> since <Time at={since} relative /> ({code}): {waiting}{' '}
-      notification(s) wait, none is lost. The next single try is due <Time at={probeAt} relative />; it resumes by
-      itself once the provider accepts. Fix the configuration the code names (docs/operating.md, "A paused transport").
-    </div>
   )
 }
 

@@ -27,7 +27,8 @@ export function Time(props: { at: string | number | null | undefined; relative?:
 /**
  * The browser's half, run by the layout under the page's CSP nonce: every
  * `<time datetime>` to the browser's zone, a relative one to "… ago" / "in …"
- * (refreshed every 30 s, so an open page does not go stale). The words stay
+ * (refreshed every 30 s, so an open page does not go stale, and after the
+ * page refreshed itself). The words stay
  * English, as the console's are; only the zone is the browser's. Intl only:
  * no date library is loaded.
  */
@@ -59,4 +60,25 @@ export const LOCAL_TIME_SCRIPT = `(() => {
   };
   show();
   setInterval(show, 30000);
+  // A page that refreshed itself (./refresh.tsx) has new times to show.
+  document.addEventListener('console:refreshed', show);
 })();`
+
+/** An ISO 8601 instant in UTC as the API writes them, inside a text. */
+const ISO_INSTANT = /\d{4}-\d\d-\d\dT\d\d:\d\d(?::\d\d(?:\.\d+)?)?Z/g
+
+/**
+ * A text the API wrote for people and machines alike (a finding's message:
+ * "paused since 2026-12-02T06:54:13.120Z"), each ISO instant in it shown as
+ * a `<Time>`, so it reads as every other time of the console does.
+ */
+export function TextWithTimes(props: { text: string }) {
+  const parts: (string | ReturnType<typeof Time>)[] = []
+  let last = 0
+  for (const match of props.text.matchAll(ISO_INSTANT)) {
+    parts.push(props.text.slice(last, match.index), <Time at={match[0]} />)
+    last = match.index + match[0].length
+  }
+  parts.push(props.text.slice(last))
+  return <>{parts}</>
+}

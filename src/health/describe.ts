@@ -9,6 +9,7 @@ import { ConfigSchema, configIssues, SECRET_NAMES } from '../config.ts'
 import { readPause, type TransportPause } from '../dispatch/pause.ts'
 import { GAUGES } from '../metrics/counters.ts'
 import { domainOf, isPlaceholderDomain } from './placeholders.ts'
+import { recalled, remember } from './remembered.ts'
 import { checkResendDomain } from './resend-domains.ts'
 import { transportOf } from './transport.ts'
 import type { Deployment, DomainCheck } from './types.ts'
@@ -45,26 +46,42 @@ async function stateOf(
   }
 }
 
-/** Resend's word on the sender's domain, asked only where it can tell something. */
+/**
+ * Resend's word on the sender's domain, asked only where it can tell
+ * something; with `recall`, the answer of the last minute if one is kept
+ * (./remembered.ts). A fresh answer is kept for the console.
+ */
 async function domainCheckOf(
   vars: Record<string, string | undefined>,
   apiKey: unknown,
+  db: D1Database | undefined,
+  options: { now: Date; recall: boolean },
 ): Promise<DomainCheck | undefined> {
   const from = vars.EMAIL_FROM
   if (transportOf({ vars }) !== 'resend' || typeof apiKey !== 'string' || !apiKey || !from?.includes('@'))
     return undefined
   const domain = domainOf(from)
   if (isPlaceholderDomain(domain)) return undefined
-  return checkResendDomain({ apiKey, baseUrl: vars.RESEND_API_URL ?? 'https://api.resend.com' }, domain)
+  const name = `resend-domain:${domain}`
+  const kept = db && options.recall ? await recalled(db, name, options.now) : undefined
+  if (kept) return kept.result
+  const answer = await checkResendDomain({ apiKey, baseUrl: vars.RESEND_API_URL ?? 'https://api.resend.com' }, domain)
+  if (db) await remember(db, name, answer, options.now)
+  return answer
 }
 
-/** This Worker, described from its env. */
-export async function describeWorker(env: Env, now: Date): Promise<Deployment> {
+/**
+ * This Worker, described from its env. `recall`: reuse Resend's answer of
+ * the last minute (the console's banner on every page); without it Resend is
+ * asked (the doctor, `GET /v1/health/config`).
+ */
+export async function describeWorker(env: Env, now: Date, options: { recall?: boolean } = {}): Promise<Deployment> {
   const raw = env as unknown as Record<string, unknown>
   const vars = varsOf(raw)
+  const db = raw.DB as D1Database | undefined
   const [state, domain] = await Promise.all([
-    stateOf(raw.DB as D1Database | undefined, transportOf({ vars })),
-    domainCheckOf(vars, raw.RESEND_API_KEY),
+    stateOf(db, transportOf({ vars })),
+    domainCheckOf(vars, raw.RESEND_API_KEY, db, { now, recall: options.recall ?? false }),
   ])
   return {
     source: 'worker',

@@ -1,6 +1,7 @@
 /**
  * The charted counters over time, in D1 table `counter_buckets` (migration
- * 0015): what each counter of ./series.ts gained per minute and per hour.
+ * 0015): what each counter of ./series.ts gained per minute and per hour —
+ * its series, and the notifications' final statuses it tallies.
  *
  * Written by the cron once a minute, not by the pipeline: each run puts what
  * every charted counter gained since the run before into the minute that
@@ -17,7 +18,7 @@
  * its minutes' gains into the next one. The gain since the last run is read
  * live by the overview (`bucketReads`), so the current minute is never empty.
  */
-import { chartedCondition } from './series.ts'
+import { bucketedCondition } from './series.ts'
 
 const MINUTE_MS = 60_000
 const HOUR_MS = 3_600_000
@@ -42,9 +43,9 @@ export function hourStart(time: number): string {
   return new Date(Math.floor(time / HOUR_MS) * HOUR_MS).toISOString()
 }
 
-/** What each charted counter gained since it was last bucketed: FROM … WHERE, over `counters c` and `counter_marks m`. */
+/** What each bucketed counter (charted or tallied) gained since it was last bucketed: FROM … WHERE, over `counters c` and `counter_marks m`. */
 const GAINED = `FROM counters c LEFT JOIN counter_marks m ON m.name = c.name AND m.labels = c.labels
-  WHERE (${chartedCondition('c')}) AND c.value <> coalesce(m.value, 0)`
+  WHERE (${bucketedCondition('c')}) AND c.value <> coalesce(m.value, 0)`
 
 /**
  * The cron's statements for a run at `now`, to run as one D1 batch — one

@@ -4,6 +4,7 @@
  * and what one unit of it is. The cron buckets exactly these counters over
  * time (./buckets.ts); the overview draws and rates them.
  */
+import { FINAL_STATUSES } from '../notifications/status.ts'
 import { COUNTERS } from './counters.ts'
 
 /** The name of a charted series. */
@@ -110,13 +111,23 @@ const quoted = (value: string) => `'${value.replaceAll("'", "''")}'`
 const list = (values: readonly string[]) => values.map(quoted).join(', ')
 
 /**
- * The SQL condition, over a table's `name` and `labels` columns (prefixed by
- * `table`), of the counter rows some series counts: the cron buckets only
- * these. Built from SERIES' own constants, never from input.
+ * Counted in buckets though not charted: every final status a notification
+ * reaches, for the overview's "last 24 h" card (digested, throttled,
+ * superseded and undeliverable beside the charted four). Summed from the
+ * hour buckets, so the card reads no notification row.
  */
-export function chartedCondition(table: string): string {
+export const TALLIED: readonly Pick<Series, 'counter' | 'field' | 'only'>[] = [
+  { counter: COUNTERS.notifications, field: 'status', only: FINAL_STATUSES },
+]
+
+/**
+ * The SQL condition, over a table's `name` and `labels` columns (prefixed by
+ * `table`), of the counter rows some series counts or TALLIED names: the cron
+ * buckets only these. Built from the constants above, never from input.
+ */
+export function bucketedCondition(table: string): string {
   const conditions = new Map<string, string[]>()
-  for (const series of SERIES) {
+  for (const series of [...SERIES, ...TALLIED] as Pick<Series, 'counter' | 'field' | 'only' | 'except'>[]) {
     const label = series.field ? `json_extract(${table}.labels, '$.${series.field}')` : ''
     const parts = [
       ...(series.only ? [`${label} IN (${list(series.only)})`] : []),

@@ -48,3 +48,12 @@ export const FINAL_STATUSES = [
   'digested',
   'throttled',
 ] as const satisfies readonly NotificationStatus[]
+
+/**
+ * The statuses a notification waits in — for a send, a retry's settlement, a
+ * contact, a paused transport or a digest's close: every status but the
+ * final ones. The overview counts what waits in each now.
+ */
+export const WAITING_STATUSES: readonly NotificationStatus[] = NOTIFICATION_STATUSES.filter(
+  (status) => !(FINAL_STATUSES as readonly string[]).includes(status),
+)

@@ -424,6 +424,62 @@ test("durations read in human units; every time carries its UTC instant and read
   await on.close()
 })
 
+test('the dead-letter list and the overview refresh themselves in place, keeping the filters; without JavaScript by reloading the same address', async () => {
+  const messageId = crypto.randomUUID()
+  const address = `${worker.url}/console/dead-letters?q=${messageId}&status=open&refresh=5`
+  const context = await browser.newContext()
+  context.setDefaultTimeout(30_000)
+  const page = await signIn(context, ADMIN)
+  await page.goto(address)
+  const list = page.getByRole('region', { name: 'Dead letters' })
+  assert.equal(await list.locator('tbody').innerText(), 'Nothing here.')
+  // Anything the page holds that a reload would lose.
+  await page.evaluate(() => Object.assign(window, { unreloaded: true }))
+
+  // A dead letter the filters match appears by itself, in the same page.
+  await ingestVerification(messageId, 9, { Decision: 42 })
+  await list.locator('tbody tr', { hasText: 'NTF_' }).waitFor()
+  assert.equal(await page.evaluate(() => 'unreloaded' in window), true)
+  assert.equal(page.url(), address)
+  assert.equal(await page.getByLabel('Search (event id, message id or error)').inputValue(), messageId)
+  assert.equal(await page.getByLabel('Status').inputValue(), 'open')
+  assert.equal(await page.getByLabel('Refresh').inputValue(), '5')
+  // Its times were shown in the browser's zone again.
+  assert.match(await list.locator('time').first().innerText(), /ago|now/)
+
+  // Filtering keeps the interval; changing the interval keeps the filters.
+  await page.getByRole('button', { name: 'Filter' }).click()
+  await page.waitForURL((url) => url.searchParams.get('refresh') === '5' && url.searchParams.get('q') === messageId)
+  await page.getByLabel('Refresh').selectOption('15')
+  await page.getByRole('button', { name: 'Apply' }).click()
+  await page.waitForURL((url) => url.searchParams.get('refresh') === '15' && url.searchParams.get('q') === messageId)
+  assert.equal(await page.getByLabel('Status').inputValue(), 'open')
+
+  // A session that ended is said, and the page is not swapped for the sign-in form.
+  await page.goto(address)
+  await context.clearCookies()
+  await page.locator('#refresh-state', { hasText: 'Signed out' }).waitFor()
+  assert.equal(await list.locator('tbody tr', { hasText: 'NTF_' }).count(), 1)
+  await context.close()
+
+  // Without JavaScript: the same address again, by the meta refresh; the overview's every minute by default.
+  const plain = await browser.newContext({ javaScriptEnabled: false })
+  plain.setDefaultTimeout(30_000)
+  const noScript = await signIn(plain, ADMIN)
+  assert.equal(await noScript.locator('meta[http-equiv="refresh"]').getAttribute('content'), '60')
+  assert.equal(await noScript.getByLabel('Refresh').inputValue(), '60')
+  await noScript.goto(address)
+  const reloaded = noScript.waitForEvent('framenavigated')
+  assert.equal(await noScript.locator('meta[http-equiv="refresh"]').getAttribute('content'), '5')
+  assert.equal((await reloaded).url(), address)
+  await noScript.locator('tbody tr', { hasText: 'NTF_' }).waitFor()
+  // Off is off.
+  await noScript.goto(`${worker.url}/console?refresh=off`)
+  assert.equal(await noScript.locator('meta[http-equiv="refresh"]').count(), 0)
+  assert.equal(await noScript.getByLabel('Refresh').inputValue(), 'off')
+  await plain.close()
+})
+
 /** Widths every page is checked at: a laptop and a phone. */
 const WIDTHS = [1280, 390] as const
 /** What each page measured, written beside the screenshots. */

@@ -1,3 +1,4 @@
+// biome-ignore-all lint/performance/useDomNodeTextContent: these are Playwright's Locator#innerText (the text as rendered), not the DOM property
 /**
  * End to end on this machine: a real `wrangler dev` (local D1, KV, Queues,
  * email), the bridge as its own process, and the real PostgreSQL, RabbitMQ and
@@ -6,9 +7,11 @@
  */
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
+import { mkdirSync } from 'node:fs'
 import { after, before, test } from 'node:test'
 import { promisify } from 'node:util'
 import { Kafka, logLevel, Partitioners } from 'kafkajs'
+import { chromium } from 'playwright-core'
 import postgres from 'postgres'
 import { Connection } from 'rabbitmq-client'
 import { migratePostgres } from '../../bridge/src/migrate.ts'
@@ -224,4 +227,48 @@ test('five responses to one project through the outbox become one email that lis
   // One email to the owner, naming every response.
   const list = (await mails()).filter((mail) => mail.to.includes(shown.owner.email))
   assert.equal(list.length, 1)
+})
+
+test('after the demo, the overview charts what it did; its screenshot is the one docs/operating.md shows', async () => {
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    args: ['--no-sandbox'],
+  })
+  try {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: 'Europe/Moscow' })
+    context.setDefaultTimeout(30_000)
+    const page = await context.newPage()
+    await page.goto(`${WORKER}/console/sign-in`)
+    await page.getByLabel('Token (admin or viewer)').fill(ADMIN)
+    await page.keyboard.press('Enter')
+    await page.waitForURL(`${WORKER}/console`)
+    const hour = page.getByRole('region', { name: 'The last hour, per minute' })
+    // The samples, the poison events, the loop's and the digest's events: counted, charted, rated.
+    for (const name of [
+      'Events accepted, events per minute',
+      'Sent, emails per minute',
+      'Suppressed, notifications per minute',
+      'Opted out, notifications per minute',
+      'Dead-lettered, messages per minute',
+    ]) {
+      assert.match((await hour.getByRole('img', { name }).getAttribute('data-total')) ?? '', /^[1-9]\d*$/, name)
+    }
+    const day = page.getByRole('region', { name: 'Rates by kind, last 24 hours' })
+    assert.match(await day.locator('tbody tr').first().innerText(), /^All kinds\s+[1-9]/)
+    // The digest's five responses among the notifications that ended digested.
+    const ended = await page.getByRole('region', { name: 'Notifications by final status, last 24 hours' }).innerText()
+    assert.ok(Number(/digested\s+(\d+)/.exec(ended)?.[1]) >= 5, ended)
+    mkdirSync('test-output/console', { recursive: true })
+    await page.screenshot({ path: 'test-output/console/overview-after-demo-1280.png', fullPage: true })
+    // Down to the last hour's charts: the picture docs/operating.md shows (docs/images/console-overview.png).
+    const box = await hour.boundingBox()
+    assert.ok(box)
+    await page.screenshot({
+      path: 'test-output/console/overview-after-demo-top-1280.png',
+      fullPage: true,
+      clip: { x: 0, y: 0, width: 1280, height: Math.ceil(box.y + box.height + 16) },
+    })
+  } finally {
+    await browser.close()
+  }
 })

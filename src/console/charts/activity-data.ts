@@ -4,7 +4,9 @@
  * bucket's gains by series (src/metrics/series.ts) and kind.
  */
 import { type BucketRow, hourStart, minuteStart } from '../../metrics/buckets.ts'
+import { COUNTERS } from '../../metrics/counters.ts'
 import { SERIES, type SeriesKey, seriesOf } from '../../metrics/series.ts'
+import { FINAL_STATUSES } from '../../notifications/status.ts'
 
 const MINUTE_MS = 60_000
 const HOUR_MS = 3_600_000
@@ -15,8 +17,15 @@ export type Gain = { series: SeriesKey; kind: string; value: number }
 /** The gains of one width of bucket: the starts in order, and each start's gains. */
 export type Buckets = { starts: string[]; gains: Map<string, Gain[]> }
 
-/** The overview's activity: the last 60 minutes and the last 168 hours, the current ones included. */
-export type Activity = { minutes: Buckets; hours: Buckets }
+/** A final status of a notification. */
+export type Outcome = (typeof FINAL_STATUSES)[number]
+
+/**
+ * The overview's activity: the last 60 minutes and the last 168 hours, the
+ * current ones included; and how many notifications reached each final
+ * status in the last 24 of those hours.
+ */
+export type Activity = { minutes: Buckets; hours: Buckets; day: Map<Outcome, number> }
 
 /** Each series at zero. */
 export function zeroes(): Record<SeriesKey, number> {
@@ -81,7 +90,20 @@ export function activityOf(
   return {
     minutes: { starts: minuteStarts, gains: gainsOf(minutes, minuteStarts) },
     hours: { starts: hourStarts, gains: gainsOf(hours, hourStarts) },
+    day: outcomesOf(hours, new Set(hourStarts.slice(-24))),
   }
+}
+
+/** The notifications that reached each final status in the hours of `starts`, over every kind and channel. */
+function outcomesOf(values: Map<string, number>, starts: ReadonlySet<string>): Map<Outcome, number> {
+  const outcomes = new Map<Outcome, number>()
+  for (const [key, value] of values) {
+    const [start = '', name = '', labels = '{}'] = key.split('\n')
+    if (name !== COUNTERS.notifications || !starts.has(start) || value === 0) continue
+    const status = (JSON.parse(labels) as { status?: string }).status as Outcome
+    if (FINAL_STATUSES.includes(status)) outcomes.set(status, (outcomes.get(status) ?? 0) + value)
+  }
+  return outcomes
 }
 
 /** Each series' values, one a bucket in the order of `starts`, summed over kinds. */

@@ -8,6 +8,7 @@ import { countDeadLetters, type DeadLetterFilter } from '../../dead-letters/quer
 import type { Answer } from '../api.ts'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
 import { Csrf, ErrorNote, Layout, queryOf, SelectFilter, Table, TextFilter } from '../layout.tsx'
+import { RefreshControl, RefreshField, refreshSeconds } from '../refresh.tsx'
 import { Time } from '../time.tsx'
 
 type Summary = {
@@ -50,10 +51,11 @@ function filtersOf(values: Record<string, string | undefined>): DeadLetterFilter
   return filter
 }
 
-function Filters(props: { filter: DeadLetterFilter }) {
+function Filters(props: { filter: DeadLetterFilter; refresh: string | undefined }) {
   const { filter } = props
   return (
     <form class="filters" method="get" action="/console/dead-letters">
+      <RefreshField value={props.refresh} />
       <label>
         Search (event id, message id or error)
         <input type="search" name="q" value={filter.q ?? ''} />
@@ -83,6 +85,9 @@ export const deadLetterPages = new Hono<ConsoleEnv>()
 deadLetterPages.get('/', async (c) => {
   const filter = filtersOf(c.req.query())
   const cursor = c.req.query('cursor')
+  // The list refreshes itself only when asked to: its address carries the interval, beside the filters.
+  const refresh = refreshSeconds(c.req.query('refresh'), undefined)
+  const kept = refresh === undefined ? undefined : String(refresh)
   const answer = await c.get('api')<{ items: Summary[]; nextCursor: string | null }>(
     'GET',
     `/v1/dead-letters${queryOf({ ...filter, cursor, limit: '50' })}`,
@@ -90,8 +95,9 @@ deadLetterPages.get('/', async (c) => {
   const admin = c.get('operator').role === 'admin'
   const items = answer.body.items ?? []
   return c.html(
-    <Layout page={c.get('page')} title="Dead letters">
-      <Filters filter={filter} />
+    <Layout page={c.get('page')} title="Dead letters" refresh={refresh}>
+      <RefreshControl path="/console/dead-letters" query={c.req.query()} seconds={refresh} renderedAt={new Date()} />
+      <Filters filter={filter} refresh={kept} />
       <ErrorNote error={answer.body.error} />
       {admin && items.length > 0 ? (
         <div class="actions">
@@ -123,7 +129,9 @@ deadLetterPages.get('/', async (c) => {
       />
       {answer.body.nextCursor ? (
         <p>
-          <a href={`/console/dead-letters${queryOf({ ...filter, cursor: answer.body.nextCursor })}`}>Next page</a>
+          <a href={`/console/dead-letters${queryOf({ ...filter, cursor: answer.body.nextCursor, refresh: kept })}`}>
+            Next page
+          </a>
         </p>
       ) : null}
     </Layout>,

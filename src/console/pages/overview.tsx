@@ -1,8 +1,8 @@
 /**
  * The overview: for an admin, what stands between the deployment and a
  * delivered email (the doctor's findings); what waits for an operator (open
- * dead letters by code and queue), what the last 24 hours did (notifications
- * by status), digests by kind, how far behind each source is, how full the
+ * dead letters by code and queue), what waits now and what the last 24 hours'
+ * notifications ended as (by status), digests by kind, how far behind each source is, how full the
  * database is, and the latest failures — each number of a list a link to it.
  * Then the pipeline's activity, per minute for the last hour and per hour for
  * the last 7 days, and the delivery, bounce and complaint rates beside the
@@ -10,29 +10,33 @@
  */
 import { type BucketRow, bucketReads } from '../../metrics/buckets.ts'
 import { D1_SIZE_LIMIT_BYTES, GAUGES } from '../../metrics/counters.ts'
+import { WAITING_STATUSES } from '../../notifications/status.ts'
 import { ActivityCharts } from '../charts/activity.tsx'
-import { activityOf, totalsByKind } from '../charts/activity-data.ts'
+import { activityOf, type Outcome, totalsByKind } from '../charts/activity-data.ts'
 import type { ConsoleContext } from '../context.ts'
-import { duration } from '../format.ts'
+import { cappedStatusCounts } from '../counts.ts'
+import { cappedCount, duration } from '../format.ts'
+import { FindingsPanel } from '../health.tsx'
 import { Layout, queryOf, Table } from '../layout.tsx'
 import { RatesCard } from '../rates/rates-card.tsx'
+import { RefreshControl, refreshSeconds } from '../refresh.tsx'
 import { Time } from '../time.tsx'
 import { DigestsCard, digestCounts } from './digests.tsx'
-import { FindingsPanel, findingsFor } from './findings.tsx'
 
 type Row = Record<string, string | number | null>
 
-/** The overview's reads, in one D1 batch: six for the cards, three of the buckets for the charts and rates. */
+/**
+ * The overview's reads, in one D1 batch: six for the cards, three of the
+ * buckets for the charts, rates and the last day's outcomes. None reads
+ * notifications beyond the capped counts of what waits.
+ */
 async function overviewData(db: D1Database, now: Date): Promise<Row[][]> {
-  const since = new Date(Date.now() - 24 * 3600_000).toISOString()
   const results = await db.batch([
     db.prepare(
       `SELECT code, queue, count(*) AS n FROM dead_letters WHERE status = 'open'
        GROUP BY code, queue ORDER BY n DESC, code`,
     ),
-    db
-      .prepare('SELECT status, count(*) AS n FROM notifications WHERE created_at >= ?1 GROUP BY status ORDER BY n DESC')
-      .bind(since),
+    cappedStatusCounts(db, WAITING_STATUSES),
     db.prepare(
       `SELECT json_extract(labels, '$.source') AS source, value, updated_at FROM gauges
        WHERE name = 'notify_consumer_lag_seconds' ORDER BY source`,
@@ -47,9 +51,14 @@ async function overviewData(db: D1Database, now: Date): Promise<Row[][]> {
   return results.map((result) => (result.results ?? []) as Row[])
 }
 
-/** The four cards: open dead letters, the last day's notifications, digests by kind, consumer lag. */
-function Cards(props: { open: Row[]; statuses: Row[]; digests: Row[]; lag: Row[] }) {
-  const { open, statuses, digests, lag } = props
+const notificationsHref = (status: string) => `/console/notifications${queryOf({ status })}`
+
+/**
+ * The five cards: open dead letters, what waits now, what the last day's
+ * notifications ended as, digests by kind, consumer lag.
+ */
+function Cards(props: { open: Row[]; waiting: Row[]; day: Map<Outcome, number>; digests: Row[]; lag: Row[] }) {
+  const { open, waiting, day, digests, lag } = props
   return (
     <div class="cards">
       <section class="card" aria-labelledby="open-dead-letters">
@@ -69,16 +78,29 @@ function Cards(props: { open: Row[]; statuses: Row[]; digests: Row[]; lag: Row[]
           ])}
         />
       </section>
-      <section class="card" aria-labelledby="last-day">
-        <h2 id="last-day">Notifications, last 24 h</h2>
+      <section class="card" aria-labelledby="waiting">
+        <h2 id="waiting">Waiting now</h2>
         <Table
-          label="Notifications by status"
+          label="Notifications waiting, by status"
+          head={['Status', 'Now']}
+          numeric={[1]}
+          rows={waiting
+            .filter((row) => Number(row.n) > 0)
+            .map((row) => [
+              row.status,
+              <a href={notificationsHref(String(row.status))}>{cappedCount(Number(row.n))}</a>,
+            ])}
+        />
+      </section>
+      <section class="card" aria-labelledby="last-day">
+        <h2 id="last-day">Ended, last 24 h</h2>
+        <Table
+          label="Notifications by final status, last 24 hours"
           head={['Status', 'Count']}
           numeric={[1]}
-          rows={statuses.map((row) => [
-            row.status,
-            <a href={`/console/notifications${queryOf({ status: String(row.status) })}`}>{row.n}</a>,
-          ])}
+          rows={[...day]
+            .sort(([, a], [, b]) => b - a)
+            .map(([status, n]) => [status, <a href={notificationsHref(status)}>{n}</a>])}
         />
       </section>
       <DigestsCard rows={digests} />
@@ -123,34 +145,41 @@ function DatabaseSize(props: { size: Row | undefined }) {
   )
 }
 
+/**
+ * How often the overview refreshes itself unless its address says otherwise:
+ * each minute, as its charts are per minute; more often shows only the
+ * current minute's live count growing, at a page's D1 reads each time.
+ */
+const OVERVIEW_REFRESH_SECONDS = 60
+
 /** The overview page. */
 export async function overviewPage(c: ConsoleContext) {
   const now = new Date()
-  const [
-    [open = [], statuses = [], lag = [], latest = [], size = [], digests = [], minutes = [], hours = [], live = []],
-    findings,
-  ] = await Promise.all([overviewData(c.env.DB, now), findingsFor(c)])
+  const [open = [], waiting = [], lag = [], latest = [], size = [], digests = [], minutes = [], hours = [], live = []] =
+    await overviewData(c.env.DB, now)
   const activity = activityOf(
     { minutes: minutes as BucketRow[], hours: hours as BucketRow[], live: live as BucketRow[] },
     now,
   )
-  const { paused } = c.get('page')
+  const page = c.get('page')
+  const paused = page.health?.paused
+  const refresh = refreshSeconds(c.req.query('refresh'), OVERVIEW_REFRESH_SECONDS)
   return c.html(
-    <Layout page={c.get('page')} title="Overview">
-      <FindingsPanel findings={findings} />
+    <Layout page={page} title="Overview" findingsListed refresh={refresh}>
+      <RefreshControl path="/console" query={c.req.query()} seconds={refresh} renderedAt={now} />
+      <FindingsPanel findings={page.health?.findings} operator={c.get('operator')} />
       <p id="transport-state">
         {paused ? (
           <>
             Transport <strong>{paused.transport}</strong>: paused since <Time at={paused.since} relative /> (
-            {paused.code}),{' '}
-            <a href={`/console/notifications${queryOf({ status: 'paused' })}`}>{paused.waiting} waiting</a>.
+            {paused.code}), <a href={notificationsHref('paused')}>{cappedCount(paused.waiting)} waiting</a>.
           </>
         ) : (
           'Transport: sending.'
         )}
       </p>
       <DatabaseSize size={size[0]} />
-      <Cards open={open} statuses={statuses} digests={digests} lag={lag} />
+      <Cards open={open} waiting={waiting} day={activity.day} digests={digests} lag={lag} />
       <ActivityCharts id="last-hour" title="The last hour, per minute" buckets={activity.minutes} per="minute" />
       <ActivityCharts id="last-week" title="The last 7 days, per hour" buckets={activity.hours} per="hour" />
       <RatesCard day={totalsByKind(activity.hours, 24)} week={totalsByKind(activity.hours, 168)} />
