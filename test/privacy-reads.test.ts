@@ -252,6 +252,10 @@ describe('the console', () => {
         const frame = await session.get(`/console/notifications/${id}/frame`)
         expect(frame.status).toBe(200)
         expect(frame.text).toContain(`Hallo ${NAME}`)
+        // It loads and runs nothing, and only the console's own pages may frame it.
+        expect(frame.headers.get('content-security-policy')).toBe(
+          "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox; frame-ancestors 'self'",
+        )
       })
       const downloaded = await auditedBy(id, async () => {
         const raw = await session.post(`/console/notifications/${id}/reveal`, { raw: '1' })

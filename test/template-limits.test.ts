@@ -1,5 +1,6 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
+import { render, type TemplateLimits, type TemplateSource } from '../src/templates/render.ts'
 import { ADMIN_TOKEN, deliverBatch, eventually, freshInbound, guid, seedContact } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
@@ -162,5 +163,46 @@ describe('template limits', () => {
       expect(results).toHaveLength(99)
       for (const row of results) expect(row.status).toBe('sent')
     })
+  })
+})
+
+describe("a template's errors, in the template's words", () => {
+  it('a tag that reads another template is refused when parsed, naming the tag, with no word of the engine inside', async () => {
+    for (const [field, source] of [
+      ['textBody', "{% include 'header' %}"],
+      ['htmlBody', "<p>{% render 'footer' %}</p>"],
+      ['subject', "{% layout 'base' %}Тема"],
+    ] as const) {
+      const preview = await operator('POST', '/v1/templates/preview', { ...draft('ok'), [field]: source })
+      expect(preview.status).toBe(400)
+      const [issue] = preview.body.error?.issues ?? []
+      expect(issue?.field).toBe(field)
+      expect(issue?.message).toMatch(/\{% (include|render|layout) %\} is not available: a template is one text/)
+      // LiquidJS's browser fallback for these reached for the DOM: "document is not defined".
+      expect(issue?.message).not.toMatch(/document|not defined/)
+    }
+  })
+
+  it("an error thrown inside the engine reads as the engine's failure at its place, not its internals", () => {
+    const limits: TemplateLimits = { parseChars: 10_000, renderMs: 1_000, memory: 1_000_000, outputBytes: 100_000 }
+    const model = {
+      project: {
+        get title(): string {
+          throw new TypeError("Cannot read properties of undefined (reading 'internalSlot')")
+        },
+      },
+    }
+    const source = { kind: 'K', locale: 'en', channel: 'email', version: 1, subject: 's', htmlBody: '' }
+    expect(() =>
+      render({ ...source, textBody: 'Hi {{ project.title }}' } as TemplateSource, model, 'en', limits, {
+        cache: false,
+      }),
+    ).toThrow(/^textBody could not be rendered: the template engine failed, line:1, col:\d+$/)
+    // An error about a value keeps its words: the operator can act on it.
+    expect(() =>
+      render({ ...source, textBody: "{{ 1 | money: 'no such' }}" } as TemplateSource, {}, 'en', limits, {
+        cache: false,
+      }),
+    ).toThrow(/Invalid currency code/)
   })
 })

@@ -5,8 +5,11 @@ import {
   ForTag,
   Liquid,
   TablerowTag,
+  Tag,
+  type TagToken,
   type Template,
   TokenKind,
+  type TopLevelToken,
   toValue,
   toValueSync,
 } from 'liquidjs'
@@ -93,6 +96,28 @@ function localeOf(scope: { getSync(paths: string[]): unknown }): string {
   return typeof locale === 'string' ? locale : 'ru'
 }
 
+/**
+ * The tags that read another template by name. A template here is one text
+ * kept in D1, with no file system behind it: LiquidJS's fallback for these,
+ * built for browsers, reaches for `document` and fails with "document is not
+ * defined" — a message about the engine, not about the template.
+ */
+const FILE_TAGS = ['include', 'render', 'layout'] as const
+
+/** What a template may not do, said in the template's words: shown to the operator as it is. */
+class NotAvailable extends Error {}
+
+/** A tag that refuses, when the template is parsed, with a message that names it. */
+function unavailable(name: (typeof FILE_TAGS)[number]) {
+  return class extends Tag {
+    constructor(token: TagToken, remainTokens: TopLevelToken[], liquid: Liquid) {
+      super(token, remainTokens, liquid)
+      throw new NotAvailable(`{% ${name} %} is not available: a template is one text and reads no other template`)
+    }
+    *render(): Generator<unknown, void, unknown> {}
+  }
+}
+
 /** What a loop walks, in allocation units: a range is charged by LiquidJS already. */
 function sizeOf(value: unknown): number {
   if (Array.isArray(value)) return value.length
@@ -124,6 +149,7 @@ function createEngine(escapeHtml: boolean, parseLimit: number): Liquid {
     ownPropertyOnly: true,
     parseLimit,
   })
+  for (const name of FILE_TAGS) engine.registerTag(name, unavailable(name))
   engine.registerTag('for', charged(ForTag))
   engine.registerTag('tablerow', charged(TablerowTag))
   /** `{{ 45000 | money: 'RUB' }}` → `45 000 ₽` in Russian, `RUB 45,000` in English. */
@@ -229,6 +255,16 @@ function templateError(part: Part, error: unknown, limits: TemplateLimits): Temp
       `${part} needs more than the memory limit of ${limits.memory} units — loop iterations, ranges, built strings (TEMPLATE_MEMORY_LIMIT)`,
       limit,
     )
+  }
+  // A ReferenceError or TypeError from inside the engine ("document is not defined", "cannot read
+  // properties of undefined") is about how the engine is built, not about the template: nothing an
+  // operator can act on, so only its place is kept. LiquidJS's own errors, ours, and an error about
+  // a value (a RangeError: "Invalid currency code") keep their words.
+  let root: unknown = error
+  while ((root as { originalError?: unknown })?.originalError) root = (root as { originalError: unknown }).originalError
+  if (root instanceof ReferenceError || root instanceof TypeError) {
+    const place = /, line:\d+, col:\d+$/.exec(message)?.[0] ?? ''
+    return new TemplateError(part, `${part} could not be rendered: the template engine failed${place}`)
   }
   return new TemplateError(part, message)
 }

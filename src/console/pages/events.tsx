@@ -316,10 +316,14 @@ eventPages.post('/notifications/:id/reveal', async (c) => {
 })
 
 // The email's HTML alone, for the frame: a policy that lets it load nothing and run nothing
-// (and the frame's own sandbox besides).
+// (and the frame's own sandbox besides), framed by the console's own pages only: elsewhere a
+// revealed email would be a page another site could frame.
 eventPages.get('/notifications/:id/frame', async (c) => {
   const answer = await notificationOf(c, 'html')
   if (answer.status !== 200) return c.notFound()
-  c.header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox")
+  c.header(
+    'content-security-policy',
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox; frame-ancestors 'self'",
+  )
   return c.html(answer.body.html ?? '')
 })
