@@ -1,14 +1,14 @@
 import { utf8Length } from '@notify-edge/contracts'
 import { InboundEventSchema, peekIdentity } from '../contracts/index.ts'
 import { sha256Hex } from '../crypto.ts'
+import { persistEvents } from '../d1-batch.ts'
 import { DispatchMessageSchema } from '../dispatch/message.ts'
 import { onlyKindOf } from '../events/registry.ts'
 import type { Logger } from '../log.ts'
 import { COUNTERS, canonicalLabels, incrementCounter } from '../metrics/counters.ts'
+import { DeadLetterEnvelopeSchema } from '../queue/dead-letter-envelope.ts'
 import { QUEUES } from '../queue/names.ts'
-import { persistEvents } from '../queue/persist.ts'
 import { describeError } from '../queue/policy.ts'
-import { DeadLetterEnvelopeSchema } from './envelope.ts'
 import { type DeadLetterRow, type ReducedBody, upsertDeadLetter, upsertReducedDeadLetter } from './store.ts'
 
 /** Longest wait between attempts to store a dead letter while D1 is failing. */

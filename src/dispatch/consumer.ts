@@ -1,7 +1,7 @@
-import type { DeadLetterEnvelope } from '../dead-letters/envelope.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import { markEnqueued } from '../notifications/stuck.ts'
+import type { DeadLetterEnvelope } from '../queue/dead-letter-envelope.ts'
 import type { Settlement } from '../queue/policy.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
 import { settleBatch } from '../queue/settle.ts'

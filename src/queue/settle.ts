@@ -1,5 +1,5 @@
-import { deadLetterEnvelope } from '../dead-letters/envelope.ts'
 import type { Logger } from '../log.ts'
+import { deadLetterEnvelope } from './dead-letter-envelope.ts'
 import type { Settlement } from './policy.ts'
 import { sendAll } from './send.ts'
 
