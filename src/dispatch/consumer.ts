@@ -48,7 +48,7 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
   const { retries, orphans } = await sendStage(run, transport, pace, grouped.alone, grouped.batches)
   await requeueStage(run, [...later, ...grouped.later], retries, orphans.next)
   await deadLetterOrphans(run, orphans.deadLetters)
-  await settleBatch(batch, run.settlements(), { dlq: env.DLQ, log, fallbackDelaySeconds: 30 })
+  await settleBatch(batch, run.settlements(), { dlq: env.DLQ, log })
 }
 
 /**
