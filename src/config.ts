@@ -2,13 +2,17 @@ import { commaList } from '@notify-edge/contracts'
 import { z } from 'zod'
 import { CLOCK_PATTERN, Locale, TimeZone } from './contracts/fields.ts'
 import { ApiError } from './errors.ts'
+import { MAX_DELAY_SECONDS } from './queue/policy.ts'
 import type { TemplateLimits } from './templates/render.ts'
 
 const DelayList = z
   .string()
   .regex(/^\d+(,\d+)*$/, 'a comma-separated list of whole seconds, e.g. "5,30"')
   .transform((value) => value.split(',').map(Number))
-  .refine((delays) => delays.every((delay) => delay <= 43_200), 'each delay is at most 43200 s (the Queues limit)')
+  .refine(
+    (delays) => delays.every((delay) => delay <= MAX_DELAY_SECONDS),
+    `each delay is at most ${MAX_DELAY_SECONDS} s (the Queues limit)`,
+  )
 
 const Token = z.string().min(16, 'at least 16 characters')
 

@@ -6,11 +6,11 @@ import type { RefusalIssue } from '@notify-edge/contracts'
  * Pipeline codes (`NTF_*`) end a queue message: `retry` follows the retry
  * policy of its queue (RETRY_DELAYS_SECONDS or DISPATCH_RETRY_DELAYS_SECONDS, then a
  * dead letter carrying the last error), `dead-letter`
- * skips retries because trying again cannot help, `fail` ends the notification
- * as `failed` without a dead letter (nothing an operator could replay helps),
+ * skips retries because trying again cannot help,
  * `skip` ends it without sending because the recipient must not be mailed,
  * `wait` holds the notification without counting a try until what it waits
- * for is fixed. API codes carry the HTTP
+ * for is fixed. src/queue/policy.ts applies these decisions, for every consumer.
+ * API codes carry the HTTP
  * status they answer with. docs/operating.md lists this table; a test keeps the two equal.
  */
 export const ERRORS = {
@@ -120,10 +120,10 @@ export const ERRORS = {
     description: 'A Worker variable or secret is missing or malformed; the message names it.',
   },
   INTERNAL: { status: 500, description: 'An unexpected error; details are in the Worker log.' },
-} as const satisfies Record<
-  string,
-  { description: string } & ({ decision: 'retry' | 'dead-letter' | 'fail' | 'skip' | 'wait' } | { status: number })
->
+} as const satisfies Record<string, { description: string } & ({ decision: Decision } | { status: number })>
+
+/** What the table decides for a pipeline code (src/queue/policy.ts applies it). */
+export type Decision = 'retry' | 'dead-letter' | 'skip' | 'wait'
 
 /** Any error code. */
 export type ErrorCode = keyof typeof ERRORS
@@ -168,7 +168,7 @@ export class ApiError extends Error {
   }
 }
 
-/** The retry decision of a pipeline code. */
-export function decisionOf(code: PipelineCode): 'retry' | 'dead-letter' | 'fail' | 'skip' | 'wait' {
+/** The decision of a pipeline code. */
+export function decisionOf(code: PipelineCode): Decision {
   return ERRORS[code].decision
 }

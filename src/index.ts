@@ -10,6 +10,7 @@ import { consumeEvents } from './materialize/consumer.ts'
 import { logCost, meterEnv } from './metrics/invocation.ts'
 import { meteredBatch } from './metrics/metered-bindings.ts'
 import { QUEUES } from './queue/names.ts'
+import { FALLBACK_DELAY_SECONDS } from './queue/policy.ts'
 
 // The send pace of each provider account (the SEND_PACE binding): a Durable Object class must be
 // exported by the Worker that declares it.
@@ -19,9 +20,6 @@ export { SendPace } from './dispatch/pace/send-pace.ts'
 // not know the console).
 app.route('/console', consoleApp)
 connectApi(async (request, env, ctx) => app.fetch(request, env, ctx))
-
-/** Delay for messages of a batch that failed as a whole before any was settled. */
-const BATCH_FAILURE_DELAY_SECONDS = 30
 
 /** The pipeline's way in: its requests are metered like the queue consumers (`invocation.cost`). */
 const INGEST_PATH = '/v1/ingest'
@@ -60,11 +58,11 @@ export default {
           return await consumeDeadLetters(batch, env, log)
         default:
           log.error('queue.unknown', { queue: batch.queue, count: batch.messages.length, code: 'NTF_UNKNOWN_QUEUE' })
-          batch.retryAll({ delaySeconds: BATCH_FAILURE_DELAY_SECONDS })
+          batch.retryAll({ delaySeconds: FALLBACK_DELAY_SECONDS })
       }
     } catch (error) {
       log.error('queue.batch-failed', { queue: batch.queue, count: batch.messages.length, error })
-      batch.retryAll({ delaySeconds: BATCH_FAILURE_DELAY_SECONDS })
+      batch.retryAll({ delaySeconds: FALLBACK_DELAY_SECONDS })
     } finally {
       logCost(log, batch.queue, cost)
     }

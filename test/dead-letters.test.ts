@@ -4,10 +4,10 @@ import { describe, expect, it } from 'vitest'
 import type { InboundEvent } from '../src/contracts/index.ts'
 import { sha256Hex } from '../src/crypto.ts'
 import { DLQ_MAX_RETRIES } from '../src/dead-letters/consumer.ts'
-import { deadLetterEnvelope } from '../src/dead-letters/envelope.ts'
 import worker from '../src/index.ts'
+import { deadLetterEnvelope } from '../src/queue/dead-letter-envelope.ts'
 import wranglerToml from '../wrangler.toml?raw'
-import { ADMIN_TOKEN, deliverBatch, freshInbound, guid } from './helpers.ts'
+import { ADMIN_TOKEN, deliverBatch, freshInbound, guid, refuseInserts } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 type Row = {
@@ -51,15 +51,8 @@ function envelopeFor(event: InboundEvent, messageId: string, attempts: number, e
 }
 
 /** Makes D1 refuse every dead-letter row matching `condition` (SQL over NEW); returns the repair. */
-async function refuseDeadLetters(condition: string): Promise<() => Promise<void>> {
-  const name = `refuse_${guid().replaceAll('-', '_')}`
-  await env.DB.prepare(
-    `CREATE TRIGGER ${name} BEFORE INSERT ON dead_letters WHEN ${condition}
-     BEGIN SELECT RAISE(ABORT, 'string or blob too big'); END`,
-  ).run()
-  return async () => {
-    await env.DB.prepare(`DROP TRIGGER ${name}`).run()
-  }
+function refuseDeadLetters(condition: string): Promise<() => Promise<void>> {
+  return refuseInserts('dead_letters', condition, 'string or blob too big')
 }
 
 /** notify_dead_letters_unstorable_total for notify-events dead letters of `code` with `outcome`. */

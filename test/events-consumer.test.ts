@@ -1,7 +1,7 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it, vi } from 'vitest'
 import type { InboundEvent } from '../src/contracts/index.ts'
-import { deliver, deliverBatch, freshInbound, guid, postIngest, seedContact } from './helpers.ts'
+import { deliver, deliverBatch, freshInbound, guid, postIngest, refuseInserts, seedContact } from './helpers.ts'
 
 type DeadLetter = {
   body: string
@@ -37,15 +37,8 @@ async function processedCount(eventId: string): Promise<number> {
 }
 
 /** A real D1 failure confined to one event: a trigger that aborts its insert. */
-async function breakD1For(eventId: string): Promise<() => Promise<void>> {
-  const name = `fail_${eventId.replaceAll('-', '_')}`
-  await env.DB.prepare(
-    `CREATE TRIGGER ${name} BEFORE INSERT ON processed_events WHEN NEW.event_id = '${eventId}'
-     BEGIN SELECT RAISE(ABORT, 'injected D1 failure for ${eventId}'); END`,
-  ).run()
-  return async () => {
-    await env.DB.prepare(`DROP TRIGGER ${name}`).run()
-  }
+function breakD1For(eventId: string): Promise<() => Promise<void>> {
+  return refuseInserts('processed_events', `NEW.event_id = '${eventId}'`, `injected D1 failure for ${eventId}`)
 }
 
 function eventIdOf(event: InboundEvent): string {

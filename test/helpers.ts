@@ -165,6 +165,21 @@ export async function notificationsOf(eventId: string): Promise<NotificationReco
   return results
 }
 
+/**
+ * A real D1 failure confined to some rows: a trigger that aborts every insert
+ * into `table` matching `condition` (SQL over NEW) with `error`. Returns the repair.
+ */
+export async function refuseInserts(table: string, condition: string, error: string): Promise<() => Promise<void>> {
+  const name = `refuse_${guid().replaceAll('-', '_')}`
+  await env.DB.prepare(
+    `CREATE TRIGGER ${name} BEFORE INSERT ON ${table} WHEN ${condition}
+     BEGIN SELECT RAISE(ABORT, '${error}'); END`,
+  ).run()
+  return async () => {
+    await env.DB.prepare(`DROP TRIGGER ${name}`).run()
+  }
+}
+
 /** Waits until `check` passes (the pipeline runs on real local queues). */
 export function eventually<T>(check: () => Promise<T>, timeout = 30_000): Promise<T> {
   return vi.waitFor(check, { timeout, interval: 100 })

@@ -1,18 +1,15 @@
 import { utf8Length } from '@notify-edge/contracts'
 import { InboundEventSchema, peekIdentity } from '../contracts/index.ts'
 import { sha256Hex } from '../crypto.ts'
+import { persistEvents } from '../d1-batch.ts'
 import { DispatchMessageSchema } from '../dispatch/message.ts'
 import { onlyKindOf } from '../events/registry.ts'
 import type { Logger } from '../log.ts'
 import { COUNTERS, canonicalLabels, incrementCounter } from '../metrics/counters.ts'
+import { DeadLetterEnvelopeSchema } from '../queue/dead-letter-envelope.ts'
 import { QUEUES } from '../queue/names.ts'
-import { persistEvents } from '../queue/persist.ts'
-import { describeError } from '../queue/policy.ts'
-import { DeadLetterEnvelopeSchema } from './envelope.ts'
+import { deadLetterStoreDelay, describeError } from '../queue/policy.ts'
 import { type DeadLetterRow, type ReducedBody, upsertDeadLetter, upsertReducedDeadLetter } from './store.ts'
-
-/** Longest wait between attempts to store a dead letter while D1 is failing. */
-const MAX_RETRY_DELAY_SECONDS = 3600
 
 /**
  * `max_retries` of the notify-dlq consumer in wrangler.toml: the message's
@@ -67,8 +64,7 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env,
 
 /** A dead letter D1 did not store: retried, stored reduced, or counted as dropped on its last delivery. */
 async function settleUnstored(db: D1Database, { message, row, cause }: Unstored, log: Logger): Promise<void> {
-  const retry = () =>
-    message.retry({ delaySeconds: Math.min(MAX_RETRY_DELAY_SECONDS, 30 * 2 ** Math.min(message.attempts - 1, 10)) })
+  const retry = () => message.retry({ delaySeconds: deadLetterStoreDelay(message.attempts) })
   if (message.attempts < WHOLE_ROW_ATTEMPTS) return retry()
   const reduced: ReducedBody = {
     notifyEdgeReduced: 1,

@@ -1,9 +1,9 @@
 import { configOf } from '../config.ts'
+import { type EventWrite, persistEvents } from '../d1-batch.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import { applyDeliveryStatus, settleUnknownOutcome } from '../notifications/delivery.ts'
-import { type EventWrite, persistEvents } from '../queue/persist.ts'
-import { type Settlement, settleFailure } from '../queue/policy.ts'
+import { type Settlement, settle, settleFailure } from '../queue/policy.ts'
 import { settleBatch } from '../queue/settle.ts'
 import { suppressAutomatically } from '../suppression/store.ts'
 import { decodeDeliveryEvent } from './decode.ts'
@@ -37,12 +37,13 @@ export async function consumeEmailEvents(batch: MessageBatch<unknown>, env: Env,
   for (const message of batch.messages) {
     const result = decodeDeliveryEvent(message.body)
     if ('error' in result) {
-      settlements.set(message, { action: 'dead-letter', code: 'NTF_INVALID_PAYLOAD', error: result.error })
+      const failure = { code: 'NTF_INVALID_PAYLOAD', error: result.error } as const
+      settlements.set(message, settle(failure, message.attempts, config.RETRY_DELAYS_SECONDS))
       log.warn('delivery.invalid', { messageId: message.id, code: 'NTF_INVALID_PAYLOAD' })
     } else decoded.push({ message, event: result.event })
   }
   if (decoded.length > 0) await record(decoded, env, log, settlements, config.RETRY_DELAYS_SECONDS)
-  await settleBatch(batch, settlements, { dlq: env.DLQ, log, fallbackDelaySeconds: 30 })
+  await settleBatch(batch, settlements, { dlq: env.DLQ, log })
 }
 
 async function record(

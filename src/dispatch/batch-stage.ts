@@ -95,8 +95,7 @@ async function retriedBatches(
       for (const member of mine) {
         givenBack.push(markSendFailure(env.DB, member.id, 'failed', 'NTF_SEND_PERMANENT', reason, nowIso, lease.token))
         const message = messages.get(member.id)
-        if (message)
-          run.settle(message, { action: 'dead-letter', code: 'NTF_SEND_PERMANENT', error: reason, kind: member.kind })
+        if (message) run.failWith(message, { code: 'NTF_SEND_PERMANENT', error: reason, kind: member.kind })
       }
       return
     }

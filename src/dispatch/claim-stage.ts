@@ -47,7 +47,7 @@ export async function claimStage(run: DispatchRun, messages: readonly Message<un
     const parsed = DispatchMessageSchema.safeParse(message.body)
     if (!parsed.success) {
       const error = `not a dispatch message: ${describeIssues(toFieldIssues(parsed.error))}`
-      run.settle(message, { action: 'dead-letter', code: 'NTF_INVALID_PAYLOAD', error })
+      run.failWith(message, { code: 'NTF_INVALID_PAYLOAD', error })
       continue
     }
     const { notificationId: id, due = null } = parsed.data

@@ -168,7 +168,7 @@ function settleClosed(
     } else if (outcome.failed) {
       settled.add(id)
       const { code, message: error } = outcome.failed
-      run.settle(message, { action: 'dead-letter', code, error })
+      run.failWith(message, { code, error })
       run.log.error('digest.failed', { notificationId: id, code, error })
     } else {
       run.settle(message, { action: 'ack' })

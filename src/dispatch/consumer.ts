@@ -1,7 +1,7 @@
-import type { DeadLetterEnvelope } from '../dead-letters/envelope.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import { markEnqueued } from '../notifications/stuck.ts'
+import type { DeadLetterEnvelope } from '../queue/dead-letter-envelope.ts'
 import type { Settlement } from '../queue/policy.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
 import { settleBatch } from '../queue/settle.ts'
@@ -48,7 +48,7 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
   const { retries, orphans } = await sendStage(run, transport, pace, grouped.alone, grouped.batches)
   await requeueStage(run, [...later, ...grouped.later], retries, orphans.next)
   await deadLetterOrphans(run, orphans.deadLetters)
-  await settleBatch(batch, run.settlements(), { dlq: env.DLQ, log, fallbackDelaySeconds: 30 })
+  await settleBatch(batch, run.settlements(), { dlq: env.DLQ, log })
 }
 
 /**

@@ -1,6 +1,6 @@
 import { type Config, configOf } from '../config.ts'
 import type { Logger } from '../log.ts'
-import { type Settlement, settleFailure } from '../queue/policy.ts'
+import { type Failure, type Settlement, settle, settleFailure } from '../queue/policy.ts'
 import { DispatchLease } from './lease.ts'
 import type { TransportPause } from './pause.ts'
 
@@ -33,9 +33,17 @@ export class DispatchRun {
     this.#settlements.set(message, settlement)
   }
 
-  /** Ends a message by the dispatch retry policy: retried while attempts remain, then a dead letter. */
+  /**
+   * Ends a message by what it threw, as the error table decides (src/queue/policy.ts)
+   * under the dispatch retry policy: a `retry` code is retried while attempts remain, then a dead letter.
+   */
   fail(message: Message<unknown>, error: unknown): void {
     this.settle(message, settleFailure(error, message.attempts, this.config.DISPATCH_RETRY_DELAYS_SECONDS))
+  }
+
+  /** Ends a message by a failure of a known code, as the error table decides (as `fail` does). */
+  failWith(message: Message<unknown>, failure: Failure): void {
+    this.settle(message, settle(failure, message.attempts, this.config.DISPATCH_RETRY_DELAYS_SECONDS))
   }
 
   /** Every message's settlement. */

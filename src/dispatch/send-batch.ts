@@ -1,16 +1,16 @@
-import { type DeadLetterEnvelope, deadLetterEnvelope } from '../dead-letters/envelope.ts'
 import { type PipelineCode, PipelineError } from '../errors.ts'
 import { maskEmails } from '../log.ts'
 import { leaveBatch } from '../notifications/batch.ts'
 import { markPaced, markRetry, markSendFailure, markSent, recordSentMessage } from '../notifications/marks.ts'
 import { markPaused, releasePaused } from '../notifications/pause.ts'
-import { describeError, type Settlement, settleFailure } from '../queue/policy.ts'
+import { type DeadLetterEnvelope, deadLetterEnvelope } from '../queue/dead-letter-envelope.ts'
+import { describeError, type Failure, type Settlement, settleFailure } from '../queue/policy.ts'
 import type { Outgoing } from '../queue/send.ts'
 import type { BatchMember, BatchToSend } from './batch-stage.ts'
 import { dispatchFor } from './message.ts'
 import { pauseTransport, resumeTransport } from './pause.ts'
 import { nextTryAt } from './retry.ts'
-import { fieldsOf, mailOf, type SendContext } from './send.ts'
+import { fieldsOf, mailOf, type SendContext, settleOnRow } from './send.ts'
 import { SendError, type Sent } from './transports/index.ts'
 
 /**
@@ -122,7 +122,7 @@ async function recordSent(context: SendContext, batch: BatchToSend, sent: Sent[]
 }
 
 async function recordRefused(context: SendContext, batch: BatchToSend, error: SendError): Promise<MemberResult[]> {
-  const { env, config, log, lease, transport } = context
+  const { env, log, lease, transport } = context
   const now = new Date()
   const at = now.toISOString()
   const reason = describeError(error)
@@ -136,21 +136,19 @@ async function recordRefused(context: SendContext, batch: BatchToSend, error: Se
       statements.push(markPaused(env.DB, row.id, 'NTF_TRANSPORT_PAUSED', maskEmails(reason), at, lease.token))
       return { member, paused: true as const }
     }
-    // Refused as invalid with nothing sent: tried again alone; any other permanent refusal
-    // (another payload was accepted under this key) ends the notification.
+    // Refused as invalid with nothing sent: tried again alone (a `retry` code); any other permanent
+    // refusal (another payload was accepted under this key) ends the notification.
     const code: PipelineCode = invalid
       ? 'NTF_BATCH_REFUSED'
       : (error.code ?? (error.outcome === 'permanent' ? 'NTF_SEND_PERMANENT' : 'NTF_SEND_TRANSIENT'))
-    const retryAt =
-      error.outcome === 'permanent' && !invalid
-        ? undefined
-        : nextTryAt(row.send_attempts, config.DISPATCH_RETRY_DELAYS_SECONDS, error.delaySeconds, now)
+    const settled = settleOnRow(context, row, { code, error: reason, kind: row.kind })
+    const retryAt = settled.action === 'retry' ? nextTryAt(settled.delaySeconds, error.delaySeconds, now) : undefined
     statements.push(
       retryAt
         ? markRetry(env.DB, row.id, code, reason, retryAt.toISOString(), at, lease.token)
         : markSendFailure(env.DB, row.id, 'failed', code, reason, at, lease.token),
     )
-    return { member, code, retryAt }
+    return { member, code, retryAt, settled }
   })
   if (error.outcome === 'paused') {
     const notBefore = error.delaySeconds ? new Date(now.getTime() + error.delaySeconds * 1000) : null
@@ -171,7 +169,11 @@ async function recordRefused(context: SendContext, batch: BatchToSend, error: Se
   return plans.map((plan, index): MemberResult => {
     const fenced = (written[offset + index]?.meta.changes ?? 0) === 0
     const fields = { ...fieldsOf(plan.member.row), batchId: batch.batchId, attempts: plan.member.row.send_attempts }
-    if ('paused' in plan || fenced) return { member: plan.member, settlement: { action: 'ack' } }
+    if (fenced) return { member: plan.member, settlement: { action: 'ack' } }
+    if ('paused' in plan) {
+      const paused = { code: 'NTF_TRANSPORT_PAUSED', error: maskEmails(reason) } as const
+      return { member: plan.member, settlement: settleOnRow(context, plan.member.row, paused) }
+    }
     if (plan.retryAt) {
       log.warn('notification.retry', { ...fields, code: plan.code, error: reason, retryAt: plan.retryAt.toISOString() })
       return {
@@ -181,11 +183,12 @@ async function recordRefused(context: SendContext, batch: BatchToSend, error: Se
       }
     }
     log.error('notification.failed', { ...fields, code: plan.code, error: reason })
-    const failure = { code: plan.code, error: reason, kind: plan.member.row.kind }
+    const { settled } = plan
+    const orphan = !plan.member.message && settled.action === 'dead-letter'
     return {
       member: plan.member,
-      settlement: { action: 'dead-letter', ...failure },
-      ...(plan.member.message ? {} : { deadLetter: orphanDeadLetter(plan.member, failure, now) }),
+      settlement: settled,
+      ...(orphan ? { deadLetter: orphanDeadLetter(plan.member, settled, now) } : {}),
     }
   })
 }
@@ -222,11 +225,7 @@ function failedWrite(context: SendContext, batch: BatchToSend, cause: unknown): 
  * (it was claimed with its batch): the envelope a settled message gets, for
  * the dispatch message that would have carried it.
  */
-function orphanDeadLetter(
-  member: BatchMember,
-  failure: { code: string; error: string; kind: string },
-  now: Date,
-): DeadLetterEnvelope {
+function orphanDeadLetter(member: BatchMember, failure: Failure, now: Date): DeadLetterEnvelope {
   const { row } = member
   const standIn = {
     id: `batch:${row.batch_id}:${row.id}`,

@@ -11,7 +11,15 @@ import {
   recordSentMessage,
 } from '../notifications/marks.ts'
 import { markPaused, releasePaused } from '../notifications/pause.ts'
-import { describeError, type Settlement, settleFailure } from '../queue/policy.ts'
+import {
+  describeError,
+  type Failure,
+  type FailureSettlement,
+  retryDelay,
+  type Settlement,
+  settle,
+  settleFailure,
+} from '../queue/policy.ts'
 import type { Outgoing } from '../queue/send.ts'
 import { suppressAutomatically } from '../suppression/store.ts'
 import type { DispatchLease } from './lease.ts'
@@ -134,11 +142,12 @@ async function recordSent(
 }
 
 /**
- * A transient failure: back to `pending` at its retry time (the backoff of the
- * row's attempt, never sooner than the provider asked), with a message for
- * that time; after the last attempt, `failed` and a dead letter. A refusal
- * about this message (`permanent`) fails at once, as a dead letter too, so an
- * operator sees it and can replay it once it is fixed.
+ * A transient failure (NTF_SEND_TRANSIENT, a `retry` code): back to `pending`
+ * at its retry time (the policy's delay for the row's attempt, never sooner
+ * than the provider asked), with a message for that time; after the last
+ * attempt, `failed` and a dead letter. A refusal about this message
+ * (`permanent`: a `dead-letter` code) fails at once, as a dead letter too, so
+ * an operator sees it and can replay it once it is fixed.
  */
 async function recordFailure(
   context: SendContext,
@@ -146,14 +155,13 @@ async function recordFailure(
   row: ClaimedRow,
   error: SendError,
 ): Promise<SendResult> {
-  const { env, config, log, lease } = context
-  const permanent = error.outcome === 'permanent'
-  const code = error.code ?? (permanent ? 'NTF_SEND_PERMANENT' : 'NTF_SEND_TRANSIENT')
+  const { env, log, lease } = context
+  const code = error.code ?? (error.outcome === 'permanent' ? 'NTF_SEND_PERMANENT' : 'NTF_SEND_TRANSIENT')
   const reason = describeError(error)
   const now = new Date()
-  const retryAt = permanent
-    ? undefined
-    : nextTryAt(row.send_attempts, config.DISPATCH_RETRY_DELAYS_SECONDS, error.delaySeconds, now)
+  // The row counts the attempts, and keeps a retry's time: its message is acked and one for that time sent.
+  const settled = settleOnRow(context, row, { code, error: reason, kind: row.kind })
+  const retryAt = settled.action === 'retry' ? nextTryAt(settled.delaySeconds, error.delaySeconds, now) : undefined
   const at = now.toISOString()
   const mark = retryAt
     ? markRetry(env.DB, row.id, code, reason, retryAt.toISOString(), at, lease.token)
@@ -168,7 +176,7 @@ async function recordFailure(
   }
   log.error('notification.failed', fields)
   if (marked === 'fenced') return { settlement: { action: 'ack' } }
-  return { settlement: { action: 'dead-letter', code, error: reason, kind: row.kind } }
+  return { settlement: settled }
 }
 
 /**
@@ -207,7 +215,7 @@ async function recordUnknown(
   error: SendError,
 ): Promise<SendResult> {
   const { env, config, log, lease } = context
-  if (config.DISPATCH_RETRY_DELAYS_SECONDS[row.send_attempts - 1] === undefined) {
+  if (retryDelay(row.send_attempts, config.DISPATCH_RETRY_DELAYS_SECONDS) === undefined) {
     return recordFailure(context, message, row, new SendError(error.message, 'transient', { cause: error }))
   }
   const now = new Date()
@@ -219,7 +227,7 @@ async function recordUnknown(
   ])
   if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
   log.warn('notification.outcome-unknown', { ...fieldsOf(row), code: 'NTF_SEND_UNKNOWN', decideAt })
-  return { settlement: { action: 'ack' } }
+  return { settlement: settleOnRow(context, row, { code: 'NTF_SEND_UNKNOWN', error: reason }) }
 }
 
 /**
@@ -246,7 +254,7 @@ async function recordPaused(
   ])
   if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
   log.error('transport.paused', { ...fieldsOf(row), transport: transport.name, code, error: reason })
-  return { settlement: { action: 'ack' } }
+  return { settlement: settleOnRow(context, row, { code: 'NTF_TRANSPORT_PAUSED', error: reason }) }
 }
 
 /**
@@ -284,7 +292,17 @@ async function recordSuppressed(
   ])
   if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
   log.warn('notification.suppressed', { ...fieldsOf(row), code: 'NTF_RECIPIENT_SUPPRESSED', transport: transport.name })
-  return { settlement: { action: 'ack' } }
+  return { settlement: settleOnRow(context, row, { code: 'NTF_RECIPIENT_SUPPRESSED', error: reason }) }
+}
+
+/**
+ * How a send's failure ends its message, as the error table decides
+ * (src/queue/policy.ts), its attempts counted on the row: a `skip` or `wait`
+ * code is acked (the row holds what became of it), a `dead-letter` code is a
+ * dead letter, a `retry` code is retried at the time the row keeps.
+ */
+export function settleOnRow(context: SendContext, row: ClaimedRow, failure: Failure): FailureSettlement {
+  return settle(failure, row.send_attempts, context.config.DISPATCH_RETRY_DELAYS_SECONDS)
 }
 
 /** Writes a result's marks; `fenced` when the claim was no longer ours (the first statement changed nothing). */

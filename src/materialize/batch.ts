@@ -1,12 +1,12 @@
 import { type Config, configOf } from '../config.ts'
 import type { DecodedEvent, InboundEvent } from '../contracts/index.ts'
+import type { WriteResult } from '../d1-batch.ts'
 import type { PipelineCode } from '../errors.ts'
 import type { Intent } from '../events/define.ts'
 import type { Logger } from '../log.ts'
 import { COUNTERS, CounterBatch } from '../metrics/counters.ts'
 import { countRoundTrips } from '../metrics/round-trips.ts'
-import type { WriteResult } from '../queue/persist.ts'
-import { type Settlement, settleFailure } from '../queue/policy.ts'
+import { type Settlement, settle, settleFailure } from '../queue/policy.ts'
 import type { Plan } from './plan.ts'
 import type { ProcessedEvent } from './processed.ts'
 
@@ -74,10 +74,10 @@ export class BatchRun {
     this.counters.add(COUNTERS.events, { source, outcome })
   }
 
-  /** Ends a message that cannot succeed as a dead letter (no retry). */
+  /** Ends a message that cannot succeed (its codes are `dead-letter` codes): a dead letter, as the error table decides. */
   deadLetter(entry: Entry, code: PipelineCode, error: string, fields: Record<string, unknown>): void {
-    entry.settlement = { action: 'dead-letter', code, error }
-    this.count(entry.inbound?.source ?? 'unknown', 'dead-lettered')
+    entry.settlement = settle({ code, error }, entry.message.attempts, this.config.RETRY_DELAYS_SECONDS)
+    if (entry.settlement.action === 'dead-letter') this.count(entry.inbound?.source ?? 'unknown', 'dead-lettered')
     this.log.warn('event.invalid', { ...fields, code, error })
   }
 

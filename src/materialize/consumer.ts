@@ -29,9 +29,5 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
   await dispatchStage(run)
   await releaseStage(run)
   await finishStage(run)
-  await settleBatch(batch, run.settlements(), {
-    dlq: env.DLQ,
-    log,
-    fallbackDelaySeconds: run.config.RETRY_DELAYS_SECONDS.at(-1) ?? 30,
-  })
+  await settleBatch(batch, run.settlements(), { dlq: env.DLQ, log })
 }

@@ -1,10 +1,8 @@
 import { QUEUE_BATCH_MAX_BYTES, QUEUE_BATCH_MAX_MESSAGES, utf8Length } from '@notify-edge/contracts'
+import { queueDelay } from './policy.ts'
 
-/** One message to send: a JSON body and an optional delivery delay. */
+/** One message to send: a JSON body and an optional delivery delay (cut to what Queues accept, `queueDelay`). */
 export type Outgoing = { body: unknown; delaySeconds?: number }
-
-/** Longest delay Cloudflare Queues accepts for one message (12 hours). */
-export const MAX_DELAY_SECONDS = 43_200
 
 /**
  * Sends JSON messages with as few `sendBatch` calls as the platform limits
@@ -24,7 +22,7 @@ export async function sendAll(queue: Queue, messages: readonly Outgoing[]): Prom
     if (chunk.length === QUEUE_BATCH_MAX_MESSAGES || bytes + size > QUEUE_BATCH_MAX_BYTES) await flush()
     const request: MessageSendRequest = { body, contentType: 'json' }
     if (delaySeconds !== undefined && delaySeconds > 0) {
-      request.delaySeconds = Math.min(MAX_DELAY_SECONDS, Math.ceil(delaySeconds))
+      request.delaySeconds = queueDelay(delaySeconds)
     }
     chunk.push(request)
     bytes += size

@@ -1,21 +1,19 @@
-import { deadLetterEnvelope } from '../dead-letters/envelope.ts'
 import type { Logger } from '../log.ts'
-import type { Settlement } from './policy.ts'
+import { deadLetterEnvelope } from './dead-letter-envelope.ts'
+import { FALLBACK_DELAY_SECONDS, type Settlement } from './policy.ts'
 import { sendAll } from './send.ts'
 
 /**
  * Ends every message of a batch exactly once: `ack()`, `retry()` with its
  * delay, or a dead letter on `notify-dlq` followed by `ack()`. Dead letters go
  * out in one `sendBatch`; if that fails, their messages are retried instead of
- * acked, so a message is never acked before it reached the queue or the
- * dead-letter store.
- *
- * @param fallbackDelaySeconds - delay for a message whose dead letter could not be sent
+ * acked (after the policy's `FALLBACK_DELAY_SECONDS`), so a message is never
+ * acked before it reached the queue or the dead-letter store.
  */
 export async function settleBatch(
   batch: MessageBatch<unknown>,
   settlements: ReadonlyMap<Message<unknown>, Settlement>,
-  deps: { dlq: Queue; log: Logger; fallbackDelaySeconds: number },
+  deps: { dlq: Queue; log: Logger },
 ): Promise<void> {
   const dead = batch.messages.filter((message) => settlements.get(message)?.action === 'dead-letter')
   let deadLettersSent = true
@@ -39,7 +37,7 @@ export async function settleBatch(
     if (settlement === undefined) {
       // A message the consumer did not settle is a bug; retrying keeps it.
       deps.log.error('message.unsettled', { queue: batch.queue, messageId: message.id })
-      message.retry({ delaySeconds: deps.fallbackDelaySeconds })
+      message.retry({ delaySeconds: FALLBACK_DELAY_SECONDS })
     } else if (settlement.action === 'ack') {
       message.ack()
     } else if (settlement.action === 'retry') {
@@ -47,7 +45,7 @@ export async function settleBatch(
     } else if (deadLettersSent) {
       message.ack()
     } else {
-      message.retry({ delaySeconds: deps.fallbackDelaySeconds })
+      message.retry({ delaySeconds: FALLBACK_DELAY_SECONDS })
     }
   }
 }

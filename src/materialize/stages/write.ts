@@ -1,3 +1,4 @@
+import { type EventWrite, persistEvents } from '../../d1-batch.ts'
 import { PipelineError } from '../../errors.ts'
 import { COUNTERS, canonicalLabels, GAUGES, incrementCounter, setGauge } from '../../metrics/counters.ts'
 import { insertMember, isDigestMember, openDigest } from '../../notifications/digest.ts'
@@ -9,7 +10,6 @@ import {
   isThrottled,
   openDigestOverThrottle,
 } from '../../notifications/throttle.ts'
-import { type EventWrite, persistEvents } from '../../queue/persist.ts'
 import { type BatchRun, describe, type Entry, type Work } from '../batch.ts'
 import type { Plan } from '../plan.ts'
 import { insertProcessedEvent, type ProcessedEvent } from '../processed.ts'

@@ -3,7 +3,9 @@ import { z } from 'zod'
 /**
  * What a consumer sends to `notify-dlq` when it gives up on a message: the
  * original body and why. A message that Cloudflare itself moved after
- * `max_retries` arrives without this envelope.
+ * `max_retries` arrives without this envelope. It sits beside settle.ts, which
+ * sends it, so that src/queue/ depends on no consumer; the notify-dlq consumer
+ * (src/dead-letters/) reads it from here.
  */
 export const DeadLetterEnvelopeSchema = z.object({
   notifyEdgeDeadLetter: z.literal(1),

@@ -1,4 +1,11 @@
-/** The statements of one item (an event, a delivery event): the one whose change says "this batch won" first. */
+/**
+ * Writing a queue batch's items to D1 together, each item failing alone. Its
+ * users are three consumers of three folders (materialize, delivery, dead
+ * letters), so it belongs to none of them: it sits at the top level beside
+ * src/sql.ts, with the other D1 code every stage shares.
+ */
+
+/** The statements of one item (an event, a delivery event, a dead letter): the one whose change says "this batch won" first. */
 export type EventWrite<T> = { item: T; statements: D1PreparedStatement[] }
 
 /**
