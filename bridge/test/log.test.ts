@@ -1,7 +1,12 @@
-/** The bridge's log lines: the Worker's call shape and the shared scrub. */
+/**
+ * The bridge's log lines: the Worker's call shape and the shared scrub. The
+ * Worker's logger gets the same fields and must write the same in
+ * test/log-vocabulary.test.ts.
+ */
 import assert from 'node:assert/strict'
 import { Writable } from 'node:stream'
 import { test } from 'node:test'
+import { fieldsOfLine, personalFields, REDACTION_EVENT, scrubbedFields } from '../../support/log-redaction.ts'
 import { leaksIn } from '../../support/privacy.ts'
 import { createLogger, type Logger } from '../src/log.ts'
 
@@ -36,6 +41,15 @@ test('logs mask e-mail addresses and drop personal fields', () => {
   assert.doesNotMatch(text(), /anna\.client@example\.com/)
   assert.match(text(), /a\*\*\*@example\.com/)
   assert.doesNotMatch(text(), /Анна Клиент|Нечитаемо/)
+})
+
+test('every key of the shared redaction list is redacted, in any case and at any depth, as the Worker redacts it', () => {
+  const { log, text, lines } = capture('info')
+  log.warn(REDACTION_EVENT, personalFields())
+  const [line] = lines()
+  assert.ok(line, 'one line written')
+  assert.deepEqual(fieldsOfLine(line), scrubbedFields())
+  assert.deepEqual(leaksIn(text()), [])
 })
 
 test("a line names its event as the Worker's do, in `event`, and as pino's `msg`", () => {
