@@ -38,7 +38,7 @@ const sources = [
   ...(config.RABBITMQ_URL ? [new RabbitSource(config, sink, log, metrics)] : []),
   ...(config.KAFKA_BROKERS ? [new KafkaSource(config, sink, log, metrics)] : []),
 ]
-if (sources.length === 0) log.warn('no source is enabled: set PG_URL, RABBITMQ_URL or KAFKA_BROKERS')
+if (sources.length === 0) log.warn('bridge.no-sources', { hint: 'set PG_URL, RABBITMQ_URL or KAFKA_BROKERS' })
 
 const server = await startHttp(config.HTTP_PORT, metrics, () => ({
   sources: sources.map((source) => ({ name: source.name, up: source.up })),
@@ -46,21 +46,23 @@ const server = await startHttp(config.HTTP_PORT, metrics, () => ({
   sinkUrl: config.SINK_URL,
 }))
 for (const source of sources) source.start()
-log.info(
-  { sources: sources.map((source) => source.name), sink: config.SINK_URL, port: config.HTTP_PORT },
-  'bridge started',
-)
+log.info('bridge.started', {
+  sources: sources.map((source) => source.name),
+  sink: config.SINK_URL,
+  port: config.HTTP_PORT,
+})
 
 let stopping = false
 async function shutdown(signal: string): Promise<void> {
   if (stopping) return
   stopping = true
-  log.info({ signal }, 'stopping: no new claims, finishing what is in flight')
+  // No new claims from here; what is in flight gets up to SHUTDOWN_TIMEOUT_MS.
+  log.info('bridge.stopping', { signal, timeoutMs: config.SHUTDOWN_TIMEOUT_MS })
   const deadline = setTimeout(() => sink.abort(), config.SHUTDOWN_TIMEOUT_MS)
   await Promise.all(sources.map((source) => source.stop(config.SHUTDOWN_TIMEOUT_MS)))
   clearTimeout(deadline)
   server.close()
-  log.info('stopped')
+  log.info('bridge.stopped')
   process.exit(0)
 }
 process.on('SIGTERM', () => void shutdown('SIGTERM'))

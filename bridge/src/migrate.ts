@@ -7,6 +7,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { parseConfig } from './config.ts'
+import { createLogger } from './log.ts'
 
 const DIRECTORY = join(import.meta.dirname, '../../migrations/postgres')
 
@@ -37,5 +38,9 @@ export async function migratePostgres(
 if (import.meta.main) {
   const config = parseConfig({ PG_URL: 'postgres://postgres@127.0.0.1:5432/postgres', ...process.env })
   const applied = await migratePostgres(config.PG_URL as string, config.PG_SCHEMA, config.PG_CHANNEL)
-  console.log(`applied ${applied.join(', ')} to ${(config.PG_URL as string).replace(/\/\/[^@]*@/, '//')}`)
+  createLogger(config.LOG_LEVEL).info('migrate.applied', {
+    migrations: applied,
+    // Without its credentials.
+    database: (config.PG_URL as string).replace(/\/\/[^@]*@/, '//'),
+  })
 }

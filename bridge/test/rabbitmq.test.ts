@@ -228,7 +228,7 @@ test('a Worker outage longer than consumer_timeout: the broker closes the channe
 
   assert.match(await bridge.metrics(), /bridge_rabbitmq_ack_timeouts_total 1\n/)
   const lines = logLines(bridge.output())
-  const timeouts = lines.filter((line) => /consumer_timeout/.test(line.msg))
+  const timeouts = lines.filter((line) => line.msg === 'rabbitmq.consumer-timeout')
   assert.equal(timeouts.length, 1, `one clear report of the timeout:\n${bridge.output()}`)
   assert.equal(timeouts[0]?.level, 'error')
   // No line per delivery: the stale acknowledgements of the closed channel are summed up, not repeated.

@@ -13,6 +13,7 @@ import { NONCE, secureHeaders } from 'hono/secure-headers'
 import { type Operator, scopeOfToken } from '../api/auth.ts'
 import { type Config, configOf } from '../config.ts'
 import { secretsEqual } from '../crypto.ts'
+import { loggerFor } from '../log.ts'
 import { maskUnsubscribeTokens, maskUnsubscribeTokensInMime } from '../preferences/mask.ts'
 import { accessIdentity } from './access.ts'
 import { consoleApi } from './api.ts'
@@ -126,7 +127,7 @@ consoleApp.onError((error, c) => {
     const page = problemPage(c.get('page') ?? { nonce: '' }, 'Refused', 'This request was not sent by the console.')
     return c.html(page, error.status)
   }
-  console.error(JSON.stringify({ level: 'error', msg: 'console.error', error: String(error) }))
+  loggerFor(c.env).error('console.unexpected', { error })
   return c.html(problemPage(c.get('page') ?? { nonce: '' }, 'Something went wrong', 'See the Worker log.'), 500)
 })
 

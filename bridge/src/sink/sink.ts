@@ -7,7 +7,7 @@ import {
   InboundEventSchema,
   toFieldIssues,
 } from '@notify-edge/contracts'
-import type { Logger } from 'pino'
+import type { Logger } from '../log.ts'
 import type { Metrics } from '../metrics.ts'
 import { backoffMs, retryAfterMs, sleep } from './backoff.ts'
 import { type MarkerKind, markerFor } from './marker.ts'
@@ -212,22 +212,19 @@ export class Sink {
       }
       this.#metrics.sinkErrors.inc({ status: outcome.status })
       if (outcome.refusal?.of === 'events' && this.#replaceRefused(batch, outcome.refusal.reasons)) {
-        this.#log.warn(
-          { status: outcome.status, replaced: outcome.refusal.reasons.size },
-          'sink refused events; sending markers instead',
-        )
+        this.#log.warn('sink.events-refused', { status: outcome.status, replaced: outcome.refusal.reasons.size })
         continue
       }
       this.#healthy = false
       const wait = outcome.retryAfterMs ?? backoffMs(attempt)
       const fields = { status: outcome.status, attempt, waitMs: Math.round(wait), events: batch.length }
       if (outcome.status === '401' || outcome.status === '403') {
-        this.#log.error(fields, 'sink rejects our token: check SINK_TOKEN against the Worker INGEST_TOKEN; retrying')
+        this.#log.error('sink.unauthorized', { ...fields, hint: 'check SINK_TOKEN against the Worker INGEST_TOKEN' })
       } else if (outcome.refusal) {
         // Not attributable to one event: a proxy in the way, or a bug. Loud, and retried like an outage.
-        this.#log.error({ ...fields, refusal: outcome.refusal }, 'sink refused the request as a whole; retrying')
+        this.#log.error('sink.request-refused', { ...fields, refusal: outcome.refusal })
       } else {
-        this.#log.warn({ ...fields, error: outcome.error }, 'sink failed; retrying')
+        this.#log.warn('sink.failed', { ...fields, error: outcome.error })
       }
       await sleep(wait, this.#stop.signal)
     }

@@ -1,7 +1,7 @@
 import { INGEST_MAX_EVENTS, type InboundEvent } from '@notify-edge/contracts'
 import { type Consumer, type EachBatchPayload, Kafka, type KafkaMessage, logLevel } from 'kafkajs'
-import type { Logger } from 'pino'
 import type { BridgeConfig } from '../../config.ts'
+import type { Logger } from '../../log.ts'
 import type { Metrics } from '../../metrics.ts'
 import { backoffMs, sleep } from '../../sink/backoff.ts'
 import type { Sink } from '../../sink/sink.ts'
@@ -51,22 +51,22 @@ export class KafkaSource {
       retry: { initialRetryTime: 300, maxRetryTime: 15_000, retries: Number.MAX_SAFE_INTEGER },
     })
     const { CONNECT, DISCONNECT, CRASH, GROUP_JOIN, REBALANCING } = this.#consumer.events
-    this.#consumer.on(CONNECT, () => this.#log.info('source:connected'))
+    this.#consumer.on(CONNECT, () => this.#log.info('source.connected'))
     this.#consumer.on(GROUP_JOIN, ({ payload }) => {
       this.#crashes = 0
       this.#setUp(true)
-      this.#log.info({ memberAssignment: payload.memberAssignment }, 'source:joined group')
+      this.#log.info('source.joined-group', { memberAssignment: payload.memberAssignment })
     })
-    this.#consumer.on(REBALANCING, () => this.#log.info('source:rebalancing'))
+    this.#consumer.on(REBALANCING, () => this.#log.info('source.rebalancing'))
     this.#consumer.on(DISCONNECT, () => this.#setUp(false))
     this.#consumer.on(CRASH, ({ payload }) => {
       this.#setUp(false)
       if (payload.restart) {
-        this.#log.warn({ error: payload.error }, 'source:crashed; kafkajs restarts the consumer itself')
+        this.#log.warn('source.crashed', { error: payload.error, restartedBy: 'kafkajs' })
         return
       }
       // kafkajs restarts only after retriable errors; after any other it has disconnected for good.
-      this.#log.error({ error: payload.error }, 'source:crashed; kafkajs gave up on the consumer: starting it again')
+      this.#log.error('source.crashed-given-up', { error: payload.error, restartedBy: 'bridge' })
       void this.#restart()
     })
     metrics.sourceUp.set({ source: 'kafka' }, 0)
@@ -78,7 +78,7 @@ export class KafkaSource {
   }
 
   start(): void {
-    this.#running = this.#start().catch((error) => this.#log.error({ error }, 'kafka source stopped'))
+    this.#running = this.#start().catch((error) => this.#log.error('source.stopped', { error }))
   }
 
   /** Starts the consumer again after kafkajs gave up on it, after a backoff so that a persistent fault is not a hot loop. */
@@ -109,7 +109,7 @@ export class KafkaSource {
       } catch (error) {
         this.#setUp(false)
         const wait = backoffMs(attempt, 500)
-        this.#log.warn({ error, waitMs: Math.round(wait) }, 'source:error starting the consumer; retrying')
+        this.#log.warn('source.error', { during: 'start', error, waitMs: Math.round(wait) })
         await this.#consumer.disconnect().catch(() => {})
         await sleep(wait, this.#stop.signal)
       }
@@ -142,10 +142,8 @@ export class KafkaSource {
         await heartbeat()
       } catch (error) {
         if (!isGroupChange(error)) throw error
-        this.#log.info(
-          { topic, partition, type: errorType(error) },
-          'commit refused: the group is rebalancing; ending the batch',
-        )
+        // The group is rebalancing: the batch ends, and the partition's next owner reads on from the last commit.
+        this.#log.info('kafka.commit-refused', { topic, partition, type: errorType(error) })
         return
       }
     }
@@ -163,13 +161,13 @@ export class KafkaSource {
     const timer = setInterval(() => {
       heartbeat().catch((error) => {
         if (isGroupChange(error)) {
-          this.#log.info({ type: errorType(error) }, 'the group is rebalancing: ending the batch to rejoin')
+          this.#log.info('kafka.rebalance-ends-batch', { type: errorType(error) })
           groupChange.abort(error)
-        } else this.#log.warn({ error }, 'heartbeat failed')
+        } else this.#log.warn('kafka.heartbeat-failed', { error })
       })
       if (!resume && Date.now() - started >= PAUSE_AFTER_MS) {
         resume = pause()
-        this.#log.warn({ events: events.length }, 'sink is not accepting: partition paused')
+        this.#log.warn('kafka.partition-paused', { events: events.length })
       }
     }, HEARTBEAT_MS)
     try {
@@ -182,7 +180,7 @@ export class KafkaSource {
       clearInterval(timer)
       if (resume) {
         resume()
-        this.#log.info('partition resumed')
+        this.#log.info('kafka.partition-resumed')
       }
     }
   }
@@ -210,7 +208,7 @@ export class KafkaSource {
   }
 
   #setUp(up: boolean): void {
-    if (up !== this.#up) this.#log.info({ up }, up ? 'source:up' : 'source:down')
+    if (up !== this.#up) this.#log.info(up ? 'source.up' : 'source.down', { up })
     this.#up = up
     this.#metrics.sourceUp.set({ source: 'kafka' }, up ? 1 : 0)
   }

@@ -1,7 +1,7 @@
 import type { InboundEvent } from '@notify-edge/contracts'
-import type { Logger } from 'pino'
 import postgres from 'postgres'
 import type { BridgeConfig } from '../../config.ts'
+import type { Logger } from '../../log.ts'
 import type { Metrics } from '../../metrics.ts'
 import { backoffMs, sleep } from '../../sink/backoff.ts'
 import type { Sink } from '../../sink/sink.ts'
@@ -95,7 +95,7 @@ export class PostgresRelay {
           () => this.#wake(),
           () => {
             // (Re)connected: anything notified while we were away is found by this sweep.
-            this.#log.info({ channel: this.#config.PG_CHANNEL }, 'source:connected listening')
+            this.#log.info('source.connected', { channel: this.#config.PG_CHANNEL })
             this.#wake()
           },
         )
@@ -104,7 +104,7 @@ export class PostgresRelay {
       } catch (error) {
         this.#setUp(false)
         const wait = backoffMs(attempt)
-        this.#log.warn({ error, waitMs: Math.round(wait) }, 'source:disconnected LISTEN failed; retrying')
+        this.#log.warn('source.disconnected', { channel: this.#config.PG_CHANNEL, error, waitMs: Math.round(wait) })
         await sleep(wait, this.#stop.signal)
       }
     }
@@ -146,13 +146,13 @@ export class PostgresRelay {
           this.#wake()
           continue
         }
-        if (claimed > 0) this.#log.debug({ claimed }, 'outbox:swept')
+        if (claimed > 0) this.#log.debug('outbox.swept', { claimed })
         await this.#idle()
       } catch (error) {
         this.#setUp(false)
         const wait = backoffMs(failures)
         failures += 1
-        this.#log.warn({ error, waitMs: Math.round(wait) }, 'source:error claim failed; retrying')
+        this.#log.warn('source.error', { during: 'claim', error, waitMs: Math.round(wait) })
         await sleep(wait, this.#stop.signal)
       }
     }
@@ -169,16 +169,16 @@ export class PostgresRelay {
     if (rows.length === 0) return 0
     const bodiless = rows.filter((row) => row.message_body === null).map((row) => row.message_id)
     if (bodiless.length > 0) {
-      this.#log.warn(
-        { rows: bodiless.length, messageIds: bodiless.slice(0, 20), dataWaitMs },
-        'outbox rows still without a message_queue_log_data row after PG_DATA_WAIT_MS: forwarded without a body, the Worker dead-letters them',
-      )
+      // Forwarded without a body all the same: the Worker dead-letters them rather than they wait forever.
+      this.#log.warn('outbox.rows-without-data', {
+        rows: bodiless.length,
+        messageIds: bodiless.slice(0, 20),
+        dataWaitMs,
+      })
     }
     this.#claims.add(token)
     const renewal = setInterval(() => {
-      renewClaim(this.#sql, schema, token, leaseMs).catch((error) =>
-        this.#log.warn({ error }, 'renewing the claim failed; it expires unless a renewal succeeds'),
-      )
+      renewClaim(this.#sql, schema, token, leaseMs).catch((error) => this.#log.warn('outbox.renewal-failed', { error }))
     }, leaseMs / 3)
     try {
       const deliveries = await this.#sink.send(rows.map((row) => this.#toInbound(row)))
@@ -193,10 +193,8 @@ export class PostgresRelay {
         forwardedAs,
       )
       if (marked < rows.length) {
-        this.#log.warn(
-          { claimed: rows.length, marked },
-          'claim expired before its batch was accepted; another bridge took it over',
-        )
+        // The claim expired before the Worker accepted its batch, and another bridge took the rows over.
+        this.#log.warn('outbox.claim-expired', { claimed: rows.length, marked })
       }
       return rows.length
     } finally {
@@ -230,7 +228,7 @@ export class PostgresRelay {
   }
 
   #setUp(up: boolean): void {
-    if (up !== this.#up) this.#log.info({ up }, up ? 'source:up' : 'source:down')
+    if (up !== this.#up) this.#log.info(up ? 'source.up' : 'source.down', { up })
     this.#up = up
     this.#metrics.sourceUp.set({ source: 'postgres' }, up ? 1 : 0)
   }

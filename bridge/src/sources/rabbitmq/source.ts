@@ -1,7 +1,7 @@
 import type { InboundEvent } from '@notify-edge/contracts'
-import type { Logger } from 'pino'
 import { type AsyncMessage, Connection, type Consumer, ConsumerStatus, type Publisher } from 'rabbitmq-client'
 import type { BridgeConfig } from '../../config.ts'
+import type { Logger } from '../../log.ts'
 import type { Metrics } from '../../metrics.ts'
 import { backoffMs, sleep } from '../../sink/backoff.ts'
 import type { MarkerKind } from '../../sink/marker.ts'
@@ -86,10 +86,10 @@ export class RabbitSource {
     })
     keepRawBodies()
     this.#dlq = this.#connection.createPublisher({ confirm: true, maxAttempts: 3 })
-    this.#connection.on('connection', () => this.#log.info('source:connected'))
+    this.#connection.on('connection', () => this.#log.info('source.connected'))
     this.#connection.on('error', (error) => {
       this.#setUp(false)
-      this.#log.warn({ error }, 'source:disconnected; reconnecting')
+      this.#log.warn('source.disconnected', { error })
     })
     metrics.sourceUp.set({ source: 'rabbitmq' }, 0)
   }
@@ -135,12 +135,12 @@ export class RabbitSource {
     )
     this.#consumer.on('ready', () => {
       this.#setUp(true)
-      this.#log.info({ queue: config.RABBITMQ_QUEUE }, 'source:consuming')
+      this.#log.info('source.consuming', { queue: config.RABBITMQ_QUEUE })
       if (this.#staleAcks > 0) {
-        this.#log.warn(
-          { staleAcks: this.#staleAcks, awaitingRedelivery: this.#acceptedUnacked.size },
-          'deliveries of the closed channel were settled without an ack (the broker requeued them); those the Worker accepted are acked on redelivery, not forwarded again',
-        )
+        this.#log.warn('rabbitmq.stale-acks', {
+          staleAcks: this.#staleAcks,
+          awaitingRedelivery: this.#acceptedUnacked.size,
+        })
         this.#staleAcks = 0
       }
     })
@@ -153,14 +153,10 @@ export class RabbitSource {
       this.#setUp(false)
       if (isAckTimeout(error)) {
         this.#metrics.rabbitmqAckTimeouts.inc()
-        this.#log.error(
-          { error, holding: this.#holding, queue: config.RABBITMQ_QUEUE },
-          "RabbitMQ closed the consumer channel: deliveries waiting for the Worker outlived the broker's consumer_timeout. " +
-            'It requeued them; the consumer is set up again once the Worker accepts what the bridge holds, and their redeliveries are not forwarded again',
-        )
+        this.#log.error('rabbitmq.consumer-timeout', { error, holding: this.#holding, queue: config.RABBITMQ_QUEUE })
         return
       }
-      this.#log.warn({ error }, 'consumer error; it sets itself up again')
+      this.#log.warn('rabbitmq.consumer-error', { error })
     })
   }
 
@@ -171,10 +167,11 @@ export class RabbitSource {
         return
       } catch (error) {
         const wait = backoffMs(attempt, 500)
-        this.#log.warn(
-          { error, queue: this.#config.RABBITMQ_DLQ, waitMs: Math.round(wait) },
-          'declaring the dead-letter queue failed; retrying',
-        )
+        this.#log.warn('rabbitmq.dlq-declare-failed', {
+          error,
+          queue: this.#config.RABBITMQ_DLQ,
+          waitMs: Math.round(wait),
+        })
         await sleep(wait)
       }
     }
@@ -210,10 +207,7 @@ export class RabbitSource {
       // The Worker accepted it before; its ack was lost with its channel.
       this.#skipped += 1
       if (this.#acceptedUnacked.size === 0) {
-        this.#log.info(
-          { skipped: this.#skipped },
-          'redeliveries of messages the Worker had accepted were acked without forwarding them again',
-        )
+        this.#log.info('rabbitmq.redeliveries-skipped', { skipped: this.#skipped })
         this.#skipped = 0
       }
       return ConsumerStatus.ACK
@@ -229,7 +223,7 @@ export class RabbitSource {
       return ConsumerStatus.ACK
     } catch (error) {
       // Nothing here should throw; if it does, the message goes back to the queue, not away.
-      this.#log.error({ error }, 'handling a delivery failed; requeueing it')
+      this.#log.error('rabbitmq.delivery-requeued', { error })
       await sleep(backoffMs(3))
       return ConsumerStatus.REQUEUE
     } finally {
@@ -292,10 +286,7 @@ export class RabbitSource {
         return
       } catch (error) {
         const wait = backoffMs(attempt, 500)
-        this.#log.error(
-          { error, queue, waitMs: Math.round(wait) },
-          'cannot keep the original in the dead-letter queue; retrying',
-        )
+        this.#log.error('rabbitmq.dlq-publish-failed', { error, queue, waitMs: Math.round(wait) })
         await sleep(wait)
       }
     }
@@ -328,7 +319,7 @@ export class RabbitSource {
   }
 
   #setUp(up: boolean): void {
-    if (up !== this.#up) this.#log.info({ up }, up ? 'source:up' : 'source:down')
+    if (up !== this.#up) this.#log.info(up ? 'source.up' : 'source.down', { up })
     this.#up = up
     this.#metrics.sourceUp.set({ source: 'rabbitmq' }, up ? 1 : 0)
   }
