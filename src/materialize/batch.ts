@@ -7,7 +7,7 @@ import type { Logger } from '../log.ts'
 import { COUNTERS, CounterBatch } from '../metrics/counters.ts'
 import { countRoundTrips } from '../metrics/round-trips.ts'
 import { type Settlement, settle, settleFailure } from '../queue/policy.ts'
-import type { Plan } from './plan.ts'
+import type { Plan } from './plan-event.ts'
 import type { ProcessedEvent } from './processed.ts'
 
 /** A valid event of the batch with what it asks for. */

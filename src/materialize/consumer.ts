@@ -2,7 +2,7 @@ import type { Logger } from '../log.ts'
 import { settleBatch } from '../queue/settle.ts'
 import { BatchRun } from './batch.ts'
 import { decodeStage } from './stages/decode.ts'
-import { dispatchStage } from './stages/dispatch.ts'
+import { enqueueStage } from './stages/enqueue.ts'
 import { finishStage } from './stages/finish.ts'
 import { knownStage } from './stages/known.ts'
 import { planStage } from './stages/plan.ts'
@@ -26,7 +26,7 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
   await knownStage(run)
   await planStage(run)
   await writeStage(run)
-  await dispatchStage(run)
+  await enqueueStage(run)
   await releaseStage(run)
   await finishStage(run)
   await settleBatch(batch, run.settlements(), { dlq: env.DLQ, log })

@@ -1,7 +1,7 @@
 import { PipelineError } from '../../errors.ts'
 import { type BatchRun, describe, type Entry, identityOf, type Work } from '../batch.ts'
 import { type BatchContext, type ContextQuery, loadContext } from '../context.ts'
-import { planEvent } from '../plan.ts'
+import { planEvent } from '../plan-event.ts'
 
 /**
  * Stage 3: read what planning needs (one D1 round trip for the whole batch),

@@ -1,5 +1,5 @@
 import type { BatchRun } from '../batch.ts'
-import { releaseWaiting } from '../release.ts'
+import { releaseWaiting } from '../release-waiting.ts'
 
 /**
  * Stage 6: the contacts this batch wrote release the notifications that were

@@ -11,9 +11,9 @@ import {
   openDigestOverThrottle,
 } from '../../notifications/throttle.ts'
 import { type BatchRun, describe, type Entry, type Work } from '../batch.ts'
-import type { Plan } from '../plan.ts'
+import { upsertContact } from '../contacts.ts'
+import type { Plan } from '../plan-event.ts'
 import { insertProcessedEvent, type ProcessedEvent } from '../processed.ts'
-import { upsertContact } from '../write.ts'
 
 type Recorded = Extract<Plan, { type: 'record' }>
 

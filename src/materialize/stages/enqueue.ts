@@ -4,13 +4,13 @@ import { type Outgoing, sendAll } from '../../queue/send.ts'
 import type { BatchRun, Entry } from '../batch.ts'
 
 /**
- * Stage 5: one `notify-dispatch` message per pending notification just
+ * Stage 5, enqueue: one `notify-dispatch` message per pending notification just
  * written and per digest just opened (for its close), and again for pending ones of events found already processed (the
  * notification row is the outbox of the dispatch queue). If the send fails,
  * those events are retried: committed ones come back as duplicates and
  * dispatch again.
  */
-export async function dispatchStage(run: BatchRun): Promise<void> {
+export async function enqueueStage(run: BatchRun): Promise<void> {
   const dispatches = new Map<Entry, Outgoing[]>()
   for (const entry of run.open()) {
     const { plan } = entry
