@@ -26,21 +26,23 @@ export type Outcome =
   | 'contact-upserted'
   | 'skipped-duplicate'
 
+/** An event D1 has processed already: its notifications still `pending`, to enqueue again. */
+export type DuplicatePlan = { type: 'duplicate'; redispatch: { id: string; scheduledAt: string }[] }
+
+/** An event to record: its outcome, its notifications and the contact it upserts. */
+export type RecordPlan = {
+  type: 'record'
+  outcome: Outcome
+  kind?: string
+  notifications: NotificationRow[]
+  contact?: Contact
+  note?: string
+}
+
 /** What materialize does with one valid event. */
-export type Plan =
-  | { type: 'duplicate'; redispatch: { id: string; scheduledAt: string }[] }
-  | { type: 'fail'; error: PipelineError }
-  | {
-      type: 'record'
-      outcome: Outcome
-      kind?: string
-      notifications: NotificationRow[]
-      contact?: Contact
-      note?: string
-    }
+export type Plan = DuplicatePlan | { type: 'fail'; error: PipelineError } | RecordPlan
 
 type Notify = Extract<Intent, { type: 'notify' }>
-type Recorded = Extract<Plan, { type: 'record' }>
 type Recipient = RecipientRef
 
 /**
@@ -65,7 +67,7 @@ export async function planEvent(work: Work, context: BatchContext, config: Confi
 }
 
 async function planNotify(work: Work, intent: Notify, context: BatchContext, config: Config, now: Date): Promise<Plan> {
-  const record = (outcome: Outcome, notifications: NotificationRow[] = []): Recorded => ({
+  const record = (outcome: Outcome, notifications: NotificationRow[] = []): RecordPlan => ({
     type: 'record',
     outcome,
     kind: intent.kind,
