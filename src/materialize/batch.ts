@@ -17,7 +17,7 @@ export type Received = { message: Message<unknown>; inbound?: InboundEvent }
 export type EventItem = { message: Message<unknown>; inbound: InboundEvent; work: Work }
 
 /**
- * The state of one `notify-events` batch: its clock, claim, counted D1
+ * The state of one `notify-events` batch: its clock, id, counted D1
  * binding, counters, and each message's settlement. Settlements are decided
  * here and nowhere else: `deadLetter`, `fail`, `ack`. The stages pass what
  * they produced from one to the next; a message leaves that flow where it is
@@ -27,8 +27,11 @@ export class BatchRun {
   readonly config: Config
   readonly now: Date
   readonly nowIso: string
-  /** Marks this batch's processed-event rows: counters of an event count only for the batch that won it. */
-  readonly claim = crypto.randomUUID()
+  /**
+   * This run's id, written on the processed-event rows it inserts (their
+   * `claim` column): an event's counters count only for the run that won its row.
+   */
+  readonly id = crypto.randomUUID()
   readonly db: D1Database
   readonly roundTrips: () => number
   readonly counters = new CounterBatch()

@@ -45,7 +45,7 @@ type Slot = EventWrite<(PlannedRecord & WriteMarks) | Ignored> | PlannedDuplicat
 export async function writeStage(run: BatchRun, planned: readonly Planned[]): Promise<Written[]> {
   const slots: Slot[] = planned.map((item) => {
     if (item.type === 'ignored')
-      return { item, statements: [insertProcessedEvent(run.db, item.row, run.nowIso, run.claim)] }
+      return { item, statements: [insertProcessedEvent(run.db, item.row, run.nowIso, run.id)] }
     if (item.type === 'record') return recordWrite(run, item)
     // A duplicate found in D1 is counted now, with the batch (it may still redispatch).
     run.count(item.inbound.source, 'skipped-duplicate')
@@ -85,7 +85,7 @@ export async function writeStage(run: BatchRun, planned: readonly Planned[]): Pr
 function recordWrite(run: BatchRun, item: PlannedRecord): EventWrite<PlannedRecord & WriteMarks> {
   const { work, plan } = item
   const labels = canonicalLabels({ outcome: plan.outcome, source: work.source })
-  const statements = [insertProcessedEvent(run.db, processedRow(item), run.nowIso, run.claim)]
+  const statements = [insertProcessedEvent(run.db, processedRow(item), run.nowIso, run.id)]
   const opens: WriteMarks['opens'] = []
   const counted: WriteMarks['counted'] = []
   // notify_notifications_total follows these rows by trigger (migration 0004).
@@ -110,7 +110,7 @@ function recordWrite(run: BatchRun, item: PlannedRecord): EventWrite<PlannedReco
     // Counted only by the batch that won the event's processed mark.
     incrementCounter(run.db, COUNTERS.events, labels, 1, {
       idempotencyKey: work.event.idempotencyKey,
-      claim: run.claim,
+      claim: run.id,
     }),
   )
   return { item: { ...item, opens, counted }, statements }
