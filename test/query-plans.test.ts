@@ -1,7 +1,7 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import { cappedStatusCounts } from '../src/console/counts.ts'
-import { discardOpen } from '../src/dead-letters/query.ts'
+import { discardOpen } from '../src/dead-letters/resolve.ts'
 import { loadContext } from '../src/materialize/context.ts'
 import { noCost } from '../src/metrics/cost.ts'
 import { meteredD1 } from '../src/metrics/metered-d1.ts'

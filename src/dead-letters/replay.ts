@@ -4,7 +4,7 @@ import { resetForReplay } from '../notifications/replay.ts'
 import { WORKER_LIMITS } from '../platform-limits.ts'
 import { QUEUES } from '../queue/names.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
-import { markReplayed } from './query.ts'
+import { markReplayed } from './resolve.ts'
 import { reducedBodyOf } from './store.ts'
 
 /**

@@ -1,6 +1,6 @@
 import { PipelineError } from '../errors.ts'
 import { DIGEST_TEMPLATE_SUFFIX, digestKindNames } from '../events/registry.ts'
-import { renderNotification } from '../materialize/plan.ts'
+import { renderNotification } from '../materialize/render-notification.ts'
 import {
   type ClosingDigest,
   closeDigest,

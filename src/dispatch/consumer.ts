@@ -20,7 +20,7 @@ const SEND_CONCURRENCY = 6
 
 /**
  * Consumer of `notify-dispatch`: claim every notification of the batch
- * (`pending → sending` under the batch's claim token and lease; one winner;
+ * (`pending → sending` under the batch's lease, its token and expiry; one winner;
  * verification decisions that arrived from both sources settled on the way),
  * send the claimed ones a few at a time through the configured transport —
  * through resend, each at the slot the account's pace gives it, shared with
@@ -28,7 +28,7 @@ const SEND_CONCURRENCY = 6
  * send finishes (grouped with those that finished while the previous write was
  * in flight), then put back what is not due yet.
  * The lease is renewed while sends run, and every mark applies only under the
- * token that claimed, so a send slower than the lease is never sent a second
+ * lease token that claimed, so a send slower than the lease is never sent a second
  * time by a delivery that took over, and never has its outcome overwritten.
  * Transient send failures are tried again at the time the row keeps
  * (DISPATCH_RETRY_DELAYS_SECONDS, never sooner than the provider asked), then

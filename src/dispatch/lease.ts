@@ -2,15 +2,16 @@ import type { Logger } from '../log.ts'
 import { renewLease } from '../notifications/lease.ts'
 
 /**
- * The dispatch claim of one batch: a fresh token that every claim, renewal and
- * mark of the batch carries, and a lease renewed every third of its length
+ * The lease of one dispatch batch: a fresh token that every claim, renewal and
+ * mark of the batch carries (the notification's `claim_token` column), and
+ * an expiry renewed every third of its length
  * while sends are running, so that a send slower than the lease is never
  * taken over by the cron's re-enqueue or a redelivery. When renewals fail (D1
  * down), `canStartSend` turns false before the lease can run out, and no new
  * send starts under a lease that might already belong to someone else.
  */
 export class DispatchLease {
-  /** The claim token. */
+  /** The lease token, kept in `claim_token` of each notification the batch holds. */
   readonly token = crypto.randomUUID()
   readonly #db: D1Database
   readonly #ms: number

@@ -5,8 +5,8 @@ import { DispatchLease } from './lease.ts'
 import type { TransportPause } from './pause.ts'
 
 /**
- * The state of one `notify-dispatch` batch: its clock, its claim (token and
- * lease), and each message's settlement, decided here and nowhere else.
+ * The state of one `notify-dispatch` batch: its clock, its lease (token and
+ * expiry), and each message's settlement, decided here and nowhere else.
  */
 export class DispatchRun {
   readonly config: Config

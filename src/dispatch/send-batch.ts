@@ -27,7 +27,7 @@ export type MemberResult = {
 
 /**
  * Sends a batch in one request under its id and records each member's result
- * under the batch's claim token. Accepted: every member `sent` with its own
+ * under the batch's lease token. Accepted: every member `sent` with its own
  * provider id. Refused as a whole with nothing sent (the provider said so —
  * a 4xx): the members leave the batch, and each is paused, tried again later
  * (a rate limit), or — the batch was invalid — tried again alone. Any other

@@ -50,7 +50,7 @@ export type SendResult = { settlement: Settlement; next?: Outgoing }
 
 /**
  * Sends one notification this batch claimed and records the result at once,
- * under the batch's claim token: `sent` (with the exact MIME), `pending` again
+ * under the batch's lease token: `sent` (with the exact MIME), `pending` again
  * at its retry time, `paused` with its transport, `failed` (a dead letter) or
  * `suppressed`. Through a paced transport the send first waits for its slot,
  * or, when that is too far off, goes back `pending` at the slot's time without
@@ -114,7 +114,7 @@ export function fieldsOf(row: ClaimedRow) {
 }
 
 /**
- * `sent` with the exact MIME, under the claim token; a claim taken over
+ * `sent` with the exact MIME, under the lease token; a claim taken over
  * meanwhile records nothing. When the transport was paused (this was its
  * probe, or a send the pause did not stop in time), the pause ends and every
  * notification it held is released.

@@ -1,56 +1,45 @@
 import { type Config, configOf } from '../config.ts'
 import type { DecodedEvent, InboundEvent } from '../contracts/index.ts'
-import type { WriteResult } from '../d1-batch.ts'
 import type { PipelineCode } from '../errors.ts'
 import type { Intent } from '../events/define.ts'
 import type { Logger } from '../log.ts'
 import { COUNTERS, CounterBatch } from '../metrics/counters.ts'
 import { countRoundTrips } from '../metrics/round-trips.ts'
 import { type Settlement, settle, settleFailure } from '../queue/policy.ts'
-import type { Plan } from './plan.ts'
-import type { ProcessedEvent } from './processed.ts'
 
-/** A valid event of the batch with what it asks for. */
-export type Work = { event: DecodedEvent; source: string; attempts: number; intent: Intent }
+/** A valid event with what it asks for: what planning reads. */
+export type Work = { event: DecodedEvent; source: string; intent: Intent }
 
-/**
- * One message of the batch as it goes through the stages. Each stage reads
- * what the ones before it left and adds its part; a message leaves the
- * pipeline when it gets its settlement, which is set once, by `BatchRun`.
- */
-export type Entry = {
-  message: Message<unknown>
-  inbound?: InboundEvent
-  /** A valid event to plan. */
-  work?: Work
-  /** A handled event type that asks for nothing, recorded as processed so that it stays deduplicated. */
-  ignored?: ProcessedEvent
-  plan?: Plan
-  /** The digests its write may open: the open statement's place among the event's statements, the digest's id and close. */
-  opens?: { statement: number; id: string; closesAt: string }[]
-  /** Its throttled notifications: the statement that counts one sent, the notification's id and due time. */
-  counted?: { statement: number; id: string; scheduledAt: string }[]
-  written?: WriteResult
-  settlement?: Settlement
-}
+/** A message of the batch, with its inbound event once it parsed as one: what `BatchRun` settles. */
+export type Received = { message: Message<unknown>; inbound?: InboundEvent }
+
+/** A message whose body is a valid event: where it came from and what it asks for. */
+export type EventItem = { message: Message<unknown>; inbound: InboundEvent; work: Work }
 
 /**
- * The state of one `notify-events` batch: its clock, claim, counted D1
- * binding, counters, and its messages. Settlements are decided here and
- * nowhere else: `deadLetter`, `fail`, `ack`.
+ * The state of one `notify-events` batch: its clock, id, counted D1
+ * binding, counters, and each message's settlement. Settlements are decided
+ * here and nowhere else: `deadLetter`, `fail`, `ack`. The stages pass what
+ * they produced from one to the next; a message leaves that flow where it is
+ * settled, and the ones that reach the end are acked there.
  */
 export class BatchRun {
   readonly config: Config
   readonly now: Date
   readonly nowIso: string
-  /** Marks this batch's processed-event rows: counters of an event count only for the batch that won it. */
-  readonly claim = crypto.randomUUID()
+  /**
+   * This run's id, written on the processed-event rows it inserts (their
+   * `claim` column): an event's counters count only for the run that won its row.
+   */
+  readonly id = crypto.randomUUID()
   readonly db: D1Database
   readonly roundTrips: () => number
   readonly counters = new CounterBatch()
   readonly log: Logger
   readonly env: Env
-  readonly entries: Entry[]
+  /** How many messages the batch holds. */
+  readonly size: number
+  readonly #settlements = new Map<Message<unknown>, Settlement>()
 
   constructor(batch: MessageBatch<unknown>, env: Env, log: Logger) {
     this.config = configOf(env)
@@ -61,12 +50,7 @@ export class BatchRun {
     this.roundTrips = counted.roundTrips
     this.log = log
     this.env = env
-    this.entries = batch.messages.map((message) => ({ message }))
-  }
-
-  /** Entries not settled yet. */
-  open(): Entry[] {
-    return this.entries.filter((entry) => !entry.settlement)
+    this.size = batch.messages.length
   }
 
   /** Counts an outcome of `notify_events_total` (written with the batch, or after it). */
@@ -75,33 +59,34 @@ export class BatchRun {
   }
 
   /** Ends a message that cannot succeed (its codes are `dead-letter` codes): a dead letter, as the error table decides. */
-  deadLetter(entry: Entry, code: PipelineCode, error: string, fields: Record<string, unknown>): void {
-    entry.settlement = settle({ code, error }, entry.message.attempts, this.config.RETRY_DELAYS_SECONDS)
-    if (entry.settlement.action === 'dead-letter') this.count(entry.inbound?.source ?? 'unknown', 'dead-lettered')
+  deadLetter(item: Received, code: PipelineCode, error: string, fields: Record<string, unknown>): void {
+    const settled = settle({ code, error }, item.message.attempts, this.config.RETRY_DELAYS_SECONDS)
+    this.#settlements.set(item.message, settled)
+    if (settled.action === 'dead-letter') this.count(item.inbound?.source ?? 'unknown', 'dead-lettered')
     this.log.warn('event.invalid', { ...fields, code, error })
   }
 
   /** Ends a message by the retry policy: retried while attempts remain, then a dead letter. */
-  fail(entry: Entry, error: unknown, fields: Record<string, unknown>, kind?: string): void {
-    const settled = settleFailure(error, entry.message.attempts, this.config.RETRY_DELAYS_SECONDS)
-    entry.settlement = settled.action === 'dead-letter' && kind ? { ...settled, kind } : settled
-    if (settled.action === 'dead-letter') this.count(String(fields.source ?? entry.inbound?.source), 'dead-lettered')
+  fail(item: Received, error: unknown, fields: Record<string, unknown>, kind?: string): void {
+    const settled = settleFailure(error, item.message.attempts, this.config.RETRY_DELAYS_SECONDS)
+    this.#settlements.set(item.message, settled.action === 'dead-letter' && kind ? { ...settled, kind } : settled)
+    if (settled.action === 'dead-letter') this.count(String(fields.source ?? item.inbound?.source), 'dead-lettered')
     this.log.warn(`event.${settled.action}`, {
       ...fields,
-      attempts: entry.message.attempts,
+      attempts: item.message.attempts,
       code: settled.code,
       error: settled.error,
     })
   }
 
   /** Ends a message that is done with (processed, ignored, or a duplicate). */
-  ack(entry: Entry): void {
-    entry.settlement = { action: 'ack' }
+  ack(item: Received): void {
+    this.#settlements.set(item.message, { action: 'ack' })
   }
 
   /** Every message's settlement. */
-  settlements(): Map<Message<unknown>, Settlement> {
-    return new Map(this.entries.flatMap((entry) => (entry.settlement ? [[entry.message, entry.settlement]] : [])))
+  settlements(): ReadonlyMap<Message<unknown>, Settlement> {
+    return this.#settlements
   }
 }
 

@@ -1,34 +1,10 @@
-import type { ContactUpdate, DeliveryMode } from '../events/define.ts'
+import type { DeliveryMode } from '../events/define.ts'
 import type { DecisionRef } from '../notifications/decision.ts'
 import { optOutKey } from '../preferences/store.ts'
 import { STATUS_AS_FILTER } from '../sql.ts'
 import type { TemplateSource } from '../templates/render.ts'
 import { activeTemplatesOf, templatesOf } from '../templates/store.ts'
-
-/** A contact from the replica. */
-export type Contact = ContactUpdate
-
-/** A `contacts` row as D1 returns it. */
-export type ContactRow = {
-  user_id: string
-  email: string
-  locale: string | null
-  time_zone: string | null
-  display_name: string | null
-  version: number
-}
-
-/** A `contacts` row as the planner and the API use it. */
-export function contactFromRow(row: ContactRow): Contact {
-  return {
-    userId: row.user_id,
-    email: row.email,
-    locale: row.locale,
-    timeZone: row.time_zone,
-    displayName: row.display_name,
-    version: row.version,
-  }
-}
+import { type Contact, type ContactRow, contactFromRow } from './contacts.ts'
 
 /** Everything the planner needs from D1 for one batch, read in one round trip. */
 export type BatchContext = {

@@ -13,16 +13,16 @@ export type ProcessedEvent = {
 }
 
 /**
- * Records an event as processed by the batch holding `claim`, unless its
- * idempotency key already is (then `meta.changes` is 0 and the claim stays the
- * first writer's). Parameters: key, event id, contract, event type, source,
- * origin, source message id, outcome, received at, processed at, claim, kind, trace id.
+ * Records an event as processed by the run `runId`, kept in the row's `claim`
+ * column, unless its idempotency key already is (then `meta.changes` is 0 and
+ * the row keeps the first writer's run id). Parameters: key, event id, contract, event type, source,
+ * origin, source message id, outcome, received at, processed at, run id, kind, trace id.
  */
 export function insertProcessedEvent(
   db: D1Database,
   row: ProcessedEvent,
   now: string,
-  claim: string,
+  runId: string,
 ): D1PreparedStatement {
   const { inbound } = row
   return db
@@ -44,7 +44,7 @@ export function insertProcessedEvent(
       row.outcome,
       inbound.receivedAt,
       now,
-      claim,
+      runId,
       row.kind,
       row.traceId,
     )

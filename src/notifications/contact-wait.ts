@@ -5,7 +5,7 @@ import { STATUS_AS_FILTER } from '../sql.ts'
  * the contact replica may lag behind the events that name a recipient, so a
  * notification without an address waits instead of ending. `scheduled_at` is
  * the end of the wait (CONTACT_WAIT_HOURS); `model` keeps what its template
- * needs. The contact's arrival releases it (src/materialize/release.ts).
+ * needs. The contact's arrival releases it (src/materialize/release-waiting.ts).
  */
 
 /** What a release needs of a waiting notification. */

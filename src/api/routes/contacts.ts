@@ -1,8 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi'
 import { Id, Locale, TimeZone } from '../../contracts/fields.ts'
 import { ApiError } from '../../errors.ts'
-import { type ContactRow, contactFromRow } from '../../materialize/context.ts'
-import { correctContact, upsertContact } from '../../materialize/write.ts'
+import { type ContactRow, contactFromRow, correctContact, upsertContact } from '../../materialize/contacts.ts'
 import { runAudited } from '../audited.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
 

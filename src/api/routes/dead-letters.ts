@@ -4,13 +4,12 @@ import {
   bodiesOf,
   type DeadLetterSummaryRow,
   decodeCursor,
-  discardOpen,
   encodeCursor,
   getDeadLetter,
   listDeadLetters,
-  markDiscarded,
-} from '../../dead-letters/query.ts'
+} from '../../dead-letters/reads.ts'
 import { REPLAY_PAGE_BYTES, replayDeadLetters, replayPage } from '../../dead-letters/replay.ts'
+import { discardOpen, markDiscarded } from '../../dead-letters/resolve.ts'
 import { ApiError } from '../../errors.ts'
 import { loggerFor } from '../../log.ts'
 import { runAudited } from '../audited.ts'

@@ -1,5 +1,5 @@
 import { createRoute, z } from '@hono/zod-openapi'
-import { type DeadLetterSummaryRow, deadLettersOfEvent } from '../../dead-letters/query.ts'
+import { type DeadLetterSummaryRow, deadLettersOfEvent } from '../../dead-letters/reads.ts'
 import { ApiError } from '../../errors.ts'
 import { type DigestReferenceRow, digestsTelling } from '../../notifications/digest-reads.ts'
 import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'

@@ -4,7 +4,7 @@
  * always behind a preview (the count and a sample) and a confirmation.
  */
 import { Hono } from 'hono'
-import { countDeadLetters, type DeadLetterFilter } from '../../dead-letters/query.ts'
+import { countDeadLetters, type DeadLetterFilter } from '../../dead-letters/reads.ts'
 import type { Answer } from '../api.ts'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
 import { Csrf, ErrorNote, Layout, queryOf, SelectFilter, Table, TextFilter } from '../layout.tsx'

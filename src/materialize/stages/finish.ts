@@ -1,41 +1,46 @@
-import { type BatchRun, describe, identityOf, type Work } from '../batch.ts'
+import { type BatchRun, describe, identityOf } from '../batch.ts'
 import { writeKvMarks } from '../kv.ts'
+import type { Enqueued } from './enqueue.ts'
 
 /**
- * Stage 7: every message still open is done — a duplicate found in D1, an
- * event recorded (or found recorded by a concurrent batch), an ignored event
- * recorded. Their keys are marked in KV (they are committed and dispatched),
- * counters raised since the write are written, and one line sums the batch up.
+ * Stage 7: every message that came this far is done — a duplicate found in
+ * D1, an event recorded (or found recorded by a concurrent batch), an ignored
+ * event recorded — and is acked. Their keys are marked in KV (they are
+ * committed and dispatched), counters raised since the write are written, and
+ * one line sums the batch up.
  */
-export async function finishStage(run: BatchRun): Promise<void> {
+export async function finishStage(run: BatchRun, enqueued: readonly Enqueued[]): Promise<void> {
   const done: string[] = []
-  for (const entry of run.open()) {
-    const { plan, work, inbound } = entry
-    if (plan?.type === 'duplicate') {
+  for (const item of enqueued) {
+    if (item.type === 'duplicate') {
+      const { plan, work, inbound } = item
       // Already counted with the write.
-      run.ack(entry)
+      run.ack(item)
       run.log.info('event.skipped-duplicate', {
-        ...describe(inbound as NonNullable<typeof inbound>),
-        ...identityOf((work as Work).event),
+        ...describe(inbound),
+        ...identityOf(work.event),
         by: 'd1',
       })
       if (plan.redispatch.length > 0) {
-        run.log.info('event.redispatched', { ...identityOf((work as Work).event), count: plan.redispatch.length })
+        run.log.info('event.redispatched', { ...identityOf(work.event), count: plan.redispatch.length })
       }
-    } else if (plan?.type === 'record') {
-      const won = entry.written?.committed === true && entry.written.won
-      run.ack(entry)
+      done.push(work.event.idempotencyKey)
+    } else if (item.type === 'record') {
+      const { plan, work, inbound } = item
+      const won = item.written.won
+      run.ack(item)
       run.log.info(`event.${won ? plan.outcome : 'skipped-duplicate'}`, {
-        ...describe(inbound as NonNullable<typeof inbound>),
-        ...identityOf((work as Work).event),
+        ...describe(inbound),
+        ...identityOf(work.event),
         kind: plan.kind,
         notifications: plan.notifications.length,
         note: plan.note,
       })
-    } else if (entry.ignored) {
-      run.ack(entry)
-    } else continue
-    done.push(work?.event.idempotencyKey ?? (entry.ignored?.idempotencyKey as string))
+      done.push(work.event.idempotencyKey)
+    } else {
+      run.ack(item)
+      done.push(item.row.idempotencyKey)
+    }
   }
   await writeKvMarks(run.env.IDEMPOTENCY, done, run.config.IDEMPOTENCY_TTL_DAYS, run.log)
   // Counters raised after the write (events that failed in it or in dispatch) are written too.
@@ -48,5 +53,5 @@ export async function finishStage(run: BatchRun): Promise<void> {
     }
   }
   // One line per batch: what `npm run bench` reads to show round trips stay flat as batches grow.
-  run.log.info('materialize.batch', { messages: run.entries.length, d1RoundTrips: run.roundTrips() })
+  run.log.info('materialize.batch', { messages: run.size, d1RoundTrips: run.roundTrips() })
 }

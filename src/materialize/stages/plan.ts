@@ -1,38 +1,65 @@
 import { PipelineError } from '../../errors.ts'
-import { type BatchRun, describe, type Entry, identityOf, type Work } from '../batch.ts'
+import { type BatchRun, describe, type EventItem, identityOf, type Work } from '../batch.ts'
 import { type BatchContext, type ContextQuery, loadContext } from '../context.ts'
-import { planEvent } from '../plan.ts'
+import { type DuplicatePlan, planEvent, type RecordPlan } from '../plan-event.ts'
+import type { Ignored, Valid } from './decode.ts'
+import type { Known } from './known.ts'
+
+/** A valid event planned to be recorded: its processed mark, notifications and contact. */
+export type PlannedRecord = EventItem & { type: 'record'; plan: RecordPlan }
+
+/** A valid event D1 has processed already: it ends once its pending notifications are enqueued again. */
+export type PlannedDuplicate = EventItem & { type: 'duplicate'; plan: DuplicatePlan }
+
+/** What planning lets through, in batch order; the ignored events go on as they are, to be recorded. */
+export type Planned = PlannedRecord | PlannedDuplicate | Ignored
 
 /**
  * Stage 3: read what planning needs (one D1 round trip for the whole batch),
  * then plan each event on its own: a planning error fails that event only.
  */
-export async function planStage(run: BatchRun): Promise<void> {
-  const fresh = run.open().filter((entry) => entry.work)
-  if (fresh.length === 0) return
-  let context: BatchContext
+export async function planStage(run: BatchRun, known: readonly Known[]): Promise<Planned[]> {
+  const valid = known.filter((item) => item.type === 'valid')
+  const context = valid.length > 0 ? await contextOf(run, valid) : undefined
+  const planned: Planned[] = []
+  for (const item of known) {
+    if (item.type === 'ignored') planned.push(item)
+    // Without a context every valid event has failed already.
+    else if (context) {
+      const made = await planOne(run, item, context)
+      if (made) planned.push(made)
+    }
+  }
+  return planned
+}
+
+/** The batch's context, or undefined when D1 could not be read: then every valid event fails (retried). */
+async function contextOf(run: BatchRun, valid: readonly Valid[]): Promise<BatchContext | undefined> {
   try {
-    context = await loadContext(run.db, contextQuery(fresh.map((entry) => entry.work as Work)))
+    return await loadContext(run.db, contextQuery(valid.map((item) => item.work)))
   } catch (cause) {
     const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 read: ${(cause as Error).message}`, { cause })
-    for (const entry of fresh) run.fail(entry, error, fieldsOf(entry))
-    return
-  }
-  for (const entry of fresh) {
-    const work = entry.work as Work
-    try {
-      const plan = await planEvent(work, context, run.config, run.now)
-      if (plan.type === 'fail') {
-        run.fail(entry, plan.error, fieldsOf(entry), work.intent.type === 'notify' ? work.intent.kind : undefined)
-      } else entry.plan = plan
-    } catch (error) {
-      run.fail(entry, error, fieldsOf(entry))
-    }
+    for (const item of valid) run.fail(item, error, fieldsOf(item))
+    return undefined
   }
 }
 
-function fieldsOf(entry: Entry) {
-  return entry.inbound && entry.work ? { ...describe(entry.inbound), ...identityOf(entry.work.event) } : {}
+/** One event's plan; an event whose planning failed is settled here and goes no further. */
+async function planOne(run: BatchRun, item: Valid, context: BatchContext): Promise<Planned | undefined> {
+  const { work } = item
+  try {
+    const plan = await planEvent(work, context, run.config, run.now)
+    if (plan.type === 'duplicate') return { ...item, type: 'duplicate', plan }
+    if (plan.type === 'record') return { ...item, type: 'record', plan }
+    run.fail(item, plan.error, fieldsOf(item), work.intent.type === 'notify' ? work.intent.kind : undefined)
+  } catch (error) {
+    run.fail(item, error, fieldsOf(item))
+  }
+  return undefined
+}
+
+function fieldsOf(item: EventItem) {
+  return { ...describe(item.inbound), ...identityOf(item.work.event) }
 }
 
 function contextQuery(works: readonly Work[]): ContextQuery {

@@ -1,5 +1,6 @@
 import type { BatchRun } from '../batch.ts'
-import { releaseWaiting } from '../release.ts'
+import { releaseWaiting } from '../release-waiting.ts'
+import type { Written } from './write.ts'
 
 /**
  * Stage 6: the contacts this batch wrote release the notifications that were
@@ -7,9 +8,9 @@ import { releaseWaiting } from '../release.ts'
  * event — the contacts are written — and the cron's sweep releases them
  * within a minute instead.
  */
-export async function releaseStage(run: BatchRun): Promise<void> {
-  const userIds = run.entries.flatMap((entry) =>
-    entry.plan?.type === 'record' && entry.plan.contact && entry.written?.committed ? [entry.plan.contact.userId] : [],
+export async function releaseStage(run: BatchRun, written: readonly Written[]): Promise<void> {
+  const userIds = written.flatMap((item) =>
+    item.type === 'record' && item.plan.contact ? [item.plan.contact.userId] : [],
   )
   if (userIds.length === 0) return
   try {

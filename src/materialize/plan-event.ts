@@ -1,20 +1,17 @@
 import type { Config } from '../config.ts'
 import { pseudonymOf } from '../erasure/pseudonym.ts'
-import { PipelineError } from '../errors.ts'
-import type { DigestSchedule, Intent, RecipientRef, Urgency } from '../events/define.ts'
+import type { PipelineError } from '../errors.ts'
+import type { DigestSchedule, Intent, RecipientRef } from '../events/define.ts'
 import { deliveryModeOf, deliveryOf, kindOf } from '../events/registry.ts'
 import { sameDecision } from '../notifications/decision.ts'
 import { type NotificationRow, newNotificationId, notificationId } from '../notifications/row.ts'
 import type { Throttle } from '../notifications/throttle.ts'
 import { optOutKey } from '../preferences/store.ts'
-import { signUnsubscribe, type UnsubscribeScope, unsubscribeUrl } from '../preferences/token.ts'
-import type { TemplateSource } from '../templates/render.ts'
-import { render } from '../templates/render.ts'
-import { localeChain, resolveTemplate } from '../templates/resolve.ts'
 import type { Work } from './batch.ts'
-import type { BatchContext, Contact } from './context.ts'
+import type { Contact } from './contacts.ts'
+import type { BatchContext } from './context.ts'
 import { digestCloseAt } from './digest-schedule.ts'
-import { quietHoursEnd } from './quiet-hours.ts'
+import { type RenderedParts, renderNotification, unsubscribeLink } from './render-notification.ts'
 
 /** How an event ends, as logged and counted. */
 export type Outcome =
@@ -29,22 +26,23 @@ export type Outcome =
   | 'contact-upserted'
   | 'skipped-duplicate'
 
+/** An event D1 has processed already: its notifications still `pending`, to enqueue again. */
+export type DuplicatePlan = { type: 'duplicate'; redispatch: { id: string; scheduledAt: string }[] }
+
+/** An event to record: its outcome, its notifications and the contact it upserts. */
+export type RecordPlan = {
+  type: 'record'
+  outcome: Outcome
+  kind?: string
+  notifications: NotificationRow[]
+  contact?: Contact
+  note?: string
+}
+
 /** What materialize does with one valid event. */
-export type Plan =
-  | { type: 'duplicate'; redispatch: { id: string; scheduledAt: string }[] }
-  | { type: 'fail'; error: PipelineError }
-  | {
-      type: 'record'
-      outcome: Outcome
-      kind?: string
-      notifications: NotificationRow[]
-      contact?: Contact
-      note?: string
-    }
+export type Plan = DuplicatePlan | { type: 'fail'; error: PipelineError } | RecordPlan
 
 type Notify = Extract<Intent, { type: 'notify' }>
-type Recorded = Extract<Plan, { type: 'record' }>
-type RenderedParts = Pick<NotificationRow, 'locale' | 'subject' | 'textBody' | 'htmlBody' | 'templateVersion'>
 type Recipient = RecipientRef
 
 /**
@@ -69,7 +67,7 @@ export async function planEvent(work: Work, context: BatchContext, config: Confi
 }
 
 async function planNotify(work: Work, intent: Notify, context: BatchContext, config: Config, now: Date): Promise<Plan> {
-  const record = (outcome: Outcome, notifications: NotificationRow[] = []): Recorded => ({
+  const record = (outcome: Outcome, notifications: NotificationRow[] = []): RecordPlan => ({
     type: 'record',
     outcome,
     kind: intent.kind,
@@ -228,44 +226,6 @@ async function digested(
   }
 }
 
-/**
- * What a notification is, to render: its kind, urgency and template model,
- * and the key its templates are kept under when it is not the kind's own
- * (`ResponseCreated.digest` for a digest).
- */
-export type RenderSubject = { kind: string; urgency: Urgency; model: Record<string, unknown>; template?: string }
-
-/** Who it is for: the recipient's id, name, locale and time zone from the contact. */
-export type RenderRecipient = { userId: string; name: string | null; locale: string; timeZone: string }
-
-/** A notification's rendered content, its unsubscribe link and when to send it. */
-export type Rendered = RenderedParts & { unsubscribeUrl: string | null; scheduledAt: string }
-
-/**
- * Renders one notification for a recipient: the template of (kind, channel)
- * in the recipient's locale chain, the unsubscribe link of an optional kind,
- * and the send time (fallback grace, quiet hours in the recipient's zone).
- * Planning uses it, and so does the release of a notification whose contact
- * arrived late (./release.ts).
- */
-export async function renderNotification(
-  subject: RenderSubject,
-  recipient: RenderRecipient,
-  where: { channel: string; isFallback: boolean },
-  templates: readonly TemplateSource[],
-  config: Config,
-  now: Date,
-): Promise<Rendered | { error: PipelineError }> {
-  const optional = kindOf(subject.kind)?.category === 'optional'
-  const unsubscribeUrl = optional
-    ? await unsubscribeLink(config, { userId: recipient.userId, kind: subject.kind, channel: where.channel })
-    : null
-  const rendered = renderFor(subject, where.channel, recipient, unsubscribeUrl, templates, config)
-  if ('error' in rendered) return rendered
-  const scheduledAt = scheduleFor(subject.urgency, where.isFallback, recipient.timeZone, config, now)
-  return { ...rendered, unsubscribeUrl, scheduledAt: scheduledAt.toISOString() }
-}
-
 type BaseRow = Omit<
   NotificationRow,
   'status' | 'statusReason' | 'errorCode' | 'scheduledAt' | 'unsubscribeUrl' | 'model' | keyof RenderedParts
@@ -326,61 +286,7 @@ function unsent(
   }
 }
 
-/** `{PUBLIC_URL}/u/{token}` for (user, kind, channel). */
-async function unsubscribeLink(config: Config, scope: UnsubscribeScope): Promise<string> {
-  return unsubscribeUrl(config.PUBLIC_URL, await signUnsubscribe(scope, config.UNSUBSCRIBE_SIGNING_KEY))
-}
-
 const unrendered = { subject: null, textBody: null, htmlBody: null, templateVersion: null }
-
-/** The template of (kind, channel) in the recipient's locale chain, rendered; a missing or failing one is the event's error. */
-function renderFor(
-  intent: RenderSubject,
-  channel: string,
-  recipient: RenderRecipient,
-  unsubscribeUrl: string | null,
-  templates: readonly TemplateSource[],
-  config: Config,
-): RenderedParts | { error: PipelineError } {
-  const chain = localeChain(recipient.locale, config.DEFAULT_LOCALE)
-  const key = intent.template ?? intent.kind
-  const template = resolveTemplate(templates, key, channel, chain)
-  if (!template) {
-    const message = `no active template for (${key}, ${chain.join(' → ')}, ${channel})`
-    return { error: new PipelineError('NTF_TEMPLATE_NOT_RESOLVED', message) }
-  }
-  try {
-    const model = { ...intent.model, recipientName: recipient.name, unsubscribeUrl }
-    const rendered = render(template, model, template.locale, config.templateLimits)
-    return {
-      locale: template.locale,
-      subject: rendered.subject,
-      textBody: rendered.text,
-      htmlBody: rendered.html,
-      templateVersion: template.version,
-    }
-  } catch (cause) {
-    const which = `(${template.kind}, ${template.locale}, ${template.channel}) v${template.version}`
-    const message = `template ${which} failed to render: ${(cause as Error).message}`
-    return { error: new PipelineError('NTF_TEMPLATE_INVALID', message, { cause }) }
-  }
-}
-
-/**
- * When to send: now; a fallback decision after its grace period; an urgency
- * held by quiet hours when they end in the recipient's zone.
- */
-export function scheduleFor(
-  urgency: Urgency,
-  isFallback: boolean,
-  timeZone: string,
-  config: Pick<Config, 'FALLBACK_GRACE_SECONDS' | 'QUIET_HOURS_URGENCIES' | 'QUIET_HOURS_START' | 'QUIET_HOURS_END'>,
-  now: Date,
-): Date {
-  const earliest = isFallback ? new Date(now.getTime() + config.FALLBACK_GRACE_SECONDS * 1000) : now
-  if (!config.QUIET_HOURS_URGENCIES.includes(urgency)) return earliest
-  return quietHoursEnd(earliest, timeZone, config.QUIET_HOURS_START, config.QUIET_HOURS_END) ?? earliest
-}
 
 function dedupe(recipients: readonly Recipient[]): Recipient[] {
   const seen = new Map<string, Recipient>()

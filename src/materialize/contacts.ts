@@ -1,4 +1,29 @@
-import type { Contact } from './context.ts'
+import type { ContactUpdate } from '../events/define.ts'
+
+/** A contact from the replica. */
+export type Contact = ContactUpdate
+
+/** A `contacts` row as D1 returns it. */
+export type ContactRow = {
+  user_id: string
+  email: string
+  locale: string | null
+  time_zone: string | null
+  display_name: string | null
+  version: number
+}
+
+/** A `contacts` row as the planner and the API use it. */
+export function contactFromRow(row: ContactRow): Contact {
+  return {
+    userId: row.user_id,
+    email: row.email,
+    locale: row.locale,
+    timeZone: row.time_zone,
+    displayName: row.display_name,
+    version: row.version,
+  }
+}
 
 /**
  * Upserts a contact of the replica from its producer; an older or equal

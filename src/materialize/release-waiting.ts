@@ -12,7 +12,7 @@ import {
 } from '../notifications/contact-wait.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
 import { loadContext } from './context.ts'
-import { renderNotification } from './plan.ts'
+import { renderNotification } from './render-notification.ts'
 
 /** Waiting notifications released per call; the cron takes the rest a minute later. */
 const RELEASE_BATCH = 200
