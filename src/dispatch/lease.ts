@@ -4,10 +4,11 @@ import { renewLease } from '../notifications/lease.ts'
 /**
  * The dispatch claim of one batch: a fresh token that every claim, renewal and
  * mark of the batch carries, and a lease renewed every third of its length
- * while sends are running, so that a send slower than the lease is never
- * taken over by the cron's re-enqueue or a redelivery. When renewals fail (D1
- * down), `canStartSend` turns false before the lease can run out, and no new
- * send starts under a lease that might already belong to someone else.
+ * while sends are running, so that a batch whose sends take longer than the
+ * lease (waiting for their slots, one after another) is never taken over by
+ * the cron's re-enqueue or a redelivery. When renewals fail (D1 down),
+ * `canStartSend` turns false before the lease can run out, and no new send
+ * starts under a lease that might already belong to someone else.
  */
 export class DispatchLease {
   /** The claim token. */
@@ -30,7 +31,13 @@ export class DispatchLease {
     return new Date(this.#validUntil).toISOString()
   }
 
-  /** True while at least a third of the lease is left: a send started now is still covered by it. */
+  /**
+   * True while at least a third of the lease is left: a send started now ends
+   * inside it even if no renewal succeeds meanwhile. Through resend a send
+   * takes at most RESEND_TIMEOUT_SECONDS, which the configuration holds to a
+   * third of DISPATCH_LEASE_SECONDS (src/config.ts). The cloudflare binding
+   * takes no timeout: there only the runtime bounds a send.
+   */
   get canStartSend(): boolean {
     return this.#validUntil - Date.now() > this.#ms / 3
   }
