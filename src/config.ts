@@ -68,6 +68,30 @@ function distinctTokens(
   }
 }
 
+/** Resend's answer is waited for this long by default: well beyond its usual second, a third of the default lease at most. */
+export const RESEND_TIMEOUT_DEFAULT_SECONDS = 15
+
+type LeaseAndTimeout = { DISPATCH_LEASE_SECONDS: number; RESEND_TIMEOUT_SECONDS: number }
+
+/**
+ * A send starts only while a third of its dispatch lease is left, and the
+ * lease is renewed every third of it (src/dispatch/lease.ts): when renewals
+ * fail, a send that started is covered only if it cannot take longer than that
+ * third. Through resend it takes at most RESEND_TIMEOUT_SECONDS; a longer one
+ * could outlive the lease, be taken over by another delivery and be sent by
+ * both at once. Why `config` breaks that, or undefined when it does not.
+ */
+function leaseRefusal(config: LeaseAndTimeout): string | undefined {
+  const least = 3 * config.RESEND_TIMEOUT_SECONDS
+  if (config.DISPATCH_LEASE_SECONDS >= least) return undefined
+  return `must be at least 3 × RESEND_TIMEOUT_SECONDS (${config.RESEND_TIMEOUT_SECONDS} s), so ≥ ${least}: a send may take that long and starts only while a third of the lease is left; raise DISPATCH_LEASE_SECONDS or lower RESEND_TIMEOUT_SECONDS`
+}
+
+function leaseOutlastsASend(config: LeaseAndTimeout, context: z.RefinementCtx): void {
+  const message = leaseRefusal(config)
+  if (message) context.addIssue({ code: 'custom', path: ['DISPATCH_LEASE_SECONDS'], message })
+}
+
 /**
  * Every variable and secret of the Worker. Each field's description and
  * default are what docs/configuration.md shows (generated from this schema,
@@ -209,10 +233,20 @@ export const ConfigSchema = z
       .describe(
         "Resend's rate limit of the team behind RESEND_API_KEY, in requests per second (5 by default, raised on request): sends through resend are paced to it across every consumer invocation; a lower `ratelimit-limit` in Resend's answers lowers the pace by itself (≤ 500)",
       ),
+    // A request Resend does not answer in time may still have been taken: its retry goes under the
+    // same idempotency key, and Resend answers it with the first answer (src/dispatch/transports/resend.ts).
+    RESEND_TIMEOUT_SECONDS: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .default(RESEND_TIMEOUT_DEFAULT_SECONDS)
+      .describe(
+        'how long a request to Resend may take before the send counts as a transient failure; at most a third of DISPATCH_LEASE_SECONDS',
+      ),
     DISPATCH_LEASE_SECONDS: Seconds.min(3)
       .default(120)
       .describe(
-        'how long a dispatch claim is held before another delivery may take it (≥ 3); renewed every third of it while the send runs',
+        'how long a dispatch claim is held before another delivery may take it (≥ 3, and ≥ 3 × RESEND_TIMEOUT_SECONDS); renewed every third of it while the send runs',
       ),
     CONTACT_WAIT_HOURS: z.coerce
       .number()
@@ -319,6 +353,7 @@ export const ConfigSchema = z
     path: ['RESEND_API_KEY'],
     message: 'is required when EMAIL_TRANSPORT is resend',
   })
+  .superRefine(leaseOutlastsASend)
 
 /** The Worker's configuration, parsed from its variables and secrets. */
 export type Config = z.infer<typeof ConfigSchema> & {
@@ -343,19 +378,29 @@ const issuesOf = (error: z.ZodError): ConfigIssue[] =>
 
 /**
  * What the schema refuses of `values`, one entry per issue. `present` checks
- * only the variables that are set, each on its own: a wrangler.toml, which
- * holds no secrets, is judged by what it does hold.
+ * only the variables that are set, each on its own, and the dispatch lease
+ * against the Resend timeout: a wrangler.toml, which holds no secrets, is
+ * judged by what it does hold.
  */
 export function configIssues(values: Record<string, unknown>, scope: 'all' | 'present' = 'all'): ConfigIssue[] {
   if (scope === 'all') {
     const result = ConfigSchema.safeParse(values)
     return result.success ? [] : issuesOf(result.error)
   }
-  return Object.entries(ConfigSchema.shape).flatMap(([name, field]) => {
+  const alone = Object.entries(ConfigSchema.shape).flatMap(([name, field]) => {
     if (values[name] === undefined) return []
     const result = field.safeParse(values[name])
     return result.success ? [] : issuesOf(result.error).map((issue) => ({ ...issue, variable: name }))
   })
+  // The one rule between variables that a file of variables alone can break: the lease and the
+  // timeout (each at its default when not set).
+  const lease = ConfigSchema.shape.DISPATCH_LEASE_SECONDS.safeParse(values.DISPATCH_LEASE_SECONDS)
+  const timeout = ConfigSchema.shape.RESEND_TIMEOUT_SECONDS.safeParse(values.RESEND_TIMEOUT_SECONDS)
+  const message =
+    lease.success && timeout.success
+      ? leaseRefusal({ DISPATCH_LEASE_SECONDS: lease.data, RESEND_TIMEOUT_SECONDS: timeout.data })
+      : undefined
+  return message ? [...alone, { variable: 'DISPATCH_LEASE_SECONDS', message }] : alone
 }
 
 const TokensSchema = z

@@ -9,6 +9,7 @@
 import { createExecutionContext } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it } from 'vitest'
+import { configIssues, configOf } from '../src/config.ts'
 import type { Finding } from '../src/health/findings.ts'
 import { isPlaceholderDomain, isPlaceholderHost } from '../src/health/placeholders.ts'
 import worker from '../src/index.ts'
@@ -104,6 +105,34 @@ describe('GET /v1/health/config', () => {
     })
     const other = await fetchWorker('/v1/reviewers', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }, broken)
     expect(other.status).toBe(500)
+  })
+
+  it('a dispatch lease under three Resend timeouts is refused, naming both variables; three exactly will do', async () => {
+    const short = { DISPATCH_LEASE_SECONDS: '3' }
+    const { body } = await doctor(short)
+    const finding = find(body, 'config-invalid')
+    expect(finding?.severity).toBe('blocker')
+    expect(finding?.message).toContain('DISPATCH_LEASE_SECONDS')
+    expect(finding?.message).toContain('RESEND_TIMEOUT_SECONDS')
+    const other = await fetchWorker('/v1/reviewers', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }, short)
+    expect(other.status).toBe(500)
+    const { error } = (await other.json()) as { error: { code: string; message: string } }
+    expect(error.code).toBe('CONFIG_INVALID')
+    expect(error.message).toMatch(
+      /DISPATCH_LEASE_SECONDS \(must be at least 3 × RESEND_TIMEOUT_SECONDS \(15 s\), so ≥ 45/,
+    )
+
+    expect(() => configOf({ ...env, DISPATCH_LEASE_SECONDS: '44' })).toThrow(/RESEND_TIMEOUT_SECONDS/)
+    expect(configOf({ ...env, DISPATCH_LEASE_SECONDS: '45' }).DISPATCH_LEASE_SECONDS).toBe(45)
+    const quick = configOf({ ...env, DISPATCH_LEASE_SECONDS: '3', RESEND_TIMEOUT_SECONDS: '1' })
+    expect([quick.DISPATCH_LEASE_SECONDS, quick.RESEND_TIMEOUT_SECONDS]).toEqual([3, 1])
+    // The default configuration keeps to it.
+    expect(configOf(env)).toMatchObject({ DISPATCH_LEASE_SECONDS: 120, RESEND_TIMEOUT_SECONDS: 15 })
+    // So does the doctor's check of a wrangler.toml, which holds the variables alone.
+    expect(configIssues({ DISPATCH_LEASE_SECONDS: '30' }, 'present')).toEqual([
+      { variable: 'DISPATCH_LEASE_SECONDS', message: expect.stringContaining('RESEND_TIMEOUT_SECONDS') },
+    ])
+    expect(configIssues({ DISPATCH_LEASE_SECONDS: '30', RESEND_TIMEOUT_SECONDS: '10' }, 'present')).toEqual([])
   })
 
   it('a paused transport: a blocker with its reason, since when, and the fix for its cause', async () => {

@@ -1,16 +1,14 @@
 import { z } from '@hono/zod-openapi'
-import { bodyLimit } from 'hono/body-limit'
 import { HTTPException } from 'hono/http-exception'
 import { secureHeaders } from 'hono/secure-headers'
-import { IngestRequestSchema } from '../contracts/index.ts'
 import { type ApiCode, ApiError, type FieldIssue } from '../errors.ts'
 import { asyncApiDocument } from '../events/asyncapi.ts'
-import { ingest } from '../ingest/route.ts'
+import { ingest, ingestDoc } from '../ingest/route.ts'
 import { loggerFor } from '../log.ts'
-import { maskUnsubscribeTokens } from '../preferences/mask.ts'
-import { type Operator, requireOperator } from './auth.ts'
 import { redactPaths } from './loggable-path.ts'
-import { createRouter, errors, json } from './openapi.ts'
+import { createRouter, json } from './openapi.ts'
+import { operatorSpace } from './operator-space.ts'
+import { SECURITY_OF, SECURITY_SCHEMES } from './roles.ts'
 import { audit } from './routes/audit.ts'
 import { contacts } from './routes/contacts.ts'
 import { deadLetters } from './routes/dead-letters.ts'
@@ -26,9 +24,6 @@ import { templates } from './routes/templates.ts'
 import { unsubscribeLinks } from './routes/unsubscribe.ts'
 import { resendWebhookDoc, webhooks } from './routes/webhooks.ts'
 
-/** Largest body of an operator request (a template is the largest). */
-const OPERATOR_MAX_BYTES = 1024 * 1024
-
 /** The error body of every non-2xx answer. */
 export type ErrorBody = { error: { code: ApiCode; message: string; issues?: FieldIssue[] } }
 
@@ -37,77 +32,50 @@ export const app = createRouter()
 
 app.use(secureHeaders())
 
+// Anyone: liveness and the documents. Declared `public` in the document below.
 app.get('/healthz', (c) => c.json({ status: 'ok' }))
 
 // The events this Worker consumes, from the registry (docs/asyncapi.yaml is the same document).
 app.get('/asyncapi.json', (c) => c.json(asyncApiDocument()))
 
-// Scopes: the ingest token may only ingest; the viewer token may read; the admin token may do
-// everything else (current and previous values of each, for rotation). Provider
-// webhooks carry their own proof (a signature) and check it themselves.
-const admin = requireOperator()
-const ownAuthentication = (path: string) => path === '/v1/ingest' || path.startsWith('/v1/webhooks/')
-app.use('/v1/*', async (c, next) => (ownAuthentication(c.req.path) ? next() : admin(c, next)))
-// Operator requests are small; the ingest route has its own 256 KB limit.
-const operatorBodyLimit = bodyLimit({
-  maxSize: OPERATOR_MAX_BYTES,
-  onError: () => {
-    throw new ApiError('PAYLOAD_TOO_LARGE', `request body exceeds ${OPERATOR_MAX_BYTES} bytes`)
-  },
-})
-app.use('/v1/*', async (c, next) => (ownAuthentication(c.req.path) ? next() : operatorBodyLimit(c, next)))
-app.use('/metrics', admin)
-// Nothing a viewer reads may be a capability to write: an unsubscribe token in any JSON answer to a
-// viewer — a dead letter's body, an error that quotes a header — is masked on its way out,
-// whichever route made it. The notifications route masks its own fields and raw MIME itself (a
-// token in a base64 part is not in the JSON text); this catches everything else.
-app.use('/v1/*', async (c, next) => {
-  await next()
-  const operator = c.get('operator') as Operator | undefined
-  if (operator?.role !== 'viewer' || !(c.res.headers.get('content-type') ?? '').includes('json')) return
-  c.res = new Response(maskUnsubscribeTokens(await c.res.text()), c.res)
-})
-
+// Each route requires its role where it is declared (./roles.ts): the bridge's ingest token; a
+// provider webhook's signature and an unsubscribe link's token, which their routes check themselves;
+// an operator's token on the operator routes — the viewer token for those that only read, the admin
+// token for the rest (current and previous values of each, for rotation).
+// Registered before the operator routes that share /v1: a route answers before the operator space's
+// answer to what no route serves.
 app.route('/v1/ingest', ingest)
-app.route('/v1/dead-letters', deadLetters)
-app.route('/v1/events', events)
-app.route('/v1/notifications', notifications)
-app.route('/v1/templates', templates)
-app.route('/v1/contacts', contacts)
-app.route('/v1/reviewers', reviewers)
-app.route('/v1/suppressions', suppressions)
-app.route('/v1/preferences', preferences)
-app.route('/v1/erasures', erasures)
 app.route('/v1/webhooks', webhooks)
 app.route('/u', unsubscribeLinks)
-app.route('/v1/audit', audit)
-app.route('/v1/health', health)
-app.route('/metrics', metrics)
 
-// The ingest route validates its body itself (size before parse); it is documented here.
-app.openAPIRegistry.registerComponent('securitySchemes', 'adminToken', {
-  type: 'http',
-  scheme: 'bearer',
-  description: 'ADMIN_TOKEN for everything; VIEWER_TOKEN for reads (GET, and POST /v1/templates/preview)',
-})
-app.openAPIRegistry.registerComponent('securitySchemes', 'ingestToken', { type: 'http', scheme: 'bearer' })
-app.openAPIRegistry.registerPath({
-  method: 'post',
-  path: '/v1/ingest',
-  summary: 'Accept events from the bridge onto notify-events',
-  description: '1–100 events, at most 256 KB; 202 only after every event is on the queue.',
-  security: [{ ingestToken: [] }],
-  request: { body: { content: { 'application/json': { schema: IngestRequestSchema } } } },
-  responses: {
-    202: json(z.object({ accepted: z.number().int() }), 'Accepted: every event is on the queue'),
-    ...errors(400, 401, 403, 413, 500, 503),
-  },
-})
+app.route(
+  '/v1',
+  operatorSpace({
+    '/dead-letters': deadLetters,
+    '/events': events,
+    '/notifications': notifications,
+    '/templates': templates,
+    '/contacts': contacts,
+    '/reviewers': reviewers,
+    '/suppressions': suppressions,
+    '/preferences': preferences,
+    '/erasures': erasures,
+    '/audit': audit,
+    '/health': health,
+  }),
+)
+app.route('/metrics', operatorSpace({ '/': metrics }))
+
+for (const [name, description] of Object.entries(SECURITY_SCHEMES)) {
+  app.openAPIRegistry.registerComponent('securitySchemes', name, { type: 'http', scheme: 'bearer', description })
+}
+app.openAPIRegistry.registerPath(ingestDoc)
 app.openAPIRegistry.registerPath(resendWebhookDoc)
 app.openAPIRegistry.registerPath({
   method: 'get',
   path: '/healthz',
   summary: 'Liveness',
+  security: SECURITY_OF.public,
   responses: { 200: json(z.object({ status: z.literal('ok') }), 'Alive') },
 })
 
@@ -115,12 +83,14 @@ app.openAPIRegistry.registerPath({
   method: 'get',
   path: '/asyncapi.json',
   summary: 'The AsyncAPI 3 document of the events this Worker consumes, made from its event registry',
+  security: SECURITY_OF.public,
   responses: { 200: json(z.object({ asyncapi: z.string() }).passthrough(), 'The AsyncAPI document') },
 })
 app.openAPIRegistry.registerPath({
   method: 'get',
   path: '/openapi.json',
   summary: 'This document (OpenAPI 3.1)',
+  security: SECURITY_OF.public,
   responses: { 200: json(z.object({ openapi: z.string() }).passthrough(), 'The OpenAPI document') },
 })
 

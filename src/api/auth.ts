@@ -71,46 +71,55 @@ export const CONSOLE_OPERATOR: unique symbol = Symbol('console operator')
 /** The env the console passes to the API: the Worker's, with the operator beside it. */
 export type EnvWithOperator = Env & { [CONSOLE_OPERATOR]?: Operator }
 
+/** The roles an operator route may require: a viewer's token reads, an admin's does everything. */
+export type OperatorRole = Operator['role']
+
 const READS = new Set(['GET', 'HEAD'])
 
-/** POST routes that change nothing: a viewer may call them. */
-const READ_ONLY_POSTS = new Set(['/v1/templates/preview'])
+/** Whether a request of `method` reads (GET, HEAD): a viewer's refusal says whether it asked to read or to change. */
+export const isRead = (method: string): boolean => READS.has(method)
 
-/** The configuration's health: what secrets are set and where the deployment is weak is for admins alone. */
-const HEALTH_CONFIG = '/v1/health/config'
+/** Why `who`, a viewer, may not make this request to a route that needs an admin. */
+function viewerRefusal(method: string, who: string): string {
+  return isRead(method)
+    ? `${who} may not read this; it needs an admin`
+    : `${who} may only read; this change needs an admin`
+}
 
-/** Reads a viewer may not make. */
-const ADMIN_READS = new Set([HEALTH_CONFIG])
-
-const isRead = (method: string, path: string) => READS.has(method) || (method === 'POST' && READ_ONLY_POSTS.has(path))
-
-/** Why a viewer (`who`) may not make this request, or undefined when it may. */
-function viewerRefusal(method: string, path: string, who: string): string | undefined {
-  if (ADMIN_READS.has(path)) return `${who} may not read this; it needs an admin`
-  return isRead(method, path) ? undefined : `${who} may only read; this change needs an admin`
+/** How a route's operator is checked, besides its role. */
+export type OperatorCheck = {
+  /**
+   * Parse the tokens alone, not the whole configuration: for the route that
+   * reports a broken configuration (`GET /v1/health/config`), so it must
+   * answer while the rest of it does not parse. Any other route answers 500
+   * `CONFIG_INVALID` then.
+   */
+  tokensAlone?: boolean
 }
 
 /**
- * Requires an operator's token: the admin token for everything, the viewer
- * token for reads only (a change, or an admin's read → 403). Sets `operator`
- * for the audit trail. The health route parses the tokens alone: it must
- * answer with the rest of the configuration broken, since it reports it.
+ * Requires an operator of `role`: no token or an unknown one → 401, the
+ * ingest token → 403, the viewer token on a route that needs an admin → 403.
+ * The console's signed-in operator (beside the env, `consoleApi`) is taken as
+ * it is, its role checked the same way. Sets `operator` for the audit trail.
  */
-export function requireOperator() {
+export function requireOperator(role: OperatorRole, check: OperatorCheck = {}) {
   return createMiddleware<{ Bindings: Env; Variables: { operator: Operator } }>(async (c, next) => {
     const signedIn = (c.env as EnvWithOperator)[CONSOLE_OPERATOR]
     if (signedIn) {
-      const refusal = signedIn.role === 'viewer' ? viewerRefusal(c.req.method, c.req.path, 'a viewer') : undefined
-      if (refusal) throw new ApiError('FORBIDDEN', refusal)
+      if (role === 'admin' && signedIn.role !== 'admin') {
+        throw new ApiError('FORBIDDEN', viewerRefusal(c.req.method, 'a viewer'))
+      }
       c.set('operator', signedIn)
       return next()
     }
-    const tokens = c.req.path === HEALTH_CONFIG ? tokensOf(c.env) : configOf(c.env)
+    const tokens = check.tokensAlone ? tokensOf(c.env) : configOf(c.env)
     const scope = await scopeOfToken(bearerOf(c.req.header('authorization')), tokens)
     if (scope === undefined) throw new ApiError('UNAUTHORIZED', 'unknown bearer token')
     if (scope === 'ingest') throw new ApiError('FORBIDDEN', 'this route needs the admin token')
-    const refusal = scope === 'viewer' ? viewerRefusal(c.req.method, c.req.path, 'the viewer token') : undefined
-    if (refusal) throw new ApiError('FORBIDDEN', refusal)
+    if (role === 'admin' && scope === 'viewer') {
+      throw new ApiError('FORBIDDEN', viewerRefusal(c.req.method, 'the viewer token'))
+    }
     const via = /^notify-edge-cli\//.test(c.req.header('user-agent') ?? '') ? 'cli' : 'api'
     c.set('operator', { name: `${scope} token`, role: scope, via })
     await next()

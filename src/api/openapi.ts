@@ -64,11 +64,8 @@ export function errors(...statuses: number[]) {
 /** Error responses of a route that takes a JSON body: it is malformed or invalid (400), or not JSON (415). */
 export const BODY_ERRORS = [400, 415] as const
 
-/** Error responses every admin route can give (413: any request body over the operator limit). */
+/** Error responses every operator route can give (413: any request body over the operator limit). */
 export const ADMIN_ERRORS = [401, 403, 413, 500] as const
-
-/** The security requirement of admin routes. */
-export const ADMIN_SECURITY = [{ adminToken: [] }]
 
 /** A JSON response of `schema`. */
 export function json<T extends z.ZodType>(schema: T, description: string) {

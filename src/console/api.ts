@@ -18,10 +18,11 @@ export function connectApi(fetch: ApiFetch): void {
 }
 
 /**
- * The operator API, called in-process as the signed-in operator: every page
- * reads and changes through the same routes, validation, scopes and audit
- * trail as the API and the CLI. The operator travels beside the env under a
- * symbol, which no HTTP request can carry.
+ * The operator API, called in-process as the signed-in operator: every change
+ * a page makes, and every read of a record it shows, goes through the same
+ * routes, validation, scopes and audit trail as the API and the CLI (what a
+ * page reads from D1 itself is listed in ./app.tsx). The operator travels
+ * beside the env under a symbol, which no HTTP request can carry.
  */
 export function consoleApi(c: Context, operator: Operator) {
   const env: EnvWithOperator = { ...(c.env as Env), [CONSOLE_OPERATOR]: operator }

@@ -1,7 +1,8 @@
 /**
- * The contracts of notify-edge, in one module that the bridge imports too:
- * the bridge → Worker wire format, the events of ArtHunt and PIN, and the
- * shape-based decoder.
+ * The Worker's contracts in one module: the bridge → Worker wire format (from
+ * `@notify-edge/contracts`, the package the bridge imports on its own), the
+ * events of ArtHunt and PIN, and the shape-based decoder. The bridge does not
+ * import this module: it neither decodes events nor knows their contracts.
  */
 
 export * from '@notify-edge/contracts'

@@ -2,13 +2,14 @@ import type { Logger } from '../log.ts'
 import { renewLease } from '../notifications/lease.ts'
 
 /**
- * The lease of one dispatch batch: a fresh token that every claim, renewal and
- * mark of the batch carries (the notification's `claim_token` column), and
- * an expiry renewed every third of its length
- * while sends are running, so that a send slower than the lease is never
- * taken over by the cron's re-enqueue or a redelivery. When renewals fail (D1
- * down), `canStartSend` turns false before the lease can run out, and no new
- * send starts under a lease that might already belong to someone else.
+ * The lease of one dispatch batch: a fresh token (the lease token, kept in the
+ * notification's `claim_token` column) that every claim, renewal and mark of
+ * the batch carries, and an expiry renewed every third of its length while
+ * sends are running, so that a batch whose sends take longer than the lease
+ * (waiting for their slots, one after another) is never taken over by the
+ * cron's re-enqueue or a redelivery. When renewals fail (D1 down),
+ * `canStartSend` turns false before the lease can run out, and no new send
+ * starts under a lease that might already belong to someone else.
  */
 export class DispatchLease {
   /** The lease token, kept in `claim_token` of each notification the batch holds. */
@@ -31,7 +32,13 @@ export class DispatchLease {
     return new Date(this.#validUntil).toISOString()
   }
 
-  /** True while at least a third of the lease is left: a send started now is still covered by it. */
+  /**
+   * True while at least a third of the lease is left: a send started now ends
+   * inside it even if no renewal succeeds meanwhile. Through resend a send
+   * takes at most RESEND_TIMEOUT_SECONDS, which the configuration holds to a
+   * third of DISPATCH_LEASE_SECONDS (src/config.ts). The cloudflare binding
+   * takes no timeout: there only the runtime bounds a send.
+   */
   get canStartSend(): boolean {
     return this.#validUntil - Date.now() > this.#ms / 3
   }

@@ -1,6 +1,9 @@
+import { z } from '@hono/zod-openapi'
 import { Hono } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import { requireIngest } from '../api/auth.ts'
+import { errors, json } from '../api/openapi.ts'
+import { SECURITY_OF } from '../api/roles.ts'
 import {
   INBOUND_EVENT_MAX_BYTES,
   INGEST_MAX_BYTES,
@@ -13,8 +16,22 @@ import { ApiError, type FieldIssue } from '../errors.ts'
 import { loggerFor } from '../log.ts'
 import { sendAll } from '../queue/send.ts'
 
+/** The OpenAPI description of `POST /v1/ingest` (the route validates its body itself: its size before parsing it). */
+export const ingestDoc = {
+  method: 'post' as const,
+  path: '/v1/ingest',
+  summary: 'Accept events from the bridge onto notify-events',
+  description: '1–100 events, at most 256 KB; 202 only after every event is on the queue.',
+  security: SECURITY_OF.ingest,
+  request: { body: { content: { 'application/json': { schema: IngestRequestSchema } } } },
+  responses: {
+    202: json(z.object({ accepted: z.number().int() }), 'Accepted: every event is on the queue'),
+    ...errors(400, 401, 403, 413, 500, 503),
+  },
+}
+
 /**
- * `POST /v1/ingest`: the bridge's only way in. Validates the wire
+ * `POST /v1/ingest`: the bridge's only way in, with the ingest token. Validates the wire
  * format (not the event contracts: an event that breaks its contract must
  * become a dead letter, not a refused request) and answers `202 {accepted}`
  * only after every event is on `notify-events`.

@@ -1,6 +1,7 @@
-import { createRoute, z } from '@hono/zod-openapi'
+import { z } from '@hono/zod-openapi'
 import { type AuditRow, auditFromRow } from '../../audit/store.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
+import { ADMIN_ERRORS, createRouter, errors, json } from '../openapi.ts'
+import { operatorRoute } from '../roles.ts'
 
 const Iso = z.iso.datetime({ offset: true })
 
@@ -18,13 +19,12 @@ const AuditRecordSchema = z
   })
   .openapi('AuditRecord')
 
-const list = createRoute({
+const list = operatorRoute('viewer', {
   method: 'get',
   path: '/',
   summary: 'The audit trail: every change an operator made, newest first',
   description:
     'Written in the same transaction as the change, only when something changed. Rows are never updated or deleted.',
-  security: ADMIN_SECURITY,
   request: {
     query: z.object({
       actor: z.string().min(1).max(320).optional(),

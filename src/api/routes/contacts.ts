@@ -1,9 +1,10 @@
-import { createRoute, z } from '@hono/zod-openapi'
+import { z } from '@hono/zod-openapi'
 import { Id, Locale, TimeZone } from '../../contracts/fields.ts'
 import { ApiError } from '../../errors.ts'
 import { type ContactRow, contactFromRow, correctContact, upsertContact } from '../../materialize/contacts.ts'
 import { runAudited } from '../audited.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
+import { ADMIN_ERRORS, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
+import { operatorRoute } from '../roles.ts'
 
 const UserParam = z.object({ userId: Id.openapi({ param: { name: 'userId', in: 'path' } }) })
 const Contact = z
@@ -33,22 +34,20 @@ const toContact = (row: Row): z.infer<typeof Contact> => ({
 const find = (db: D1Database, userId: string) =>
   db.prepare('SELECT * FROM contacts WHERE user_id = ?1').bind(userId).first<Row>()
 
-const get = createRoute({
+const get = operatorRoute('viewer', {
   method: 'get',
   path: '/{userId}',
   summary: 'A contact of the replica',
-  security: ADMIN_SECURITY,
   request: { params: UserParam },
   responses: { 200: json(Contact, 'The contact'), ...errors(400, 404, ...ADMIN_ERRORS) },
 })
 
-const put = createRoute({
+const put = operatorRoute('admin', {
   method: 'put',
   path: '/{userId}',
   summary: 'Create or update a contact',
   description:
     "With `version`, it speaks for the producer and is guarded like contact-upserted: an older or equal version is refused (409). Without it, it is an operator's correction: the fields change, the producer's version does not, and the producer's next update (a higher version) replaces the correction.",
-  security: ADMIN_SECURITY,
   request: {
     params: UserParam,
     body: jsonBody(
@@ -64,11 +63,10 @@ const put = createRoute({
   responses: { 200: json(Contact, 'Saved'), ...errors(...BODY_ERRORS, 409, ...ADMIN_ERRORS) },
 })
 
-const remove = createRoute({
+const remove = operatorRoute('admin', {
   method: 'delete',
   path: '/{userId}',
   summary: 'Delete a contact (later notifications to this user end undeliverable)',
-  security: ADMIN_SECURITY,
   request: { params: UserParam },
   responses: { 204: { description: 'Deleted' }, ...errors(400, 404, ...ADMIN_ERRORS) },
 })

@@ -1,4 +1,4 @@
-import { createRoute, z } from '@hono/zod-openapi'
+import { z } from '@hono/zod-openapi'
 import { auditChange } from '../../audit/store.ts'
 import {
   bodiesOf,
@@ -13,7 +13,8 @@ import { discardOpen, markDiscarded } from '../../dead-letters/resolve.ts'
 import { ApiError } from '../../errors.ts'
 import { loggerFor } from '../../log.ts'
 import { runAudited } from '../audited.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
+import { ADMIN_ERRORS, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
+import { operatorRoute } from '../roles.ts'
 
 const Status = z.enum(['open', 'replayed', 'discarded'])
 const Iso = z.iso.datetime({ offset: true })
@@ -95,12 +96,11 @@ const IdParam = z.object({
     .openapi({ param: { name: 'id', in: 'path' } }),
 })
 
-const list = createRoute({
+const list = operatorRoute('viewer', {
   method: 'get',
   path: '/',
   summary: 'List dead letters',
   description: 'Filters combine; pages follow a stable (firstSeen, id) order, so inserts meanwhile never shift a page.',
-  security: ADMIN_SECURITY,
   request: {
     query: Filters.extend({
       limit: z.coerce.number().int().min(1).max(500).default(50),
@@ -117,11 +117,10 @@ const list = createRoute({
   },
 })
 
-const show = createRoute({
+const show = operatorRoute('viewer', {
   method: 'get',
   path: '/{id}',
   summary: 'One dead letter: original body and headers, attempts, error history',
-  security: ADMIN_SECURITY,
   request: { params: IdParam },
   responses: { 200: json(DeadLetter, 'The dead letter'), ...errors(400, 404, ...ADMIN_ERRORS) },
 })
@@ -133,22 +132,20 @@ const ReplayResult = z
   })
   .openapi('ReplayResult')
 
-const replayOne = createRoute({
+const replayOne = operatorRoute('admin', {
   method: 'post',
   path: '/{id}/replay',
   summary: 'Send the original message back to the queue it died on',
   description:
     'Marks the dead letter `replayed` and counts replays. An event processed since ends as a duplicate: no second email.',
-  security: ADMIN_SECURITY,
   request: { params: IdParam },
   responses: { 200: json(ReplayResult, 'Replayed'), ...errors(400, 404, 409, 503, ...ADMIN_ERRORS) },
 })
 
-const discard = createRoute({
+const discard = operatorRoute('admin', {
   method: 'post',
   path: '/{id}/discard',
   summary: 'Discard a dead letter, with a reason',
-  security: ADMIN_SECURITY,
   request: {
     params: IdParam,
     body: jsonBody(z.object({ reason: z.string().trim().min(1).max(1000) })),
@@ -156,12 +153,11 @@ const discard = createRoute({
   responses: { 200: json(DeadLetterSummary, 'Discarded'), ...errors(...BODY_ERRORS, 404, ...ADMIN_ERRORS) },
 })
 
-const bulk = createRoute({
+const bulk = operatorRoute('admin', {
   method: 'post',
   path: '/replay',
   summary: 'Replay every dead letter matching the filters (open ones by default)',
   description: `One page per call, in (firstSeen, id) order: at most \`max\`, and at most ${REPLAY_PAGE_BYTES} bytes of bodies, so one call stays within a Worker's memory and subrequests; \`nextCursor\` continues.`,
-  security: ADMIN_SECURITY,
   request: {
     body: jsonBody(
       Filters.extend({
@@ -186,12 +182,11 @@ const bulk = createRoute({
   },
 })
 
-const bulkDiscard = createRoute({
+const bulkDiscard = operatorRoute('admin', {
   method: 'post',
   path: '/discard',
   summary: 'Discard every open dead letter matching the filters, with a reason',
   description: 'Only open ones: a replayed or discarded dead letter keeps its state. `dryRun` shows what would be.',
-  security: ADMIN_SECURITY,
   request: {
     body: jsonBody(
       Filters.omit({ status: true }).extend({

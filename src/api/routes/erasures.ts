@@ -1,9 +1,10 @@
-import { createRoute, z } from '@hono/zod-openapi'
+import { z } from '@hono/zod-openapi'
 import { configOf } from '../../config.ts'
 import { Id } from '../../contracts/fields.ts'
 import { eraseRecipient } from '../../erasure/erase.ts'
 import { ERASED_TABLES } from '../../erasure/statements.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
+import { ADMIN_ERRORS, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
+import { operatorRoute } from '../roles.ts'
 
 const ErasureRequest = z
   .union([
@@ -25,13 +26,12 @@ const Erasure = z
   })
   .openapi('Erasure')
 
-const erase = createRoute({
+const erase = operatorRoute('admin', {
   method: 'post',
   path: '/',
   summary: 'Erase a recipient from every table',
   description:
     'By user id or by address. Contacts, preferences and the reviewer entry are deleted; notifications lose their recipient snapshot and content (ids, status and times stay; one not yet sent ends `undeliverable`); sent messages are deleted; delivery events lose their detail; dead letters that name the person lose their message; a suppression is kept under the address’s pseudonym only, so the address stays suppressed; audit targets that were the address become the pseudonym. Erasing twice changes nothing the second time.',
-  security: ADMIN_SECURITY,
   request: { body: jsonBody(ErasureRequest) },
   responses: {
     200: json(Erasure, 'Erased: the rows changed per table (all 0 when nothing was left)'),

@@ -1,8 +1,9 @@
-import { createRoute, z } from '@hono/zod-openapi'
+import { z } from '@hono/zod-openapi'
 import { type DeadLetterSummaryRow, deadLettersOfEvent } from '../../dead-letters/reads.ts'
 import { ApiError } from '../../errors.ts'
 import { type DigestReferenceRow, digestsTelling } from '../../notifications/digest-reads.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
+import { ADMIN_ERRORS, createRouter, errors, json } from '../openapi.ts'
+import { operatorRoute } from '../roles.ts'
 import { DeadLetterSummary, summaryOf } from './dead-letters.ts'
 import { digestReferenceOf, InDigest } from './digest-views.ts'
 import { type NotificationRowView, NotificationSummary, notificationSummaryOf } from './notification-summary.ts'
@@ -37,13 +38,12 @@ const EventStory = z
   })
   .openapi('EventStory')
 
-const show = createRoute({
+const show = operatorRoute('viewer', {
   method: 'get',
   path: '/{eventId}',
   summary: 'The whole story of one event',
   description:
     'Where it came from, its outcome and idempotency key, its notifications with statuses and times — a `digested` one with the digest it went into, and that digest’s status, size, close or send time and email — and its dead letters. The event id is the ArtHunt eventId or the PIN message-id.',
-  security: ADMIN_SECURITY,
   request: {
     params: z.object({
       eventId: z

@@ -1,7 +1,8 @@
-import { createRoute, z } from '@hono/zod-openapi'
+import { z } from '@hono/zod-openapi'
 import { describeWorker } from '../../health/describe.ts'
 import { findingsOf } from '../../health/findings.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
+import { ADMIN_ERRORS, createRouter, errors, json } from '../openapi.ts'
+import { operatorRoute } from '../roles.ts'
 
 const FindingSchema = z
   .object({
@@ -14,25 +15,30 @@ const FindingSchema = z
   })
   .openapi('Finding')
 
-const config = createRoute({
-  method: 'get',
-  path: '/config',
-  summary: 'What stands between this deployment and a delivered email, each with its fix',
-  description:
-    "The doctor's findings about this Worker: its sender and Resend's word on its domain, its transport's pause, its secrets, bindings, cron and console. Admin only (it tells which secrets are set). Answers even when the configuration does not parse: that is a finding. The same rules as `npx notify-edge doctor` and the console's overview.",
-  security: ADMIN_SECURITY,
-  responses: {
-    200: json(
-      z.object({
-        findings: z.array(FindingSchema).openapi({ description: 'blockers first, then warnings, then info' }),
-        blockers: z.number().int(),
-        checkedAt: z.string(),
-      }),
-      'The findings',
-    ),
-    ...errors(...ADMIN_ERRORS),
+// Admin only: it tells which secrets are set and where the deployment is weak. It parses the tokens
+// alone, so that it answers while the rest of the configuration is broken: that is what it reports.
+const config = operatorRoute(
+  'admin',
+  {
+    method: 'get',
+    path: '/config',
+    summary: 'What stands between this deployment and a delivered email, each with its fix',
+    description:
+      "The doctor's findings about this Worker: its sender and Resend's word on its domain, its transport's pause, its secrets, bindings, cron and console. Admin only (it tells which secrets are set). Answers even when the configuration does not parse: that is a finding. The same rules as `npx notify-edge doctor` and the console's overview.",
+    responses: {
+      200: json(
+        z.object({
+          findings: z.array(FindingSchema).openapi({ description: 'blockers first, then warnings, then info' }),
+          blockers: z.number().int(),
+          checkedAt: z.string(),
+        }),
+        'The findings',
+      ),
+      ...errors(...ADMIN_ERRORS),
+    },
   },
-})
+  { tokensAlone: true },
+)
 
 /** `/v1/health`: the configuration's health. */
 export const health = createRouter().openapi(config, async (c) => {

@@ -1,16 +1,16 @@
-import { createRoute, z } from '@hono/zod-openapi'
+import { z } from '@hono/zod-openapi'
 import { configOf } from '../../config.ts'
 import { GAUGES } from '../../metrics/counters.ts'
 import { exposition } from '../../metrics/prom.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors } from '../openapi.ts'
+import { ADMIN_ERRORS, createRouter, errors } from '../openapi.ts'
+import { operatorRoute } from '../roles.ts'
 
-const scrape = createRoute({
+const scrape = operatorRoute('viewer', {
   method: 'get',
   path: '/',
   summary: 'Prometheus metrics',
   description:
     'From counters and gauges kept in D1 and updated in the same batches as the data (never a scan of the data tables).',
-  security: ADMIN_SECURITY,
   responses: {
     200: { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: z.string() } } },
     ...errors(...ADMIN_ERRORS),

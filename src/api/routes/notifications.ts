@@ -1,4 +1,4 @@
-import { createRoute, z } from '@hono/zod-openapi'
+import { z } from '@hono/zod-openapi'
 import { maskEmails } from '@notify-edge/contracts'
 import { timelineOf } from '../../delivery/store.ts'
 import { ApiError } from '../../errors.ts'
@@ -11,7 +11,8 @@ import {
 import { maskUnsubscribeTokens, maskUnsubscribeTokensInMime } from '../../preferences/mask.ts'
 import { maskAddress, maskName } from '../../privacy.ts'
 import { recordRead } from '../audited.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
+import { ADMIN_ERRORS, createRouter, errors, json } from '../openapi.ts'
+import { operatorRoute } from '../roles.ts'
 import {
   DIGEST_EVENTS_LISTED,
   DigestEvents,
@@ -84,13 +85,12 @@ const Notification = NotificationSummary.extend({
   digest: DigestEvents.nullable().openapi({ description: 'a digest: the events it tells (null for any other)' }),
 }).openapi('Notification')
 
-const show = createRoute({
+const show = operatorRoute('viewer', {
   method: 'get',
   path: '/{id}',
   summary: 'One notification: status, what was sent, and — revealed on request, audited — its recipient and content',
   description:
     "By default, for every role, the address and name are masked, the content (subject, text, HTML) is null and the unsubscribe token reads `[token]`: such a read is not audited. `reveal=true` shows the recipient, the content and the provider events unmasked; `reveal=html` the HTML part alone (the console's email frame); `raw=true` adds the raw MIME to what `reveal=true` shows. Each unmasked read writes one audit row (`notification.reveal`, `notification.html`, `notification.raw`) naming the operator, the notification and what was revealed, before it is answered. Only an admin gets the real unsubscribe link: a viewer's token stays masked everywhere, raw MIME included. A digest is read the same way, and lists the events it tells (`digest`); a `digested` notification names the digest it went into (`inDigest`).",
-  security: ADMIN_SECURITY,
   request: {
     params: z.object({
       id: z

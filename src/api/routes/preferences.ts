@@ -1,11 +1,12 @@
-import { createRoute, z } from '@hono/zod-openapi'
+import { z } from '@hono/zod-openapi'
 import { Id } from '../../contracts/fields.ts'
 import { ApiError, type FieldIssue } from '../../errors.ts'
 import { deliveryModeOf, deliveryOf, kindOf, kinds } from '../../events/registry.ts'
 import { CHOICES, choiceInEffect, modeRefusal, modesOf } from '../../preferences/choice.ts'
 import { preferencesOf, upsertPreference } from '../../preferences/store.ts'
 import { runAudited } from '../audited.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
+import { ADMIN_ERRORS, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
+import { operatorRoute } from '../roles.ts'
 
 const Channel = z.enum(['email'])
 
@@ -48,16 +49,15 @@ const PreferencesSchema = z
 
 const UserParam = z.object({ userId: Id.openapi({ param: { name: 'userId', in: 'path' } }) })
 
-const get = createRoute({
+const get = operatorRoute('viewer', {
   method: 'get',
   path: '/{userId}',
   summary: 'A recipient’s choices: every optional kind and channel, with what is in effect',
-  security: ADMIN_SECURITY,
   request: { params: UserParam },
   responses: { 200: json(PreferencesSchema, 'The preferences'), ...errors(400, ...ADMIN_ERRORS) },
 })
 
-const put = createRoute({
+const put = operatorRoute('admin', {
   method: 'put',
   path: '/{userId}',
   summary: 'Set a recipient’s choices for the kinds and channels given (others stay as they are)',
@@ -65,7 +65,6 @@ const put = createRoute({
     'Only optional kinds can be turned off or given a mode; a transactional kind is refused (400), it is always sent. ' +
     '`mode` says how an enabled kind comes: omitted, the stored mode stays; null, back to the kind’s default; ' +
     '`digest` is refused (400) for a kind without a digest on that channel.',
-  security: ADMIN_SECURITY,
   request: {
     params: UserParam,
     body: jsonBody(

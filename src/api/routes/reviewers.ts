@@ -1,34 +1,32 @@
-import { createRoute, z } from '@hono/zod-openapi'
+import { z } from '@hono/zod-openapi'
 import { Id } from '../../contracts/fields.ts'
 import { ApiError } from '../../errors.ts'
 import { runAudited } from '../audited.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, createRouter, errors, json } from '../openapi.ts'
+import { ADMIN_ERRORS, createRouter, errors, json } from '../openapi.ts'
+import { operatorRoute } from '../roles.ts'
 
 const Reviewer = z.object({ userId: z.string(), addedAt: z.string() }).openapi('Reviewer')
 const UserParam = z.object({ userId: Id.openapi({ param: { name: 'userId', in: 'path' } }) })
 
-const list = createRoute({
+const list = operatorRoute('viewer', {
   method: 'get',
   path: '/',
   summary: 'The reviewer pool: told about verification requests that name no reviewer',
-  security: ADMIN_SECURITY,
   responses: { 200: json(z.object({ items: z.array(Reviewer) }), 'The pool'), ...errors(...ADMIN_ERRORS) },
 })
 
-const put = createRoute({
+const put = operatorRoute('admin', {
   method: 'put',
   path: '/{userId}',
   summary: 'Add a reviewer to the pool (idempotent)',
-  security: ADMIN_SECURITY,
   request: { params: UserParam },
   responses: { 200: json(Reviewer, 'In the pool'), ...errors(400, ...ADMIN_ERRORS) },
 })
 
-const remove = createRoute({
+const remove = operatorRoute('admin', {
   method: 'delete',
   path: '/{userId}',
   summary: 'Remove a reviewer from the pool',
-  security: ADMIN_SECURITY,
   request: { params: UserParam },
   responses: { 204: { description: 'Removed' }, ...errors(400, 404, ...ADMIN_ERRORS) },
 })

@@ -1,4 +1,4 @@
-import { createRoute, z } from '@hono/zod-openapi'
+import { z } from '@hono/zod-openapi'
 import { configOf } from '../../config.ts'
 import { pseudonymOf } from '../../erasure/pseudonym.ts'
 import { ApiError } from '../../errors.ts'
@@ -12,7 +12,8 @@ import {
   suppressionOf,
 } from '../../suppression/store.ts'
 import { runAudited } from '../audited.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
+import { ADMIN_ERRORS, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
+import { operatorRoute } from '../roles.ts'
 
 const Cause = z.enum(['hard-bounce', 'soft-bounce', 'complaint', 'provider', 'operator'])
 
@@ -55,12 +56,11 @@ function decodeCursor(cursor: string): string {
   }
 }
 
-const list = createRoute({
+const list = operatorRoute('viewer', {
   method: 'get',
   path: '/',
   summary: 'The suppression list',
   description: 'In address order; pages never repeat or skip an address whatever is added meanwhile.',
-  security: ADMIN_SECURITY,
   request: {
     query: z.object({
       cause: Cause.optional(),
@@ -76,20 +76,18 @@ const list = createRoute({
   },
 })
 
-const get = createRoute({
+const get = operatorRoute('viewer', {
   method: 'get',
   path: '/{address}',
   summary: 'Whether an address is suppressed, why and until when',
-  security: ADMIN_SECURITY,
   request: { params: AddressParam },
   responses: { 200: json(SuppressionSchema, 'The entry'), ...errors(400, 404, ...ADMIN_ERRORS) },
 })
 
-const put = createRoute({
+const put = operatorRoute('admin', {
   method: 'put',
   path: '/{address}',
   summary: 'Suppress an address (an operator’s entry replaces whatever was there)',
-  security: ADMIN_SECURITY,
   request: {
     params: AddressParam,
     body: jsonBody(
@@ -105,11 +103,10 @@ const put = createRoute({
   responses: { 200: json(SuppressionSchema, 'Saved'), ...errors(...BODY_ERRORS, ...ADMIN_ERRORS) },
 })
 
-const remove = createRoute({
+const remove = operatorRoute('admin', {
   method: 'delete',
   path: '/{address}',
   summary: 'Remove an address from the list: mail to it is sent again',
-  security: ADMIN_SECURITY,
   request: { params: AddressParam },
   responses: { 204: { description: 'Removed' }, ...errors(400, 404, ...ADMIN_ERRORS) },
 })

@@ -1,4 +1,4 @@
-import { createRoute, z } from '@hono/zod-openapi'
+import { z } from '@hono/zod-openapi'
 import { auditChange } from '../../audit/store.ts'
 import { configOf } from '../../config.ts'
 import { Locale } from '../../contracts/fields.ts'
@@ -13,7 +13,8 @@ import {
   type TemplateSource,
 } from '../../templates/render.ts'
 import { saveTemplate, templateInEffect } from '../../templates/store.ts'
-import { ADMIN_ERRORS, ADMIN_SECURITY, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
+import { ADMIN_ERRORS, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
+import { operatorRoute } from '../roles.ts'
 
 // The kinds the registry declares when the Worker starts.
 // A kind's name, or a digest's key (`ResponseCreated.digest`).
@@ -37,21 +38,19 @@ const Template = Parts.extend({
 }).openapi('Template')
 const Rendered = z.object({ subject: z.string(), text: z.string(), html: z.string() }).openapi('RenderedTemplate')
 
-const get = createRoute({
+const get = operatorRoute('viewer', {
   method: 'get',
   path: '/{kind}/{locale}/{channel}',
   summary: 'The template in effect for (kind, locale, channel): the active stored version, else the built-in default',
-  security: ADMIN_SECURITY,
   request: { params: Key },
   responses: { 200: json(Template, 'The active version'), ...errors(400, 404, ...ADMIN_ERRORS) },
 })
 
-const put = createRoute({
+const put = operatorRoute('admin', {
   method: 'put',
   path: '/{kind}/{locale}/{channel}',
   summary: 'Save a new active version',
   description: "Rejects Liquid syntax errors, and renders the kind's example payload before saving.",
-  security: ADMIN_SECURITY,
   request: { params: Key, body: jsonBody(Parts) },
   responses: {
     200: json(Template.extend({ preview: Rendered }), 'Saved and active'),
@@ -59,13 +58,13 @@ const put = createRoute({
   },
 })
 
-const preview = createRoute({
+// A POST that changes nothing: a viewer may preview.
+const preview = operatorRoute('viewer', {
   method: 'post',
   path: '/preview',
   summary: 'Render a template without saving it',
   description:
     "Renders the given parts, or else the active template of (kind, locale, channel), with the given model or the kind's example payload.",
-  security: ADMIN_SECURITY,
   request: {
     body: jsonBody(
       Parts.partial().extend({

@@ -1,4 +1,4 @@
-import { createRoute, z } from '@hono/zod-openapi'
+import { z } from '@hono/zod-openapi'
 import type { Context } from 'hono'
 import { configOf } from '../../config.ts'
 import { ApiError, type FieldIssue } from '../../errors.ts'
@@ -18,6 +18,7 @@ import {
 import { optOut, preferencesOf, upsertPreference } from '../../preferences/store.ts'
 import { type UnsubscribeScope, verifyUnsubscribe } from '../../preferences/token.ts'
 import { type AppEnv, createRouter, ErrorSchema } from '../openapi.ts'
+import { publicRoute } from '../roles.ts'
 
 const TokenParam = z.object({
   token: z.string().openapi({ param: { name: 'token', in: 'path' }, description: 'the token of the link' }),
@@ -31,7 +32,7 @@ const invalid = {
   content: { 'text/html': { schema: z.string() }, 'application/json': { schema: ErrorSchema } },
 }
 
-const show = createRoute({
+const show = publicRoute({
   method: 'get',
   path: '/{token}',
   summary:
@@ -60,7 +61,7 @@ const ChoiceForm = {
 // No CSRF token on the page's form: the link's signed token is the only authority a POST has (no
 // cookie, no session), so a site that does not know it cannot post for the recipient, and one
 // that knows it needs no browser to.
-const unsubscribe = createRoute({
+const unsubscribe = publicRoute({
   method: 'post',
   path: '/{token}',
   summary: 'One-click unsubscribe (RFC 8058), or the choice of the link’s page, for the link’s user, kind and channel',

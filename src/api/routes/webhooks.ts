@@ -6,6 +6,7 @@ import { RESEND_DELIVERY_TYPES } from '../../delivery/resend.ts'
 import { ApiError } from '../../errors.ts'
 import { loggerFor } from '../../log.ts'
 import { type AppEnv, errors, json } from '../openapi.ts'
+import { SECURITY_OF } from '../roles.ts'
 
 /** Largest webhook body accepted; Resend's delivery events are a few KB. */
 const WEBHOOK_MAX_BYTES = 256 * 1024
@@ -20,6 +21,8 @@ export const resendWebhookDoc = {
   method: 'post' as const,
   path: '/v1/webhooks/resend',
   summary: 'Resend delivery events (signed with Svix)',
+  // No bearer token: the signature is the proof, checked by the route itself.
+  security: SECURITY_OF.public,
   description:
     'Authenticated by its Svix signature (RESEND_WEBHOOK_SECRET), not a bearer token; a timestamp more than five minutes off is refused. A delivery event (`email.sent`, `.delivered`, `.delivery_delayed`, `.bounced`, `.complained`, `.failed`, `.suppressed`) is queued on notify-email-events and answered 202; any other verified event is answered 200 and dropped. Each event is recorded once, by its svix-id.',
   request: {

@@ -8,6 +8,7 @@ import { countDeadLetters, type DeadLetterFilter } from '../../dead-letters/read
 import type { Answer } from '../api.ts'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
 import { Csrf, ErrorNote, Layout, queryOf, SelectFilter, Table, TextFilter } from '../layout.tsx'
+import { needsAdmin, needsViewer } from '../page-roles.ts'
 import { RefreshControl, RefreshField, refreshSeconds } from '../refresh.tsx'
 import { Time } from '../time.tsx'
 
@@ -82,7 +83,7 @@ function Filters(props: { filter: DeadLetterFilter; refresh: string | undefined 
 
 export const deadLetterPages = new Hono<ConsoleEnv>()
 
-deadLetterPages.get('/', async (c) => {
+deadLetterPages.get('/', needsViewer, async (c) => {
   const filter = filtersOf(c.req.query())
   const cursor = c.req.query('cursor')
   // The list refreshes itself only when asked to: its address carries the interval, beside the filters.
@@ -139,7 +140,7 @@ deadLetterPages.get('/', async (c) => {
   )
 })
 
-deadLetterPages.get('/bulk', async (c) => {
+deadLetterPages.get('/bulk', needsViewer, async (c) => {
   const action = c.req.query('action') === 'discard' ? 'discard' : 'replay'
   const filter = filtersOf(c.req.query())
   const scope = { ...filter, status: action === 'discard' ? 'open' : (filter.status ?? 'open') }
@@ -197,7 +198,7 @@ deadLetterPages.get('/bulk', async (c) => {
 /** What a bulk replay or discard call answers. */
 type BulkAnswer = { replayed?: string[]; discarded?: string[]; skipped?: unknown[]; nextCursor?: string | null }
 
-deadLetterPages.post('/bulk', async (c) => {
+deadLetterPages.post('/bulk', needsAdmin, async (c) => {
   const form = (await c.req.parseBody()) as Record<string, string>
   const action = form.action === 'discard' ? 'discard' : 'replay'
   const filter = filtersOf(form)
@@ -350,14 +351,14 @@ function DeadLetterPage(props: { c: ConsoleContext; id: string; letter: Whole })
   )
 }
 
-deadLetterPages.get('/:id', async (c) => {
+deadLetterPages.get('/:id', needsViewer, async (c) => {
   const id = c.req.param('id')
   const answer = await c.get('api')<Whole>('GET', `/v1/dead-letters/${encodeURIComponent(id)}`)
   if (answer.status !== 200) return c.notFound()
   return c.html(<DeadLetterPage c={c} id={id} letter={answer.body} />)
 })
 
-deadLetterPages.get('/:id/original', async (c) => {
+deadLetterPages.get('/:id/original', needsViewer, async (c) => {
   const id = c.req.param('id')
   const answer = await c.get('api')<Whole>('GET', `/v1/dead-letters/${encodeURIComponent(id)}`)
   if (answer.status !== 200) return c.notFound()
@@ -372,7 +373,7 @@ deadLetterPages.get('/:id/original', async (c) => {
 })
 
 for (const action of ['replay', 'discard'] as const) {
-  deadLetterPages.get(`/:id/${action}`, (c) => {
+  deadLetterPages.get(`/:id/${action}`, needsViewer, (c) => {
     const id = c.req.param('id')
     return c.html(
       <Layout
@@ -404,7 +405,7 @@ for (const action of ['replay', 'discard'] as const) {
       </Layout>,
     )
   })
-  deadLetterPages.post(`/:id/${action}`, async (c) => {
+  deadLetterPages.post(`/:id/${action}`, needsAdmin, async (c) => {
     const id = c.req.param('id')
     const form = (await c.req.parseBody()) as Record<string, string>
     const answer = await c.get('api')(

@@ -8,6 +8,7 @@
 import { Hono } from 'hono'
 import type { ConsoleEnv } from '../context.ts'
 import { Csrf, ErrorNote, Layout, Table } from '../layout.tsx'
+import { needsAdmin, needsViewer } from '../page-roles.ts'
 
 export const erasurePages = new Hono<ConsoleEnv>()
 
@@ -25,7 +26,7 @@ const WHAT = [
   ['auditTargets', 'audit rows whose target was the address: they name the pseudonym'],
 ] as const
 
-erasurePages.get('/', (c) => {
+erasurePages.get('/', needsViewer, (c) => {
   const admin = c.get('operator').role === 'admin'
   const given = c.req.query('userId') ?? ''
   return c.html(
@@ -65,7 +66,7 @@ erasurePages.get('/', (c) => {
   )
 })
 
-erasurePages.post('/', async (c) => {
+erasurePages.post('/', needsAdmin, async (c) => {
   const form = (await c.req.parseBody()) as Record<string, string>
   const who = (form.who ?? '').trim()
   if (form.confirm !== 'yes') {

@@ -9,6 +9,7 @@
 import { Hono } from 'hono'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
 import { Csrf, ErrorNote, Layout, Table } from '../layout.tsx'
+import { needsViewer } from '../page-roles.ts'
 import { Time } from '../time.tsx'
 import {
   type DigestEvents,
@@ -99,7 +100,7 @@ function Timeline(props: { n: NotificationSummary }) {
 
 export const eventPages = new Hono<ConsoleEnv>()
 
-eventPages.get('/events', async (c) => {
+eventPages.get('/events', needsViewer, async (c) => {
   const q = c.req.query('q')?.trim()
   if (q) {
     const found = await c.get('api')('GET', `/v1/events/${encodeURIComponent(q)}`)
@@ -125,7 +126,7 @@ eventPages.get('/events', async (c) => {
   )
 })
 
-eventPages.get('/events/:eventId', async (c) => {
+eventPages.get('/events/:eventId', needsViewer, async (c) => {
   const eventId = c.req.param('eventId')
   const answer = await c.get('api')<Story>('GET', `/v1/events/${encodeURIComponent(eventId)}`)
   if (answer.status !== 200) {
@@ -296,14 +297,15 @@ function NotificationPage(props: { c: ConsoleContext; n: Notification; revealed:
   )
 }
 
-eventPages.get('/notifications/:id', async (c) => {
+eventPages.get('/notifications/:id', needsViewer, async (c) => {
   const answer = await notificationOf(c, 'masked')
   if (answer.status !== 200) return c.notFound()
   return c.html(<NotificationPage c={c} n={answer.body} revealed={false} />)
 })
 
 // A POST, not a link: revealing is recorded, and a prefetching browser or a crawler must not do it.
-eventPages.post('/notifications/:id/reveal', async (c) => {
+// It only reads, so a viewer may.
+eventPages.post('/notifications/:id/reveal', needsViewer, async (c) => {
   const form = (await c.req.parseBody()) as Record<string, string>
   const raw = form.raw === '1'
   const answer = await notificationOf(c, raw ? 'raw' : 'revealed')
@@ -318,7 +320,7 @@ eventPages.post('/notifications/:id/reveal', async (c) => {
 // The email's HTML alone, for the frame: a policy that lets it load nothing and run nothing
 // (and the frame's own sandbox besides), framed by the console's own pages only: elsewhere a
 // revealed email would be a page another site could frame.
-eventPages.get('/notifications/:id/frame', async (c) => {
+eventPages.get('/notifications/:id/frame', needsViewer, async (c) => {
   const answer = await notificationOf(c, 'html')
   if (answer.status !== 200) return c.notFound()
   c.header(

@@ -8,11 +8,12 @@ import { isNotificationStatus, NOTIFICATION_STATUSES } from '../../notifications
 import { maskAddress } from '../../privacy.ts'
 import type { ConsoleEnv } from '../context.ts'
 import { ErrorNote, Layout, queryOf, SelectFilter, Table, TextFilter } from '../layout.tsx'
+import { needsViewer } from '../page-roles.ts'
 import { Time } from '../time.tsx'
 
 export const lookupPages = new Hono<ConsoleEnv>()
 
-lookupPages.get('/notifications', async (c) => {
+lookupPages.get('/notifications', needsViewer, async (c) => {
   const asked = c.req.query('status')
   const status = isNotificationStatus(asked) ? asked : undefined
   const { results } = await c.env.DB.prepare(
@@ -57,7 +58,7 @@ lookupPages.get('/notifications', async (c) => {
   )
 })
 
-lookupPages.get('/contacts', async (c) => {
+lookupPages.get('/contacts', needsViewer, async (c) => {
   const userId = c.req.query('userId')?.trim()
   const [contact, reviewers] = await Promise.all([
     userId
@@ -110,7 +111,7 @@ lookupPages.get('/contacts', async (c) => {
   )
 })
 
-lookupPages.get('/audit', async (c) => {
+lookupPages.get('/audit', needsViewer, async (c) => {
   const filter = { action: c.req.query('action'), actor: c.req.query('actor'), target: c.req.query('target') }
   const answer = await c.get('api')<{ items: AuditRecord[]; nextCursor: string | null }>(
     'GET',

@@ -9,6 +9,7 @@ import { raw } from 'hono/html'
 import { templateKeys } from '../../events/registry.ts'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
 import { Csrf, ErrorNote, Layout, type PageContext, Table } from '../layout.tsx'
+import { needsAdmin, needsViewer } from '../page-roles.ts'
 import { Time } from '../time.tsx'
 
 type Parts = { subject: string; textBody: string; htmlBody: string }
@@ -21,7 +22,7 @@ const key = (kind: string, locale: string, channel: string) =>
 
 export const templatePages = new Hono<ConsoleEnv>()
 
-templatePages.get('/', async (c) => {
+templatePages.get('/', needsViewer, async (c) => {
   const { results } = await c.env.DB.prepare(
     'SELECT kind, locale, channel, max(version) AS version FROM templates GROUP BY kind, locale, channel',
   ).all<{ kind: string; locale: string; channel: string; version: number }>()
@@ -66,7 +67,7 @@ templatePages.get('/', async (c) => {
   )
 })
 
-templatePages.get('/new', (c) => {
+templatePages.get('/new', needsViewer, (c) => {
   const kind = c.req.query('kind') ?? ''
   const locale = c.req.query('locale') ?? ''
   return c.redirect(`/console/templates${key(kind, locale, 'email')}`, 303)
@@ -255,13 +256,14 @@ const partsOf = (form: Record<string, string>): Parts => ({
   htmlBody: form.htmlBody ?? '',
 })
 
-templatePages.get('/:kind/:locale/:channel', async (c) => {
+templatePages.get('/:kind/:locale/:channel', needsViewer, async (c) => {
   const props = await editorProps(c)
   if (!props.found) return c.notFound()
   return c.html(<Editor {...props} />)
 })
 
-templatePages.post('/:kind/:locale/:channel/preview', async (c) => {
+// A POST that changes nothing: a viewer may preview.
+templatePages.post('/:kind/:locale/:channel/preview', needsViewer, async (c) => {
   const { kind, locale, channel } = c.req.param()
   const parts = partsOf((await c.req.parseBody()) as Record<string, string>)
   const answer = await c.get('api')<Rendered>('POST', '/v1/templates/preview', { kind, locale, channel, ...parts })
@@ -277,7 +279,7 @@ templatePages.post('/:kind/:locale/:channel/preview', async (c) => {
   )
 })
 
-templatePages.post('/:kind/:locale/:channel/save', async (c) => {
+templatePages.post('/:kind/:locale/:channel/save', needsAdmin, async (c) => {
   const { kind, locale, channel } = c.req.param()
   const parts = partsOf((await c.req.parseBody()) as Record<string, string>)
   const answer = await c.get('api')<Template & { preview: Rendered }>(
@@ -293,7 +295,7 @@ templatePages.post('/:kind/:locale/:channel/save', async (c) => {
   return c.html(<Editor {...props} saved={answer.body.version} rendered={answer.body.preview} />)
 })
 
-templatePages.post('/:kind/:locale/:channel/restore', async (c) => {
+templatePages.post('/:kind/:locale/:channel/restore', needsAdmin, async (c) => {
   const { kind, locale, channel } = c.req.param()
   const form = (await c.req.parseBody()) as Record<string, string>
   const old = await c.env.DB.prepare(

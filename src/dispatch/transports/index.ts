@@ -10,7 +10,12 @@ export { SendError, type Sent, type Transport } from './types.ts'
 /** The transport `EMAIL_TRANSPORT` names; a resend transport reports every answer to `pace`. */
 export function transportFor(env: Env, config: Config, pace?: Pace): Transport {
   if (config.EMAIL_TRANSPORT === 'resend') {
-    return resendTransport({ apiKey: config.RESEND_API_KEY as string, baseUrl: config.RESEND_API_URL, pace })
+    return resendTransport({
+      apiKey: config.RESEND_API_KEY as string,
+      baseUrl: config.RESEND_API_URL,
+      pace,
+      timeoutSeconds: config.RESEND_TIMEOUT_SECONDS,
+    })
   }
   return cloudflareTransport(env.EMAIL)
 }

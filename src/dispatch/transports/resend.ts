@@ -1,10 +1,8 @@
+import { RESEND_TIMEOUT_DEFAULT_SECONDS } from '../../config.ts'
 import { USER_AGENT } from '../../version.ts'
 import { buildMime, listHeadersOf, type Mail, messageIdOf } from '../mime.ts'
 import type { PaceObserver } from '../pace/answer.ts'
 import { SendError, type SendOutcome, type Transport } from './types.ts'
-
-/** Longest wait for the provider before the attempt counts as a transient failure. */
-const TIMEOUT_MS = 15_000
 
 /**
  * Resend's HTTP API: one email per `POST /emails`, or up to 100 in one
@@ -30,9 +28,16 @@ const TIMEOUT_MS = 15_000
  * in the dispatch consumer.
  */
 export function resendTransport(
-  options: { apiKey: string; baseUrl: string; pace?: PaceObserver | undefined },
+  options: {
+    apiKey: string
+    baseUrl: string
+    pace?: PaceObserver | undefined
+    /** Longest wait for Resend's answer before the attempt counts as a transient failure (RESEND_TIMEOUT_SECONDS). */
+    timeoutSeconds?: number
+  },
   fetcher: typeof fetch = fetch,
 ): Transport {
+  const timeoutMs = (options.timeoutSeconds ?? RESEND_TIMEOUT_DEFAULT_SECONDS) * 1000
   /** One request; its answer's JSON when Resend accepted it, else the SendError of its refusal. */
   async function post(path: string, key: string, body: unknown): Promise<unknown> {
     let response: Response
@@ -47,7 +52,7 @@ export function resendTransport(
           'idempotency-key': key,
         },
         body: JSON.stringify(body),
-        signal: AbortSignal.timeout(TIMEOUT_MS),
+        signal: AbortSignal.timeout(timeoutMs),
       })
     } catch (cause) {
       // No answer: Resend may have taken it.

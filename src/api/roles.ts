@@ -1,0 +1,72 @@
+/**
+ * Who may call a route, declared with the route: `operatorRoute('viewer', …)`
+ * both requires that role and says so in /openapi.json (its `security`), so
+ * the document and the check cannot differ. No list of paths decides who may
+ * call what; test/route-roles.test.ts calls every documented route and every
+ * console page with each token and fails on a route that declares no role or
+ * answers another role than it declares.
+ */
+import { createRoute, type RouteConfig } from '@hono/zod-openapi'
+import { bodyLimit } from 'hono/body-limit'
+import { ApiError } from '../errors.ts'
+import { type OperatorCheck, type OperatorRole, requireOperator } from './auth.ts'
+
+/**
+ * Who may call a route: anyone (`public`: a route that needs no token, or
+ * checks a proof of its own — a webhook's signature, an unsubscribe link's
+ * token), the bridge (`ingest`), an operator who reads (`viewer`: the viewer
+ * or the admin token) or an admin.
+ */
+export type Role = 'public' | 'ingest' | OperatorRole
+
+/** The bearer schemes of /openapi.json, each a token (its current or previous value). */
+export const SECURITY_SCHEMES = {
+  ingestToken: 'INGEST_TOKEN (or INGEST_TOKEN_PREVIOUS): the bridge, ingest only',
+  viewerToken: 'VIEWER_TOKEN (or VIEWER_TOKEN_PREVIOUS): the operator routes that only read',
+  adminToken: 'ADMIN_TOKEN (or ADMIN_TOKEN_PREVIOUS): every operator route',
+}
+
+type Scheme = keyof typeof SECURITY_SCHEMES
+
+/** The OpenAPI security requirement of each role: any one of the schemes listed will do. */
+export const SECURITY_OF: Record<Role, Partial<Record<Scheme, string[]>>[]> = {
+  // An empty list, not a missing one: this route was declared open.
+  public: [],
+  ingest: [{ ingestToken: [] }],
+  viewer: [{ viewerToken: [] }, { adminToken: [] }],
+  admin: [{ adminToken: [] }],
+}
+
+/** Largest body of an operator request (a template is the largest). */
+const OPERATOR_MAX_BYTES = 1024 * 1024
+
+// Operator requests are small; ingest and the webhooks keep limits of their own.
+const operatorBodyLimit = bodyLimit({
+  maxSize: OPERATOR_MAX_BYTES,
+  onError: () => {
+    throw new ApiError('PAYLOAD_TOO_LARGE', `request body exceeds ${OPERATOR_MAX_BYTES} bytes`)
+  },
+})
+
+/**
+ * An operator route that requires `role` — checked before the request is
+ * validated, so a caller without it learns nothing from a 400 — with the
+ * operator body limit. A POST that changes nothing (a preview) is declared
+ * `viewer` like a read; a read of what only admins see, `admin`.
+ */
+export function operatorRoute<const R extends Omit<RouteConfig, 'security' | 'middleware'>>(
+  role: OperatorRole,
+  config: R,
+  check: OperatorCheck = {},
+) {
+  return createRoute({
+    ...config,
+    security: SECURITY_OF[role],
+    middleware: [requireOperator(role, check), operatorBodyLimit] as const,
+  })
+}
+
+/** A route anyone may call: it needs no token, or checks its own proof (an unsubscribe link's token). */
+export function publicRoute<const R extends Omit<RouteConfig, 'security' | 'middleware'>>(config: R) {
+  return createRoute({ ...config, security: SECURITY_OF.public })
+}
