@@ -156,3 +156,61 @@ describe('Cloudflare Access', () => {
     expect((await request('/console', both, access)).status).toBe(200)
   })
 })
+
+describe('a body too large', () => {
+  /** A form body that says it is `length` bytes long, and records whether anything read it. */
+  function claimedBody(length: number) {
+    const read = { pulled: false }
+    // A high-water mark of 0: pulled only when a reader asks, not to fill a queue ahead.
+    const body = new ReadableStream<Uint8Array>(
+      {
+        pull(controller) {
+          read.pulled = true
+          controller.enqueue(new TextEncoder().encode('token=x'))
+          controller.close()
+        },
+      },
+      { highWaterMark: 0 },
+    )
+    const init = {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        'content-length': String(length),
+        origin: 'http://worker',
+      },
+      body,
+      duplex: 'half',
+    } as RequestInit
+    return { init, read }
+  }
+
+  it('is refused by its length before anything reads it: the sign-in form anyone may post takes 8 KiB', async () => {
+    const { init, read } = claimedBody(60_000_000)
+    const answer = await request('/console/sign-in', init)
+    expect(answer.status).toBe(413)
+    expect(answer.text).toContain('This form is larger than the console takes (8192 bytes).')
+    expect(answer.headers.get('set-cookie')).toBeNull()
+    expect(read.pulled).toBe(false)
+    // One just over the limit, sent whole, is refused too; a token's form is far below it.
+    const over = await request('/console/sign-in', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'http://worker' },
+      body: new URLSearchParams({ token: 'x'.repeat(8 * 1024) }).toString(),
+    })
+    expect(over.status).toBe(413)
+    expect((await signIn(ADMIN_TOKEN)).answer.status).toBe(303)
+  })
+
+  it("a signed-in form over 6 MiB is refused before its session's CSRF token is read from it", async () => {
+    const { value } = await signIn(ADMIN_TOKEN)
+    const { init, read } = claimedBody(10_000_000)
+    const answer = await request('/console/dead-letters/bulk', {
+      ...init,
+      headers: { ...(init.headers as Record<string, string>), cookie: value },
+    })
+    expect(answer.status).toBe(413)
+    expect(answer.text).toContain('(6291456 bytes)')
+    expect(read.pulled).toBe(false)
+  })
+})

@@ -19,6 +19,7 @@ import { NONCE, secureHeaders } from 'hono/secure-headers'
 import { scopeOfToken } from '../api/auth.ts'
 import { configOf } from '../config.ts'
 import { loggerFor } from '../log.ts'
+import { consoleBodyLimit } from './body-limits.ts'
 import type { ConsoleContext, ConsoleEnv } from './context.ts'
 import { Layout } from './layout.tsx'
 import { needsAdmin, needsNobody, needsViewer } from './page-roles.ts'
@@ -63,6 +64,10 @@ consoleApp.use('*', async (c, next) => {
   c.set('page', { nonce: c.get('secureHeadersNonce') ?? '' })
   await next()
 })
+// A body is refused by its size before anything reads it (413): the sign-in form, which anyone
+// may post, holds one token; a signed-in form is read only after its session is checked, and the
+// largest, a template at the parse limit in every part, fits (./body-limits.ts).
+consoleApp.use('*', consoleBodyLimit)
 
 consoleApp.onError((error, c) => {
   // A refusal by a middleware (a cross-site form post) keeps its status.
