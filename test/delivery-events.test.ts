@@ -218,7 +218,10 @@ describe('Cloudflare delivery events on notify-email-events', () => {
 })
 
 /** Posts a webhook signed as Resend (Svix) signs it. */
-async function resendWebhook(event: unknown, options: { id?: string; at?: Date; secret?: string } = {}) {
+async function resendWebhook(
+  event: unknown,
+  options: { id?: string; at?: Date; secret?: string; contentType?: string } = {},
+) {
   const id = options.id ?? `msg_${guid().replaceAll('-', '')}`
   const at = options.at ?? new Date()
   const payload = JSON.stringify(event)
@@ -226,7 +229,7 @@ async function resendWebhook(event: unknown, options: { id?: string; at?: Date; 
   const response = await fetchWorker('/v1/webhooks/resend', {
     method: 'POST',
     headers: {
-      'content-type': 'application/json',
+      'content-type': options.contentType ?? 'application/json',
       'svix-id': id,
       'svix-timestamp': String(Math.floor(at.getTime() / 1000)),
       'svix-signature': signature,
@@ -322,6 +325,26 @@ describe('POST /v1/webhooks/resend', () => {
       .all()
     expect(results).toHaveLength(0)
     expect(await suppressionOf(email)).toBeNull()
+  })
+
+  it('a signed event that is not JSON by its type is refused (415) and records nothing, whatever its body', async () => {
+    const { providerId } = await sentByResend(`typed-${guid().slice(0, 8)}@example.com`)
+    for (const contentType of ['text/plain', 'application/x-www-form-urlencoded', 'application/json-seq', '']) {
+      const { response } = await resendWebhook(bounced(providerId, 'typed@example.com'), { contentType })
+      expect(response.status, contentType).toBe(415)
+      const body = (await response.json()) as { error: { code: string; issues: { field: string }[] } }
+      expect(body.error.code).toBe('UNSUPPORTED_MEDIA_TYPE')
+      expect(body.error.issues).toEqual([{ field: 'content-type', message: 'must be application/json' }])
+    }
+    expect(
+      (await env.DB.prepare('SELECT 1 FROM delivery_events WHERE provider_message_id = ?1').bind(providerId).all())
+        .results,
+    ).toHaveLength(0)
+    // With a charset, as some senders write it, it is JSON.
+    const { response } = await resendWebhook(bounced(providerId, 'typed@example.com'), {
+      contentType: 'application/json; charset=utf-8',
+    })
+    expect(response.status).toBe(202)
   })
 
   it('a verified event that is not about delivery (email.opened) is answered 200 and not queued', async () => {

@@ -244,6 +244,30 @@ describe('one-click unsubscribe', () => {
   })
 })
 
+describe("a link's page and an API answer", () => {
+  it('each carry a policy that loads and runs nothing and lets no other site frame them', async () => {
+    const token = await signUnsubscribe({ userId: guid(), kind: 'InvitationCreated', channel: 'email' }, KEY)
+    for (const [path, init] of [
+      [`/u/${token}`, {}],
+      [`/u/${token}`, { method: 'POST' }],
+      [`/u/${token.slice(0, -2)}xx`, {}],
+    ] as const) {
+      const page = await fetchWorker(path, { ...init, headers: { accept: 'text/html' } })
+      expect(page.headers.get('content-type'), path).toMatch(/^text\/html/)
+      // The page's one style is its body's attribute, and its one form posts to the link.
+      expect(page.headers.get('content-security-policy'), path).toBe(
+        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+      )
+    }
+    for (const path of ['/healthz', '/v1/dead-letters', '/v1/nothing-here']) {
+      const answer = await admin(path)
+      expect(answer.headers.get('content-security-policy'), path).toBe(
+        "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+      )
+    }
+  })
+})
+
 describe('/v1/preferences', () => {
   it('shows every optional kind with its default, stores choices, and refuses to turn off a transactional kind', async () => {
     const userId = guid()

@@ -30,7 +30,19 @@ export type ErrorBody = { error: { code: ApiCode; message: string; issues?: Fiel
 /** The Worker's HTTP API: health, ingest, the operator routes, metrics and their OpenAPI document. */
 export const app = createRouter()
 
-app.use(secureHeaders())
+// An API answer is data: it loads nothing, runs nothing and no page may frame it. A page with a
+// policy of its own (the console's, an unsubscribe link's) keeps it.
+app.use(
+  secureHeaders({
+    contentSecurityPolicy: {
+      defaultSrc: ["'none'"],
+      frameAncestors: ["'none'"],
+      baseUri: ["'none'"],
+      formAction: ["'none'"],
+    },
+    overwrite: false,
+  }),
+)
 
 // Anyone: liveness and the documents. Declared `public` in the document below.
 app.get('/healthz', (c) => c.json({ status: 'ok' }))

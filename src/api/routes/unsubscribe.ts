@@ -154,9 +154,19 @@ const isMode = (value: string): value is DeliveryMode => value === 'instant' || 
 /** `/u`: one-click unsubscribe links, reachable by recipients without any token but the link's own. */
 export const unsubscribeLinks = createRouter()
 
+/**
+ * A link's page loads nothing and runs nothing: its one style is the body's
+ * own attribute, its one form posts back to the link itself, and no other
+ * site may frame it (a framed one-click button is a click another page could
+ * steal).
+ */
+const LINK_PAGE_POLICY =
+  "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
 // A personal page: never cached by a proxy, never indexed.
 unsubscribeLinks.use(async (c, next) => {
   await next()
+  c.header('content-security-policy', LINK_PAGE_POLICY)
   c.header('cache-control', 'no-store')
 })
 

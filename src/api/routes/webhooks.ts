@@ -34,7 +34,7 @@ export const resendWebhookDoc = {
   responses: {
     202: json(Received, 'Verified and queued'),
     200: json(Received, 'Verified; not a delivery event, dropped'),
-    ...errors(400, 401, 413, 500, 503),
+    ...errors(400, 401, 413, 415, 500, 503),
   },
 }
 
@@ -73,6 +73,16 @@ export const webhooks = new Hono<AppEnv>().post('/resend', async (c) => {
   } catch (error) {
     if (!(error instanceof WebhookVerificationError)) throw error
     throw new ApiError('UNAUTHORIZED', `the Svix signature does not hold: ${error.message}`)
+  }
+  // Resend posts its events as JSON; a signed body of another type was not sent by Resend as
+  // Resend sends, and is refused by its type, after the signature (an unsigned one is a 401 first).
+  const mediaType = (c.req.header('content-type') ?? '').split(';')[0]?.trim().toLowerCase()
+  if (mediaType !== 'application/json') {
+    throw new ApiError(
+      'UNSUPPORTED_MEDIA_TYPE',
+      `a Resend webhook is application/json, not ${mediaType || 'untyped'}`,
+      [{ field: 'content-type', message: 'must be application/json' }],
+    )
   }
   let event: unknown
   try {
