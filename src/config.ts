@@ -311,7 +311,14 @@ export const ConfigSchema = z
     CONSOLE_SESSION_HOURS: Seconds.min(1)
       .max(24 * 30)
       .default(8)
-      .describe('how long a console session lasts before signing in again'),
+      .describe('the longest a console session lasts from its sign-in, however much it is used'),
+    CONSOLE_SESSION_IDLE_MINUTES: z.coerce
+      .number()
+      .int()
+      .min(5)
+      .max(24 * 60)
+      .default(30)
+      .describe('how long a console session lasts unused: each page renews it, up to CONSOLE_SESSION_HOURS'),
     ACCESS_TEAM_DOMAIN: z
       .string()
       .regex(/^[a-z0-9-]+\.cloudflareaccess\.com$/, 'your team domain, e.g. acme.cloudflareaccess.com')

@@ -11,9 +11,11 @@ import { describe, expect, it } from 'vitest'
 import worker from '../src/index.ts'
 import { FAKE_ACCESS_TEAM } from './fake-resend.ts'
 import keys from './fixtures/access-keys.json'
-import { ADMIN_TOKEN } from './helpers.ts'
+import { ADMIN_TOKEN, runCron } from './helpers.ts'
 
 const KEY = 'test-console-session-key-0123456789abcdef'
+const VIEWER_TOKEN = 'test-viewer-token-0123456789'
+const WITH_VIEWER = { VIEWER_TOKEN }
 const AUD = 'test-access-audience-0123456789abcdef'
 
 async function request(path: string, init: RequestInit = {}, vars: Record<string, string> = {}) {
@@ -89,6 +91,108 @@ describe('the token form', () => {
     expect((await request('/console', withCookie(value), { ADMIN_TOKEN: 'next-admin-token-0123456789' })).status).toBe(
       303,
     )
+  })
+})
+
+describe('a session ends', () => {
+  /** The session's id and CSRF token, read from its cookie's payload. */
+  function sessionOf(value: string): { sid: string; csrf: string } {
+    const payload = value.split('=')[1]?.split('.')[0] ?? ''
+    return JSON.parse(atob(payload.replaceAll('-', '+').replaceAll('_', '/')))
+  }
+  const post = (path: string, value: string) =>
+    request(path, {
+      method: 'POST',
+      headers: { cookie: value, origin: 'http://worker', 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ _csrf: sessionOf(value).csrf }).toString(),
+    })
+  const opens = async (value: string) => (await request('/console', withCookie(value))).status === 200
+  const setRow = (value: string, columns: { seen?: number; created?: number }) =>
+    env.DB.prepare(
+      'UPDATE console_sessions SET seen_at = coalesce(?2, seen_at), created_at = coalesce(?3, created_at) WHERE id = ?1',
+    )
+      .bind(
+        sessionOf(value).sid,
+        columns.seen === undefined ? null : new Date(Date.now() - columns.seen).toISOString(),
+        columns.created === undefined ? null : new Date(Date.now() - columns.created).toISOString(),
+      )
+      .run()
+
+  it('when its operator signs out: the same cookie, sent again, opens nothing', async () => {
+    const { value } = await signIn(ADMIN_TOKEN)
+    const other = await signIn(ADMIN_TOKEN)
+    expect(await opens(value)).toBe(true)
+    const out = await post('/console/sign-out', value)
+    expect(out.status).toBe(303)
+    expect(out.headers.get('location')).toBe('/console/sign-in')
+    // The cookie was kept (a copy, a stolen one): it is over all the same.
+    expect(await opens(value)).toBe(false)
+    // Another session of the same token is another session.
+    expect(await opens(other.value)).toBe(true)
+  })
+
+  it('for everyone when an admin says so, audited; a viewer may not', async () => {
+    const admin = await signIn(ADMIN_TOKEN)
+    const viewer = await signIn(VIEWER_TOKEN, WITH_VIEWER)
+    const viewerOpens = async () => (await request('/console', withCookie(viewer.value), WITH_VIEWER)).status === 200
+    expect(await viewerOpens()).toBe(true)
+    const refused = await request(
+      '/console/sessions/end-all',
+      {
+        method: 'POST',
+        headers: { cookie: viewer.value, origin: 'http://worker', 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ _csrf: sessionOf(viewer.value).csrf }).toString(),
+      },
+      WITH_VIEWER,
+    )
+    expect(refused.status).toBe(403)
+    expect(await viewerOpens()).toBe(true)
+    const page = await request('/console/audit', withCookie(admin.value))
+    expect(page.text).toMatch(/<p>[1-9]\d* open \(used in the last 30 min, at most 8 h after signing in\)/)
+    expect(page.text).toContain('action="/console/sessions/end-all"')
+
+    const ended = await post('/console/sessions/end-all', admin.value)
+    expect(ended.status).toBe(303)
+    expect(await viewerOpens()).toBe(false)
+    expect(await opens(admin.value)).toBe(false)
+    const { results } = await env.DB.prepare(
+      "SELECT actor, affected FROM audit_log WHERE action = 'console.sessions.end-all' ORDER BY id DESC LIMIT 1",
+    ).all<{ actor: string; affected: number }>()
+    expect(results[0]?.actor).toBe('admin token')
+    expect(results[0]?.affected).toBeGreaterThanOrEqual(2)
+    expect(await env.DB.prepare('SELECT count(*) AS n FROM console_sessions WHERE ended_at IS NULL').first()).toEqual({
+      n: 0,
+    })
+  })
+
+  it('after 30 idle minutes, each use renewing it; and 8 hours after sign-in, however used', async () => {
+    const { value } = await signIn(ADMIN_TOKEN)
+    // Used 20 minutes ago: still open, and this use renews it.
+    await setRow(value, { seen: 20 * 60_000 })
+    expect(await opens(value)).toBe(true)
+    const seen = await env.DB.prepare('SELECT seen_at FROM console_sessions WHERE id = ?1')
+      .bind(sessionOf(value).sid)
+      .first<{ seen_at: string }>()
+    expect(Date.now() - Date.parse(seen?.seen_at ?? '')).toBeLessThan(20 * 60_000)
+    // Unused for 31 minutes: over.
+    await setRow(value, { seen: 31 * 60_000 })
+    expect(await opens(value)).toBe(false)
+    // Used a moment ago, but signed in 8 hours and a minute ago: over.
+    const late = await signIn(ADMIN_TOKEN)
+    await setRow(late.value, { created: 8 * 3_600_000 + 60_000 })
+    expect(await opens(late.value)).toBe(false)
+  })
+
+  it("rows of sessions long over are deleted by retention; a live one's row stays", async () => {
+    const old = await signIn(ADMIN_TOKEN)
+    const live = await signIn(ADMIN_TOKEN)
+    await setRow(old.value, { seen: 3 * 24 * 3_600_000, created: 3 * 24 * 3_600_000 })
+    await runCron(new Date())
+    const ids = async (value: string) =>
+      (await env.DB.prepare('SELECT id FROM console_sessions WHERE id = ?1').bind(sessionOf(value).sid).all()).results
+        .length
+    expect(await ids(old.value)).toBe(0)
+    expect(await ids(live.value)).toBe(1)
   })
 })
 

@@ -174,15 +174,17 @@ describe('the console: every page, signed in with each token', () => {
   }
 
   it('answers each session as the role the page declares; the ingest token opens none', async () => {
-    const sessions = {
+    // Fresh sessions for each route: signing out, and signing everyone out, end the sessions they ran in.
+    const signInAll = async () => ({
       none: await signIn(CALLERS.none),
       ingest: await signIn(CALLERS.ingest),
       viewer: await signIn(CALLERS.viewer),
       admin: await signIn(CALLERS.admin),
-    }
-    expect(sessions.ingest.cookie).toBe('')
-    expect(sessions.viewer.cookie).not.toBe('')
-    expect(sessions.admin.cookie).not.toBe('')
+    })
+    const first = await signInAll()
+    expect(first.ingest.cookie).toBe('')
+    expect(first.viewer.cookie).not.toBe('')
+    expect(first.admin.cookie).not.toBe('')
 
     // Each route with its handlers: the app-wide middleware shares `ALL /*` with the last catch-all.
     const routes = new Map<string, unknown[]>()
@@ -201,6 +203,7 @@ describe('the console: every page, signed in with each token', () => {
       const path = relative === '/' ? CONSOLE : `${CONSOLE}${relative}`
       const probe = method === 'ALL' ? 'GET' : method
       const answers = {} as Record<Caller, string>
+      const sessions = await signInAll()
       for (const caller of Object.keys(CALLERS) as Caller[]) {
         answers[caller] = await pageAnswer(probe, path, sessions[caller])
       }

@@ -17,6 +17,7 @@ import { csrf } from 'hono/csrf'
 import { HTTPException } from 'hono/http-exception'
 import { NONCE, secureHeaders } from 'hono/secure-headers'
 import { scopeOfToken } from '../api/auth.ts'
+import { auditChange } from '../audit/store.ts'
 import { configOf } from '../config.ts'
 import { loggerFor } from '../log.ts'
 import { consoleBodyLimit } from './body-limits.ts'
@@ -31,6 +32,7 @@ import { overviewPage } from './pages/overview.tsx'
 import { templatePages } from './pages/templates.tsx'
 import { problemPage } from './problem.tsx'
 import { SESSION_COOKIE, tokenFingerprint } from './session.ts'
+import { endAllSessions, endSession } from './sessions.ts'
 import { openSession, sessionKeys } from './signed-in.ts'
 
 export const consoleApp = new Hono<ConsoleEnv>()
@@ -121,7 +123,23 @@ consoleApp.post('/sign-in', needsNobody, async (c) => {
 })
 
 // Every other page needs a session (./page-roles.ts); a post also needs its form's CSRF token.
-consoleApp.post('/sign-out', needsViewer, (c) => {
+consoleApp.post('/sign-out', needsViewer, async (c) => {
+  const session = c.get('session')
+  await endSession(c.env.DB, session.sid, new Date()).run()
+  deleteCookie(c, SESSION_COOKIE, { path: '/', secure: true })
+  // Behind Access, Access would sign its user in again at once: its own logout ends that.
+  return c.redirect(session.via === 'access' ? '/cdn-cgi/access/logout' : '/console/sign-in', 303)
+})
+
+// Every session ends, this one too: a token that leaked with a cookie, a laptop left open. The
+// tokens themselves are rotated apart (docs/operating.md, "Rotating a secret").
+consoleApp.post('/sessions/end-all', needsAdmin, async (c) => {
+  const now = new Date()
+  const [ended] = await c.env.DB.batch([
+    endAllSessions(c.env.DB, now),
+    auditChange(c.env.DB, c.get('operator'), { action: 'console.sessions.end-all', target: null }, now.toISOString()),
+  ])
+  loggerFor(c.env).info('console.sessions-ended', { count: ended?.meta.changes ?? 0 })
   deleteCookie(c, SESSION_COOKIE, { path: '/', secure: true })
   return c.redirect('/console/sign-in', 303)
 })

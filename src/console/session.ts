@@ -4,13 +4,16 @@
  * the key rotates without signing everyone out). The payload names the
  * operator and role, when the session ends, the CSRF token of its forms, and
  * a fingerprint of the token it was opened with: a session opened with a
- * token that is no longer configured is over.
+ * token that is no longer configured is over. It names its row in D1 too:
+ * a signed cookie alone cannot be taken back, the row can (./sessions.ts).
  */
 import { z } from 'zod'
 
 const encoder = new TextEncoder()
 
 const SessionSchema = z.object({
+  /** The session's row in D1 (./sessions.ts): ended there, it opens nothing, whatever this cookie says. */
+  sid: z.string().min(16).max(64),
   /** Operator name as the audit trail shows it. */
   name: z.string().min(1).max(320),
   role: z.enum(['admin', 'viewer']),

@@ -1,5 +1,6 @@
 import { pruneAudit } from '../audit/store.ts'
 import type { Config } from '../config.ts'
+import { pruneSessions } from '../console/sessions.ts'
 import { pruneResolvedDeadLetters } from '../dead-letters/store.ts'
 import { pruneDeliveryEvents } from '../delivery/store.ts'
 import type { Logger } from '../log.ts'
@@ -51,6 +52,13 @@ function prunings(config: Config): Pruning[] {
       table: 'audit_log',
       days: config.AUDIT_RETENTION_DAYS,
       statement: (db, before, _, limit) => pruneAudit(db, before, limit),
+    },
+    // A console session last used two days ago is over however it is configured (its idle time is
+    // at most a day): its row only says who was signed in, which the audit trail keeps.
+    {
+      table: 'console_sessions',
+      days: 2,
+      statement: (db, before, _, limit) => pruneSessions(db, before, limit),
     },
     // The charts' buckets (src/metrics/buckets.ts) keep a fixed span: what the charts show, and a little more.
     {

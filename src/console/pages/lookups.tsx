@@ -4,11 +4,14 @@
  */
 import { Hono } from 'hono'
 import type { AuditRecord } from '../../audit/record.ts'
+import { configOf } from '../../config.ts'
 import { isNotificationStatus, NOTIFICATION_STATUSES } from '../../notifications/status.ts'
 import { maskAddress } from '../../privacy.ts'
 import type { ConsoleEnv } from '../context.ts'
-import { ErrorNote, Layout, queryOf, SelectFilter, Table, TextFilter } from '../layout.tsx'
+import { Csrf, ErrorNote, Layout, queryOf, SelectFilter, Table, TextFilter } from '../layout.tsx'
 import { needsViewer } from '../page-roles.ts'
+import { openSessions } from '../sessions.ts'
+import { sessionLimits } from '../signed-in.ts'
 import { Time } from '../time.tsx'
 
 export const lookupPages = new Hono<ConsoleEnv>()
@@ -117,8 +120,28 @@ lookupPages.get('/audit', needsViewer, async (c) => {
     'GET',
     `/v1/audit${queryOf({ ...filter, cursor: c.req.query('cursor'), limit: '50' })}`,
   )
+  const config = configOf(c.env)
+  const open = await openSessions(c.env.DB, new Date(), sessionLimits(config))
+  const admin = c.get('operator').role === 'admin'
   return c.html(
     <Layout page={c.get('page')} title="Audit trail">
+      <section aria-labelledby="sessions">
+        <h2 id="sessions">Console sessions</h2>
+        <p>
+          {open} open (used in the last {config.CONSOLE_SESSION_IDLE_MINUTES} min, at most{' '}
+          {config.CONSOLE_SESSION_HOURS} h after signing in).
+        </p>
+        {admin ? (
+          <form method="post" action="/console/sessions/end-all">
+            <Csrf page={c.get('page')} />
+            <button type="submit" class="danger">
+              Sign out everyone
+            </button>{' '}
+            Every session ends at once, yours too; behind Cloudflare Access, Access signs its users in again.
+          </form>
+        ) : null}
+      </section>
+      <h2>Changes</h2>
       <form class="filters" method="get" action="/console/audit">
         <TextFilter name="action" label="Action" value={filter.action} />
         <TextFilter name="actor" label="Actor" value={filter.actor} />

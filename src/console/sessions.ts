@@ -1,0 +1,83 @@
+/**
+ * The console's sessions in D1 (`console_sessions`, migration 0017): the
+ * server's word on whether a signed cookie still opens the console. A
+ * session is live while it was not ended (signing out, "sign out everyone"),
+ * was used within the idle time, and is younger than its lifetime; each use
+ * renews it, so an operator at work stays signed in and an abandoned tab
+ * does not.
+ */
+
+/** How long a session lives: idle (sliding) and at most (from its opening), in ms. */
+export type SessionLimits = { idleMs: number; lifetimeMs: number }
+
+/** A new session's row. Parameters: id, name, role, now. */
+export function insertSession(
+  db: D1Database,
+  session: { id: string; name: string; role: 'admin' | 'viewer' },
+  now: Date,
+): D1PreparedStatement {
+  return db
+    .prepare('INSERT INTO console_sessions (id, name, role, created_at, seen_at) VALUES (?1, ?2, ?3, ?4, ?4)')
+    .bind(session.id, session.name, session.role, now.toISOString())
+}
+
+/**
+ * Whether session `id` is live at `now`, renewing it if so: one statement,
+ * which writes `seen_at` only for a live session (at most once a minute: a
+ * page that refreshes itself must not write D1 on every view).
+ */
+export async function renewSession(db: D1Database, id: string, now: Date, limits: SessionLimits): Promise<boolean> {
+  const at = now.getTime()
+  const row = await db
+    .prepare(
+      `UPDATE console_sessions SET seen_at = CASE WHEN seen_at < ?3 THEN ?2 ELSE seen_at END
+       WHERE id = ?1 AND ended_at IS NULL AND seen_at > ?4 AND created_at > ?5
+       RETURNING id`,
+    )
+    .bind(
+      id,
+      now.toISOString(),
+      new Date(at - 60_000).toISOString(),
+      new Date(at - limits.idleMs).toISOString(),
+      new Date(at - limits.lifetimeMs).toISOString(),
+    )
+    .first<{ id: string }>()
+  return row !== null
+}
+
+/** Ends session `id` (signing out). */
+export function endSession(db: D1Database, id: string, now: Date): D1PreparedStatement {
+  return db
+    .prepare('UPDATE console_sessions SET ended_at = ?2 WHERE id = ?1 AND ended_at IS NULL')
+    .bind(id, now.toISOString())
+}
+
+/** Ends every session still open ("sign out everyone"); its `changes()` is how many. */
+export function endAllSessions(db: D1Database, now: Date): D1PreparedStatement {
+  return db.prepare('UPDATE console_sessions SET ended_at = ?1 WHERE ended_at IS NULL').bind(now.toISOString())
+}
+
+/** How many sessions are open now: not ended, used within the idle time. */
+export async function openSessions(db: D1Database, now: Date, limits: SessionLimits): Promise<number> {
+  const row = await db
+    .prepare('SELECT count(*) AS n FROM console_sessions WHERE ended_at IS NULL AND seen_at > ?1 AND created_at > ?2')
+    .bind(
+      new Date(now.getTime() - limits.idleMs).toISOString(),
+      new Date(now.getTime() - limits.lifetimeMs).toISOString(),
+    )
+    .first<{ n: number }>()
+  return row?.n ?? 0
+}
+
+/**
+ * Retention: deletes at most `limit` sessions last used before `before` —
+ * every one over by then, ended or idle (a live one was seen within the idle
+ * time, far later). Parameters: before, limit.
+ */
+export function pruneSessions(db: D1Database, before: string, limit: number): D1PreparedStatement {
+  return db
+    .prepare(
+      'DELETE FROM console_sessions WHERE id IN (SELECT id FROM console_sessions WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)',
+    )
+    .bind(before, limit)
+}
