@@ -18,6 +18,10 @@ export default defineConfig({
           UNSUBSCRIBE_SIGNING_KEY: 'test-unsubscribe-signing-key-0123456789',
           RESEND_WEBHOOK_SECRET: 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ=',
           CONSOLE_SESSION_KEY: 'test-console-session-key-0123456789abcdef',
+          // Set here so that a local .dev.vars (npm start writes one) cannot lend its example token, which
+          // the configuration refuses with a PUBLIC_URL off this machine. No test signs in with it: a
+          // test of the viewer sets its own.
+          VIEWER_TOKEN: 'vitest-viewer-token-nobody-uses-0123456789',
           // The deployed form of the links, whatever a local .dev.vars (npm start) says.
           PUBLIC_URL: 'https://notify-edge.example.workers.dev',
           // The tests' shared Resend team has a raised limit (test/fake-resend.ts), and the Worker is

@@ -20,6 +20,7 @@ export type WranglerConfig = {
   queues?: { producers?: { binding?: string; queue?: string }[]; consumers?: { queue?: string }[] }
   send_email?: { name?: string }[]
   durable_objects?: { bindings?: { name?: string }[] }
+  ratelimits?: { name?: string }[]
   triggers?: { crons?: string[] }
 }
 
@@ -61,6 +62,7 @@ export function describeWranglerConfig(config: WranglerConfig, now: Date): Deplo
       ...named(config.queues?.producers, (producer) => producer.binding),
       ...named(config.send_email, (binding) => binding.name),
       ...named(config.durable_objects?.bindings, (binding) => binding.name),
+      ...named(config.ratelimits, (binding) => binding.name),
     ],
     consumers: named(config.queues?.consumers, (consumer) => consumer.queue),
     crons: config.triggers?.crons ?? [],

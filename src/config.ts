@@ -14,7 +14,14 @@ const DelayList = z
     `each delay is at most ${MAX_DELAY_SECONDS} s (the Queues limit)`,
   )
 
-const Token = z.string().min(16, 'at least 16 characters')
+const Token = z
+  .string()
+  .min(16, 'at least 16 characters')
+  // A bearer token is guessed offline from nothing but its form: "aaaaaaaaaaaaaaaa" is no token.
+  .refine(
+    (value) => new Set(value).size >= 10,
+    'at least 10 different characters: a random one (openssl rand -base64 32)',
+  )
 
 const Clock = z
   .string()
@@ -65,6 +72,30 @@ function distinctTokens(
     const other = seen.get(value)
     if (other) context.addIssue({ code: 'custom', path: [name], message: `must differ from ${other}` })
     else seen.set(value, name)
+  }
+}
+
+/** Where local development runs: the only place the example secrets of .dev.vars.example are taken. */
+const isLocal = (publicUrl: string | undefined) =>
+  publicUrl !== undefined && ['127.0.0.1', 'localhost', '[::1]'].includes(new URL(publicUrl).hostname)
+
+/**
+ * The example secrets of .dev.vars.example say so ("change-me"): outside local
+ * development (a PUBLIC_URL not on this machine) every one is refused, so a
+ * deploy that copied the file answers nothing but CONFIG_INVALID — and the
+ * doctor names each secret — rather than the tokens anyone can read here.
+ */
+function noExampleSecrets(config: Record<string, unknown> & { PUBLIC_URL?: string }, context: z.RefinementCtx): void {
+  if (isLocal(config.PUBLIC_URL)) return
+  for (const name of SECRET_NAMES) {
+    const value = config[name]
+    if (typeof value === 'string' && /change-me/i.test(value)) {
+      context.addIssue({
+        code: 'custom',
+        path: [name],
+        message: `is the example of .dev.vars.example, refused outside local development: set a random one (openssl rand -base64 32 | npx wrangler secret put ${name})`,
+      })
+    }
   }
 }
 
@@ -361,6 +392,7 @@ export const ConfigSchema = z
     message: 'is required when EMAIL_TRANSPORT is resend',
   })
   .superRefine(leaseOutlastsASend)
+  .superRefine((config, context) => noExampleSecrets(config, context))
 
 /** The Worker's configuration, parsed from its variables and secrets. */
 export type Config = z.infer<typeof ConfigSchema> & {

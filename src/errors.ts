@@ -98,6 +98,11 @@ export const ERRORS = {
       'A batch arrived from a queue this Worker has no consumer for; retried until Cloudflare dead-letters it.',
   },
   UNAUTHORIZED: { status: 401, description: 'No bearer token, or a token this Worker does not know.' },
+  TOO_MANY_ATTEMPTS: {
+    status: 429,
+    description:
+      'Too many unknown tokens or failed sign-ins from this client: every token is refused until `Retry-After` seconds have passed.',
+  },
   FORBIDDEN: { status: 403, description: 'A known token without the scope this route needs.' },
   INVALID_JSON: { status: 400, description: 'The request body is not JSON.' },
   INVALID_REQUEST: { status: 400, description: 'The request does not match its schema; `issues` names each field.' },
@@ -155,11 +160,15 @@ export class ApiError extends Error {
   readonly code: ApiCode
   readonly issues: FieldIssue[] | undefined
 
-  constructor(code: ApiCode, message: string, issues?: FieldIssue[]) {
+  /** Seconds the client should wait, sent as `Retry-After` (a 429). */
+  readonly retryAfter: number | undefined
+
+  constructor(code: ApiCode, message: string, issues?: FieldIssue[], options: { retryAfter?: number } = {}) {
     super(message)
     this.name = 'ApiError'
     this.code = code
     this.issues = issues
+    this.retryAfter = options.retryAfter
   }
 
   /** HTTP status of this error's code. */

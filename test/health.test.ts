@@ -107,6 +107,38 @@ describe('GET /v1/health/config', () => {
     expect(other.status).toBe(500)
   })
 
+  it('the example secrets of .dev.vars.example are refused outside local development, and a token without variety anywhere', async () => {
+    const examples = {
+      UNSUBSCRIBE_SIGNING_KEY: 'dev-unsubscribe-signing-key-change-me-0123456789',
+      CONSOLE_SESSION_KEY: 'dev-console-session-key-change-me-0123456789',
+      VIEWER_TOKEN: 'dev-viewer-token-change-me',
+    }
+    const deployed = await doctor({ ...examples, PUBLIC_URL: 'https://notify.example.org' })
+    const finding = find(deployed.body, 'config-invalid')
+    expect(finding?.severity).toBe('blocker')
+    for (const name of Object.keys(examples)) {
+      expect(finding?.message).toContain(
+        `${name} (is the example of .dev.vars.example, refused outside local development`,
+      )
+    }
+    // Every other route answers CONFIG_INVALID rather than take a token anyone can read in the repository.
+    const refused = await fetchWorker(
+      '/v1/reviewers',
+      { headers: { authorization: `Bearer ${examples.VIEWER_TOKEN}` } },
+      { ...examples, PUBLIC_URL: 'https://notify.example.org' },
+    )
+    expect(refused.status).toBe(500)
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('CONFIG_INVALID')
+    // On this machine they are what `npm start` runs with.
+    expect(
+      find((await doctor({ ...examples, PUBLIC_URL: 'http://127.0.0.1:8787' })).body, 'config-invalid'),
+    ).toBeUndefined()
+    // Sixteen characters of one kind are no token, wherever.
+    expect(() => configOf({ ...env, VIEWER_TOKEN: 'a'.repeat(24), PUBLIC_URL: 'http://127.0.0.1:8787' })).toThrow(
+      /VIEWER_TOKEN \(at least 10 different characters/,
+    )
+  })
+
   it('a dispatch lease under three Resend timeouts is refused, naming both variables; three exactly will do', async () => {
     const short = { DISPATCH_LEASE_SECONDS: '3' }
     const { body } = await doctor(short)

@@ -148,6 +148,7 @@ app.onError((raw, c) => {
     const body: ErrorBody = { error: { code: error.code, message: error.message } }
     if (error.issues) body.error.issues = error.issues
     if (error.status >= 500) loggerFor(c.env).error('api.error', { code: error.code, error })
+    if (error.retryAfter !== undefined) c.header('retry-after', String(error.retryAfter))
     return c.json(body, error.status as 400)
   }
   loggerFor(c.env).error('api.unexpected', { path: redactPaths(c.req.path), error })

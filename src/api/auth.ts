@@ -2,6 +2,7 @@ import { createMiddleware } from 'hono/factory'
 import { type Config, configOf, TOKEN_NAMES, tokensOf } from '../config.ts'
 import { secretsEqual } from '../crypto.ts'
 import { ApiError } from '../errors.ts'
+import { clientOf, failedAttempt, refuseIfThrottled } from './attempts.ts'
 
 /** The scopes of the bearer tokens: `ingest` may only post events, `viewer` may read, `admin` may do the rest. */
 export type Scope = 'ingest' | 'viewer' | 'admin'
@@ -55,8 +56,13 @@ export function bearerOf(header: string | undefined): string {
  */
 export function requireIngest() {
   return createMiddleware<{ Bindings: Env }>(async (c, next) => {
+    const client = clientOf(c.req.raw)
+    refuseIfThrottled(client, 'ingest')
     const scope = await scopeOfToken(bearerOf(c.req.header('authorization')), configOf(c.env))
-    if (scope === undefined) throw new ApiError('UNAUTHORIZED', 'unknown bearer token')
+    if (scope === undefined) {
+      await failedAttempt(c.env, client, 'ingest')
+      throw new ApiError('UNAUTHORIZED', 'unknown bearer token')
+    }
     if (scope !== 'ingest') throw new ApiError('FORBIDDEN', 'this route needs the ingest token')
     await next()
   })
@@ -114,8 +120,13 @@ export function requireOperator(role: OperatorRole, check: OperatorCheck = {}) {
       return next()
     }
     const tokens = check.tokensAlone ? tokensOf(c.env) : configOf(c.env)
+    const client = clientOf(c.req.raw)
+    refuseIfThrottled(client, 'api')
     const scope = await scopeOfToken(bearerOf(c.req.header('authorization')), tokens)
-    if (scope === undefined) throw new ApiError('UNAUTHORIZED', 'unknown bearer token')
+    if (scope === undefined) {
+      await failedAttempt(c.env, client, 'api')
+      throw new ApiError('UNAUTHORIZED', 'unknown bearer token')
+    }
     if (scope === 'ingest') throw new ApiError('FORBIDDEN', 'this route needs the admin token')
     if (role === 'admin' && scope === 'viewer') {
       throw new ApiError('FORBIDDEN', viewerRefusal(c.req.method, 'the viewer token'))

@@ -16,9 +16,11 @@ import { deleteCookie } from 'hono/cookie'
 import { csrf } from 'hono/csrf'
 import { HTTPException } from 'hono/http-exception'
 import { NONCE, secureHeaders } from 'hono/secure-headers'
+import { ATTEMPT_PERIOD_SECONDS, clientOf, failedAttempt, refuseIfThrottled } from '../api/attempts.ts'
 import { scopeOfToken } from '../api/auth.ts'
 import { auditChange } from '../audit/store.ts'
 import { configOf } from '../config.ts'
+import { ApiError } from '../errors.ts'
 import { loggerFor } from '../log.ts'
 import { consoleBodyLimit } from './body-limits.ts'
 import type { ConsoleContext, ConsoleEnv } from './context.ts'
@@ -113,14 +115,42 @@ consoleApp.get('/sign-in', needsNobody, (c) => {
 consoleApp.post('/sign-in', needsNobody, async (c) => {
   const config = configOf(c.env)
   if (sessionKeys(config).length === 0) return c.redirect('/console/sign-in', 303)
+  // A client past the limit of failed attempts is refused whatever it sends (src/api/attempts.ts).
+  const client = clientOf(c.req.raw)
+  try {
+    refuseIfThrottled(client, 'console')
+  } catch (error) {
+    return tooManyAttempts(c, error)
+  }
   const form = await c.req.parseBody()
   const token = typeof form.token === 'string' ? form.token : ''
   const scope = token ? await scopeOfToken(token, config) : undefined
-  if (scope !== 'admin' && scope !== 'viewer') return c.redirect('/console/sign-in?failed=1', 303)
+  if (scope !== 'admin' && scope !== 'viewer') {
+    try {
+      await failedAttempt(c.env, client, 'console')
+    } catch (error) {
+      return tooManyAttempts(c, error)
+    }
+    return c.redirect('/console/sign-in?failed=1', 303)
+  }
   const via = await tokenFingerprint(token, config.CONSOLE_SESSION_KEY as string)
   await openSession(c, config, { name: `${scope} token`, role: scope, via })
   return c.redirect('/console', 303)
 })
+
+/** The 429 of a client past the limit of failed sign-ins, with its `Retry-After`; anything else thrown on. */
+function tooManyAttempts(c: ConsoleContext, error: unknown) {
+  if (!(error instanceof ApiError) || error.code !== 'TOO_MANY_ATTEMPTS') throw error
+  c.header('retry-after', String(error.retryAfter ?? ATTEMPT_PERIOD_SECONDS))
+  return c.html(
+    problemPage(
+      c.get('page'),
+      'Too many attempts',
+      `Too many wrong tokens from here: try again in ${error.retryAfter} s.`,
+    ),
+    429,
+  )
+}
 
 // Every other page needs a session (./page-roles.ts); a post also needs its form's CSRF token.
 consoleApp.post('/sign-out', needsViewer, async (c) => {

@@ -26,14 +26,22 @@ const BINDINGS: Record<string, string> = {
 /** Bindings only one transport uses: the send_email binding, and the send pace of resend. */
 const TRANSPORT_OF_BINDING: Record<string, string> = { EMAIL: 'cloudflare', SEND_PACE: 'resend' }
 
+/**
+ * A binding without which the Worker still delivers, but something else
+ * breaks: the throttle of failed attempts to authenticate (src/api/attempts.ts).
+ */
+const GUARD_BINDINGS: Record<string, string> = {
+  AUTH_FAILURES: '[[ratelimits]] name = "AUTH_FAILURES", namespace_id = "1001", simple = { limit = 10, period = 60 }',
+}
+
 /** The names of the Worker's bindings. */
-export const BINDING_NAMES = Object.keys(BINDINGS)
+export const BINDING_NAMES = [...Object.keys(BINDINGS), ...Object.keys(GUARD_BINDINGS)]
 
 /** Bindings, consumers, placeholder resources and secrets written as variables. */
 export function bindingFindings(deployment: Deployment): Finding[] {
   const findings: Finding[] = []
   const transport = transportOf(deployment)
-  const needed = BINDING_NAMES.filter((name) => (TRANSPORT_OF_BINDING[name] ?? transport) === transport)
+  const needed = Object.keys(BINDINGS).filter((name) => (TRANSPORT_OF_BINDING[name] ?? transport) === transport)
   const unbound = needed.filter((name) => !deployment.bindings.includes(name))
   if (unbound.length > 0) {
     findings.push({
@@ -41,6 +49,15 @@ export function bindingFindings(deployment: Deployment): Finding[] {
       severity: 'blocker',
       message: `not bound: ${unbound.join(', ')}; the Worker cannot take, send or record notifications without them`,
       fix: `add to wrangler.toml, as the repository's has them: ${unbound.map((name) => BINDINGS[name]).join('; ')}; then npm run deploy`,
+    })
+  }
+  const unguarded = Object.keys(GUARD_BINDINGS).filter((name) => !deployment.bindings.includes(name))
+  if (unguarded.length > 0) {
+    findings.push({
+      id: 'auth-throttle-missing',
+      severity: 'warning',
+      message: `not bound: ${unguarded.join(', ')}; failed sign-ins and unknown tokens are counted but never throttled, so guessing a token is free`,
+      fix: `add to wrangler.toml, as the repository's has it: ${unguarded.map((name) => GUARD_BINDINGS[name]).join('; ')}; then npm run deploy`,
     })
   }
   const unconsumed = deployment.consumers && Object.values(QUEUES).filter((q) => !deployment.consumers?.includes(q))

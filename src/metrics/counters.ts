@@ -7,6 +7,7 @@ export const COUNTERS = {
   deadLetters: 'notify_dead_letters_total',
   deliveries: 'notify_deliveries_total',
   digests: 'notify_digests_total',
+  authFailures: 'notify_auth_failures_total',
 } as const
 
 /** Names of the gauges kept in D1 table `gauges`. */

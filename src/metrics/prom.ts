@@ -8,6 +8,11 @@ import { COUNTERS, GAUGES } from './counters.ts'
 type Row = { name: string; labels: string; value: number }
 
 const HELP: Record<string, { help: string; labels: string[]; type: 'counter' | 'gauge' }> = {
+  [COUNTERS.authFailures]: {
+    help: 'Unknown bearer tokens (ingest, operator API) and failed console sign-ins, by surface; outcome throttled counts each client once a period when it passed the limit and was answered 429. Alert when it grows.',
+    labels: ['surface', 'outcome'],
+    type: 'counter',
+  },
   [COUNTERS.notifications]: {
     help: 'Notifications that entered each status, by kind and channel.',
     labels: ['kind', 'channel', 'status'],
