@@ -174,6 +174,15 @@ describe('a session ends', () => {
       .bind(sessionOf(value).sid)
       .first<{ seen_at: string }>()
     expect(Date.now() - Date.parse(seen?.seen_at ?? '')).toBeLessThan(20 * 60_000)
+    // Used 30 seconds ago: open, and not written again (at most one write a minute per session).
+    await setRow(value, { seen: 30_000 })
+    const before = await env.DB.prepare('SELECT seen_at FROM console_sessions WHERE id = ?1')
+      .bind(sessionOf(value).sid)
+      .first<{ seen_at: string }>()
+    expect(await opens(value)).toBe(true)
+    expect(
+      await env.DB.prepare('SELECT seen_at FROM console_sessions WHERE id = ?1').bind(sessionOf(value).sid).first(),
+    ).toEqual(before)
     // Unused for 31 minutes: over.
     await setRow(value, { seen: 31 * 60_000 })
     expect(await opens(value)).toBe(false)

@@ -22,27 +22,24 @@ export function insertSession(
 }
 
 /**
- * Whether session `id` is live at `now`, renewing it if so: one statement,
- * which writes `seen_at` only for a live session (at most once a minute: a
- * page that refreshes itself must not write D1 on every view).
+ * Whether session `id` is live at `now`, renewing it if so — in one D1 round
+ * trip of two statements: the renewal writes `seen_at` only when it is more
+ * than a minute old (a page that refreshes itself must not write D1 on every
+ * view; an UPDATE that matches a row writes it even to the same value), and
+ * the read says whether the session is live.
  */
 export async function renewSession(db: D1Database, id: string, now: Date, limits: SessionLimits): Promise<boolean> {
   const at = now.getTime()
-  const row = await db
-    .prepare(
-      `UPDATE console_sessions SET seen_at = CASE WHEN seen_at < ?3 THEN ?2 ELSE seen_at END
-       WHERE id = ?1 AND ended_at IS NULL AND seen_at > ?4 AND created_at > ?5
-       RETURNING id`,
-    )
-    .bind(
-      id,
-      now.toISOString(),
-      new Date(at - 60_000).toISOString(),
-      new Date(at - limits.idleMs).toISOString(),
-      new Date(at - limits.lifetimeMs).toISOString(),
-    )
-    .first<{ id: string }>()
-  return row !== null
+  const idle = new Date(at - limits.idleMs).toISOString()
+  const born = new Date(at - limits.lifetimeMs).toISOString()
+  const live = 'id = ?1 AND ended_at IS NULL AND seen_at > ?2 AND created_at > ?3'
+  const [, found] = await db.batch([
+    db
+      .prepare(`UPDATE console_sessions SET seen_at = ?4 WHERE ${live} AND seen_at < ?5`)
+      .bind(id, idle, born, now.toISOString(), new Date(at - 60_000).toISOString()),
+    db.prepare(`SELECT 1 AS live FROM console_sessions WHERE ${live}`).bind(id, idle, born),
+  ])
+  return (found?.results.length ?? 0) > 0
 }
 
 /** Ends session `id` (signing out). */
