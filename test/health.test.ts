@@ -322,6 +322,28 @@ describe('the console', () => {
     expect(await pageAs(ADMIN_TOKEN, '/console/dead-letters', clean)).not.toContain('id="health"')
   })
 
+  it('shows a paused transport at the top of every page, with how many notifications wait for it', async () => {
+    const since = '2026-11-30T08:00:00.000Z'
+    const before = await pageAs(VIEWER_TOKEN, '/console/templates')
+    expect(before).not.toContain('transport is paused')
+    await env.DB.prepare(
+      `INSERT INTO transport_pauses (transport, code, reason, since, failures, probe_at, probe_id, updated_at)
+       VALUES ('cloudflare', 'E_SENDER_NOT_VERIFIED', 'send_email: sender not verified', ?1, 3, ?1, NULL, ?1)`,
+    )
+      .bind(since)
+      .run()
+    const { results } = await env.DB.prepare("SELECT count(*) AS n FROM notifications WHERE status = 'paused'").all<{
+      n: number
+    }>()
+    for (const path of ['/console', '/console/templates']) {
+      const html = await pageAs(VIEWER_TOKEN, path)
+      expect(html, path).toContain(
+        '<strong>The cloudflare transport is paused</strong> since <time datetime="2026-11-30T08:00:00.000Z"',
+      )
+      expect(html, path).toContain(`(E_SENDER_NOT_VERIFIED): ${results[0]?.n ?? 0} notification(s) wait`)
+    }
+  })
+
   it("asks Resend about the sender's domain at most once a minute for the pages; the doctor always asks", async () => {
     const key = `${FAKE_RESEND_TEAM_KEY_PREFIX}${guid()}`
     const vars = {

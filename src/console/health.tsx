@@ -10,10 +10,9 @@
  * admin's.
  */
 import type { Operator } from '../api/auth.ts'
-import { configOf } from '../config.ts'
-import { readPause } from '../dispatch/pause.ts'
 import { describeWorker } from '../health/describe.ts'
 import { type Finding, findingsOf } from '../health/findings.ts'
+import type { Deployment } from '../health/types.ts'
 import { cappedStatusCounts } from './counts.ts'
 import { cappedCount } from './format.ts'
 import { TextWithTimes, Time } from './time.tsx'
@@ -28,37 +27,34 @@ export type PageHealth = {
   findings?: Finding[]
 }
 
-/** The configured transport's pause, if any, and how many notifications wait for it (capped). */
-async function pausedOf(env: Env): Promise<Paused | undefined> {
-  const transport = configOf(env).EMAIL_TRANSPORT
-  const [pause, waiting] = await env.DB.batch<Record<string, string | number>>([
-    readPause(env.DB, transport),
-    cappedStatusCounts(env.DB, ['paused']),
-  ])
-  const row = pause?.results[0]
-  if (!row) return undefined
-  return {
-    transport,
-    code: String(row.code),
-    since: String(row.since),
-    probeAt: String(row.probe_at),
-    waiting: Number(waiting?.results[0]?.n ?? 0),
-  }
-}
-
-/** The doctor's findings, Resend's part reused for a minute; undefined if describing failed. */
-async function findingsFor(env: Env, now: Date): Promise<Finding[] | undefined> {
-  try {
-    return findingsOf(await describeWorker(env, now, { recall: true }))
-  } catch {
-    return undefined
-  }
-}
-
-/** A page's health, read once per page view: the pause and the findings, side by side. */
+/**
+ * A page's health, read once per page view: the doctor's description of
+ * this Worker (its pause and cron in one D1 batch, Resend's answer reused for
+ * a minute), its findings, and — only while the transport is paused — how
+ * many notifications wait for it (capped). The pause is the description's:
+ * not read a second time. Findings are left out if describing failed.
+ */
 export async function healthOf(env: Env, now = new Date()): Promise<PageHealth> {
-  const [paused, findings] = await Promise.all([pausedOf(env), findingsFor(env, now)])
-  return { paused, findings }
+  let deployment: Deployment
+  try {
+    deployment = await describeWorker(env, now, { recall: true })
+  } catch {
+    return {}
+  }
+  const findings = findingsOf(deployment)
+  const pause = deployment.pause
+  if (!pause) return { findings }
+  const counted = await cappedStatusCounts(env.DB, ['paused']).first<{ n: number }>()
+  return {
+    findings,
+    paused: {
+      transport: pause.transport,
+      code: pause.code,
+      since: pause.since,
+      probeAt: pause.probe_at,
+      waiting: Number(counted?.n ?? 0),
+    },
+  }
 }
 
 const plural = (count: number, one: string, many: string) => `${count} ${count === 1 ? one : many}`

@@ -10,6 +10,17 @@
 /** How long a session lives: idle (sliding) and at most (from its opening), in ms. */
 export type SessionLimits = { idleMs: number; lifetimeMs: number }
 
+/** A live session, with the idle bound and the lifetime's as parameters number `idle` and `born`. */
+const liveAt = (idle: number, born: number) => `ended_at IS NULL AND seen_at > ?${idle} AND created_at > ?${born}`
+
+/** The idle and lifetime bounds at `now`, as stored times: a session seen after the one, opened after the other, is live. */
+function boundsAt(now: Date, limits: SessionLimits): { idle: string; born: string } {
+  return {
+    idle: new Date(now.getTime() - limits.idleMs).toISOString(),
+    born: new Date(now.getTime() - limits.lifetimeMs).toISOString(),
+  }
+}
+
 /** A new session's row. Parameters: id, name, role, now. */
 export function insertSession(
   db: D1Database,
@@ -29,14 +40,12 @@ export function insertSession(
  * the read says whether the session is live.
  */
 export async function renewSession(db: D1Database, id: string, now: Date, limits: SessionLimits): Promise<boolean> {
-  const at = now.getTime()
-  const idle = new Date(at - limits.idleMs).toISOString()
-  const born = new Date(at - limits.lifetimeMs).toISOString()
-  const live = 'id = ?1 AND ended_at IS NULL AND seen_at > ?2 AND created_at > ?3'
+  const { idle, born } = boundsAt(now, limits)
+  const live = `id = ?1 AND ${liveAt(2, 3)}`
   const [, found] = await db.batch([
     db
       .prepare(`UPDATE console_sessions SET seen_at = ?4 WHERE ${live} AND seen_at < ?5`)
-      .bind(id, idle, born, now.toISOString(), new Date(at - 60_000).toISOString()),
+      .bind(id, idle, born, now.toISOString(), new Date(now.getTime() - 60_000).toISOString()),
     db.prepare(`SELECT 1 AS live FROM console_sessions WHERE ${live}`).bind(id, idle, born),
   ])
   return (found?.results.length ?? 0) > 0
@@ -56,12 +65,10 @@ export function endAllSessions(db: D1Database, now: Date): D1PreparedStatement {
 
 /** How many sessions are open now: not ended, used within the idle time. */
 export async function openSessions(db: D1Database, now: Date, limits: SessionLimits): Promise<number> {
+  const { idle, born } = boundsAt(now, limits)
   const row = await db
-    .prepare('SELECT count(*) AS n FROM console_sessions WHERE ended_at IS NULL AND seen_at > ?1 AND created_at > ?2')
-    .bind(
-      new Date(now.getTime() - limits.idleMs).toISOString(),
-      new Date(now.getTime() - limits.lifetimeMs).toISOString(),
-    )
+    .prepare(`SELECT count(*) AS n FROM console_sessions WHERE ${liveAt(1, 2)}`)
+    .bind(idle, born)
     .first<{ n: number }>()
   return row?.n ?? 0
 }
