@@ -9,7 +9,8 @@
  *
  * BENCH_SCALE (default 1) multiplies every message count; BENCH_ONLY=kafka runs
  * only the benches whose name holds it (BENCH_ONLY=digest: what a digested
- * event costs beside an instant one); `-- --profile` (or BENCH_PROFILE=1)
+ * event costs beside an instant one; BENCH_ONLY=preview: what template previews
+ * take from the rest of the Worker); `-- --profile` (or BENCH_PROFILE=1)
  * records a CPU profile of the Worker isolate during worker_pipeline.
  */
 import { execFileSync } from 'node:child_process'
@@ -20,6 +21,7 @@ import { benchDigest } from './digest.ts'
 import { benchKafka } from './kafka.ts'
 import { budget, goals, progress, results, SCALE } from './lib.ts'
 import { benchPostgres } from './pg.ts'
+import { benchPreviewLoad } from './preview-load.ts'
 import { benchRabbit } from './rabbitmq.ts'
 import { benchResendRate } from './resend-rate.ts'
 import { benchWorker, bundleGzipBytes } from './worker.ts'
@@ -37,6 +39,7 @@ for (const [name, bench] of [
   ['worker_pipeline + end_to_end', benchWorker],
   ['worker_pipeline: resend at its rate limit', benchResendRate],
   ['digest_cost', benchDigest],
+  ['preview_load', benchPreviewLoad],
   [
     'worker',
     async () => {

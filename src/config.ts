@@ -302,13 +302,25 @@ export const ConfigSchema = z
       .default(200_000)
       .describe('characters of Liquid source parsed per template part'),
     // Checked between template nodes. Deployed on Cloudflare the clock advances only on I/O, so a
-    // render (no I/O) never sees it move: there the memory and output limits stop a runaway template.
+    // render (no I/O) never sees it move: there TEMPLATE_RENDER_STEPS is the render limit that binds.
     TEMPLATE_RENDER_LIMIT_MS: z.coerce
       .number()
       .int()
       .min(10)
       .default(500)
-      .describe('milliseconds of rendering per template part (deployed, the memory and output limits are what bind)'),
+      .describe(
+        'milliseconds of rendering per template part, where the clock moves while code runs (locally; deployed, TEMPLATE_RENDER_STEPS binds)',
+      ),
+    // The default templates need about 20 nodes a part, their digest about 17 an item (8500 at the
+    // largest DIGEST_MAX_ITEMS, 500): 20000 holds them, and bounds a runaway loop to ~0.1 s of CPU.
+    TEMPLATE_RENDER_STEPS: z.coerce
+      .number()
+      .int()
+      .min(1000)
+      .default(20_000)
+      .describe(
+        'template nodes rendered per template part (tags, outputs and text, counted each time a loop repeats them): the render limit that holds deployed',
+      ),
     TEMPLATE_MEMORY_LIMIT: z.coerce
       .number()
       .int()
@@ -500,6 +512,7 @@ export function configOf(env: object): Config {
     templateLimits: {
       parseChars: data.TEMPLATE_PARSE_LIMIT,
       renderMs: data.TEMPLATE_RENDER_LIMIT_MS,
+      steps: data.TEMPLATE_RENDER_STEPS,
       memory: data.TEMPLATE_MEMORY_LIMIT,
       outputBytes: data.TEMPLATE_OUTPUT_LIMIT_BYTES,
     },

@@ -103,6 +103,11 @@ export const ERRORS = {
     description:
       'Too many unknown tokens or failed sign-ins from this client: every token is refused until `Retry-After` seconds have passed.',
   },
+  TOO_MANY_PREVIEWS: {
+    status: 429,
+    description:
+      "A template preview or save while the same operator's last one is still rendering: one at a time, try again after `Retry-After`.",
+  },
   FORBIDDEN: { status: 403, description: 'A known token without the scope this route needs.' },
   INVALID_JSON: { status: 400, description: 'The request body is not JSON.' },
   INVALID_REQUEST: { status: 400, description: 'The request does not match its schema; `issues` names each field.' },

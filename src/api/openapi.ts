@@ -47,6 +47,7 @@ const DESCRIPTIONS: Record<number, string> = {
   409: 'Conflicts with the current state',
   413: 'Too large',
   415: 'The body is not application/json',
+  429: 'Too many wrong tokens from this client, or a render while the last is still running: wait `Retry-After` seconds',
   500: 'Unexpected error',
   503: 'A dependency is unavailable; try again',
 }
@@ -64,8 +65,8 @@ export function errors(...statuses: number[]) {
 /** Error responses of a route that takes a JSON body: it is malformed or invalid (400), or not JSON (415). */
 export const BODY_ERRORS = [400, 415] as const
 
-/** Error responses every operator route can give (413: any request body over the operator limit). */
-export const ADMIN_ERRORS = [401, 403, 413, 500] as const
+/** Error responses every operator route can give (413: any request body over the operator limit; 429: a throttled client). */
+export const ADMIN_ERRORS = [401, 403, 413, 429, 500] as const
 
 /** A JSON response of `schema`. */
 export function json<T extends z.ZodType>(schema: T, description: string) {

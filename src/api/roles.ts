@@ -7,6 +7,7 @@
  * answers another role than it declares.
  */
 import { createRoute, type RouteConfig } from '@hono/zod-openapi'
+import type { MiddlewareHandler } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import { ApiError } from '../errors.ts'
 import { type OperatorCheck, type OperatorRole, requireOperator } from './auth.ts'
@@ -52,17 +53,19 @@ const operatorBodyLimit = bodyLimit({
  * An operator route that requires `role` — checked before the request is
  * validated, so a caller without it learns nothing from a 400 — with the
  * operator body limit. A POST that changes nothing (a preview) is declared
- * `viewer` like a read; a read of what only admins see, `admin`.
+ * `viewer` like a read; a read of what only admins see, `admin`. `before`
+ * runs after the check and before the body is read (a render's turn).
  */
 export function operatorRoute<const R extends Omit<RouteConfig, 'security' | 'middleware'>>(
   role: OperatorRole,
   config: R,
   check: OperatorCheck = {},
+  before: MiddlewareHandler[] = [],
 ) {
   return createRoute({
     ...config,
     security: SECURITY_OF[role],
-    middleware: [requireOperator(role, check), operatorBodyLimit] as const,
+    middleware: [requireOperator(role, check), ...before, operatorBodyLimit] as const,
   })
 }
 

@@ -41,10 +41,46 @@ export type TemplateLimits = {
   parseChars: number
   /** Milliseconds of rendering per part (LiquidJS `renderLimit`; see TEMPLATE_RENDER_LIMIT_MS in docs/configuration.md). */
   renderMs: number
+  /** Template nodes rendered per part — tags, outputs and text, counted each time a loop repeats them: the render limit that holds where the clock stands still. */
+  steps: number
   /** Allocation units per part: loop iterations, range sizes, strings built by filters (LiquidJS `memoryLimit`, plus loops). */
   memory: number
   /** UTF-8 bytes of a rendered text or HTML part; the subject holds at most SUBJECT_MAX_CHARS. */
   outputBytes: number
+  /** Set on the limits of a preview or a save (`previewLimits`), so that an error names the share it broke. */
+  preview?: true
+}
+
+/**
+ * The share of the pipeline's render limits that a preview, and the render
+ * of the example payload that checks a template before it is saved, have.
+ *
+ * A preview is asked for by any operator, a viewer too, and renders in the
+ * same isolate as the queue consumers: a tenth bounds what one can take from
+ * them. A template saved within a tenth on its example payload leaves the
+ * pipeline ten times the room for real events larger than the example.
+ */
+export const PREVIEW_SHARE = 10
+
+/**
+ * The limits of a preview or a save: a tenth (PREVIEW_SHARE) of the render
+ * time, the render steps and the memory of `limits`. Parsing and output keep
+ * theirs: a template the pipeline can hold must be one an operator can save.
+ */
+export function previewLimits(limits: TemplateLimits): TemplateLimits {
+  const share = (value: number, floor: number) => Math.max(floor, Math.floor(value / PREVIEW_SHARE))
+  return {
+    ...limits,
+    renderMs: share(limits.renderMs, 1),
+    steps: share(limits.steps, 100),
+    memory: share(limits.memory, 1000),
+    preview: true,
+  }
+}
+
+/** The variable that sets a limit, as a message names it: a preview's is a share of it. */
+function variable(limits: TemplateLimits, name: string): string {
+  return limits.preview ? `a preview's and a save's: 1/${PREVIEW_SHARE} of ${name}` : name
 }
 
 /** Characters of a rendered subject (one header line, RFC 5322 allows 998). */
@@ -53,7 +89,7 @@ export const SUBJECT_MAX_CHARS = 998
 /** Why a template could not be used, naming the part and, for a limit, which one. */
 export class TemplateError extends Error {
   readonly part: Part
-  readonly limit: 'parse' | 'render time' | 'memory' | 'output' | undefined
+  readonly limit: 'parse' | 'render time' | 'render steps' | 'memory' | 'output' | undefined
 
   constructor(part: Part, message: string, limit?: TemplateError['limit']) {
     super(message)
@@ -204,6 +240,30 @@ class CappedEmitter implements Emitter {
 
 class OutputLimit extends Error {}
 
+class StepLimit extends Error {}
+
+/**
+ * LiquidJS checks its render limit with the clock's time before each template
+ * node it renders. Deployed on Cloudflare the clock does not move while code
+ * runs without I/O — a render — so that check never fires there; counting
+ * the checks does. A part that renders more nodes than `limits.steps` stops
+ * at the node past the budget, the same everywhere, whatever the clock says.
+ * (LiquidJS accepts any limiter with its `check` and `use` in a Context.)
+ */
+function renderLimiter(limits: TemplateLimits): Context['renderLimit'] {
+  const deadline = performance.now() + limits.renderMs
+  let steps = 0
+  const limiter = {
+    check(now: number) {
+      steps += 1
+      if (steps > limits.steps) throw new StepLimit()
+      if (now > deadline) throw new Error('template render limit exceeded')
+    },
+    use() {},
+  }
+  return limiter as unknown as Context['renderLimit']
+}
+
 // Subject and text are plain text; only the HTML part escapes every value.
 const engines = new Map<number, { plain: Liquid; html: Liquid }>()
 
@@ -232,6 +292,13 @@ function templateError(part: Part, error: unknown, limits: TemplateLimits): Temp
   // LiquidJS wraps what a tag's render throws (our OutputLimit among them) in its RenderError.
   for (let cause: unknown = error; cause; cause = (cause as { originalError?: unknown }).originalError) {
     if (cause instanceof OutputLimit) return outputError(part, limits)
+    if (cause instanceof StepLimit) {
+      return new TemplateError(
+        part,
+        `${part} renders more than the limit of ${limits.steps} template nodes — tags, outputs and text, each time a loop repeats them (${variable(limits, 'TEMPLATE_RENDER_STEPS')})`,
+        'render steps',
+      )
+    }
   }
   const message = error instanceof Error ? error.message : String(error)
   const limit = LIMIT_OF.find(([pattern]) => pattern.test(message))?.[1]
@@ -245,14 +312,14 @@ function templateError(part: Part, error: unknown, limits: TemplateLimits): Temp
   if (limit === 'render time') {
     return new TemplateError(
       part,
-      `${part} took longer than the render limit of ${limits.renderMs} ms (TEMPLATE_RENDER_LIMIT_MS)`,
+      `${part} took longer than the render limit of ${limits.renderMs} ms (${variable(limits, 'TEMPLATE_RENDER_LIMIT_MS')})`,
       limit,
     )
   }
   if (limit === 'memory') {
     return new TemplateError(
       part,
-      `${part} needs more than the memory limit of ${limits.memory} units — loop iterations, ranges, built strings (TEMPLATE_MEMORY_LIMIT)`,
+      `${part} needs more than the memory limit of ${limits.memory} units — loop iterations, ranges, built strings (${variable(limits, 'TEMPLATE_MEMORY_LIMIT')})`,
       limit,
     )
   }
@@ -320,11 +387,12 @@ export function render(
   const part = (name: Part, engine: Liquid, cap: number): string => {
     const emitter = new CappedEmitter(cap)
     try {
-      const context = new Context(scope, engine.options, {
-        sync: true,
-        memoryLimit: limits.memory,
-        renderLimit: limits.renderMs,
-      })
+      const context = new Context(
+        scope,
+        engine.options,
+        { sync: true, memoryLimit: limits.memory },
+        { renderLimit: renderLimiter(limits) },
+      )
       toValueSync(engine.renderer.renderTemplates(parsed[name], context, emitter))
     } catch (error) {
       throw templateError(name, error, limits)

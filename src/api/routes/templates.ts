@@ -6,7 +6,9 @@ import { ApiError, type FieldIssue } from '../../errors.ts'
 import { templateKeys } from '../../events/registry.ts'
 import { exampleModelOf } from '../../templates/examples.ts'
 import {
+  PREVIEW_SHARE,
   parseTemplate,
+  previewLimits,
   render,
   TemplateError,
   type TemplateLimits,
@@ -14,6 +16,7 @@ import {
 } from '../../templates/render.ts'
 import { saveTemplate, templateInEffect } from '../../templates/store.ts'
 import { ADMIN_ERRORS, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
+import { oneRenderAtATime } from '../render-turns.ts'
 import { operatorRoute } from '../roles.ts'
 
 // The kinds the registry declares when the Worker starts.
@@ -46,44 +49,57 @@ const get = operatorRoute('viewer', {
   responses: { 200: json(Template, 'The active version'), ...errors(400, 404, ...ADMIN_ERRORS) },
 })
 
-const put = operatorRoute('admin', {
-  method: 'put',
-  path: '/{kind}/{locale}/{channel}',
-  summary: 'Save a new active version',
-  description: "Rejects Liquid syntax errors, and renders the kind's example payload before saving.",
-  request: { params: Key, body: jsonBody(Parts) },
-  responses: {
-    200: json(Template.extend({ preview: Rendered }), 'Saved and active'),
-    ...errors(...BODY_ERRORS, 409, ...ADMIN_ERRORS),
+const RENDER_LIMITS_NOTE = `Renders within 1/${PREVIEW_SHARE} of the pipeline's TEMPLATE_RENDER_LIMIT_MS, TEMPLATE_RENDER_STEPS and TEMPLATE_MEMORY_LIMIT, one render at a time per operator (429 TOO_MANY_PREVIEWS while the last is running).`
+
+const put = operatorRoute(
+  'admin',
+  {
+    method: 'put',
+    path: '/{kind}/{locale}/{channel}',
+    summary: 'Save a new active version',
+    description: `Rejects Liquid syntax errors, and renders the kind's example payload before saving. ${RENDER_LIMITS_NOTE}`,
+    request: { params: Key, body: jsonBody(Parts) },
+    responses: {
+      200: json(Template.extend({ preview: Rendered }), 'Saved and active'),
+      ...errors(...BODY_ERRORS, 409, ...ADMIN_ERRORS),
+    },
   },
-})
+  {},
+  [oneRenderAtATime],
+)
 
 // A POST that changes nothing: a viewer may preview.
-const preview = operatorRoute('viewer', {
-  method: 'post',
-  path: '/preview',
-  summary: 'Render a template without saving it',
-  description:
-    "Renders the given parts, or else the active template of (kind, locale, channel), with the given model or the kind's example payload.",
-  request: {
-    body: jsonBody(
-      Parts.partial().extend({
-        kind: KindSchema,
-        locale: Locale.default('ru'),
-        channel: z.enum(['email']).default('email'),
-        model: z.record(z.string(), z.unknown()).optional(),
-      }),
-    ),
+const preview = operatorRoute(
+  'viewer',
+  {
+    method: 'post',
+    path: '/preview',
+    summary: 'Render a template without saving it',
+    description: `Renders the given parts, or else the active template of (kind, locale, channel), with the given model or the kind's example payload. ${RENDER_LIMITS_NOTE}`,
+    request: {
+      body: jsonBody(
+        Parts.partial().extend({
+          kind: KindSchema,
+          locale: Locale.default('ru'),
+          channel: z.enum(['email']).default('email'),
+          model: z.record(z.string(), z.unknown()).optional(),
+        }),
+      ),
+    },
+    responses: { 200: json(Rendered, 'Rendered'), ...errors(...BODY_ERRORS, 404, ...ADMIN_ERRORS) },
   },
-  responses: { 200: json(Rendered, 'Rendered'), ...errors(...BODY_ERRORS, 404, ...ADMIN_ERRORS) },
-})
+  {},
+  [oneRenderAtATime],
+)
 
 /**
- * Parses and renders within the configured limits, or throws INVALID_REQUEST
- * naming each part that does not parse (with LiquidJS's line and column), or
- * the part that fails to render or breaks a limit (and which limit).
+ * Parses and renders within a preview's share of the configured limits
+ * (`previewLimits`), or throws INVALID_REQUEST naming each part that does not
+ * parse (with LiquidJS's line and column), or the part that fails to render
+ * or breaks a limit (and which limit).
  */
-function tryRender(source: TemplateSource, model: Record<string, unknown>, limits: TemplateLimits) {
+function tryRender(source: TemplateSource, model: Record<string, unknown>, pipeline: TemplateLimits) {
+  const limits = previewLimits(pipeline)
   const issues: FieldIssue[] = []
   for (const field of ['subject', 'textBody', 'htmlBody'] as const) {
     try {

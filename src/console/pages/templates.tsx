@@ -268,6 +268,9 @@ templatePages.post('/:kind/:locale/:channel/preview', needsViewer, async (c) => 
   const parts = partsOf((await c.req.parseBody()) as Record<string, string>)
   const answer = await c.get('api')<Rendered>('POST', '/v1/templates/preview', { kind, locale, channel, ...parts })
   const props = await editorProps(c, { parts })
+  // One render at a time per operator (src/api/render-turns.ts): the refusal says so, with its wait.
+  const busy = answer.status === 429
+  if (busy) c.header('retry-after', '1')
   return c.html(
     <Editor
       {...props}
@@ -275,7 +278,7 @@ templatePages.post('/:kind/:locale/:channel/preview', needsViewer, async (c) => 
       rendered={answer.status === 200 ? answer.body : undefined}
       error={answer.body.error}
     />,
-    answer.status === 200 ? 200 : 400,
+    answer.status === 200 ? 200 : busy ? 429 : 400,
   )
 })
 
