@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest'
 import { AT_ONCE, TURN_STALE_MS, takeTurn } from '../src/api/render-turns.ts'
 import { configOf } from '../src/config.ts'
 import worker from '../src/index.ts'
-import { PREVIEW_SHARE, previewLimits, render, type TemplateSource } from '../src/templates/render.ts'
+import { PREVIEW_SHARE, previewLimits, render, TemplateError, type TemplateSource } from '../src/templates/render.ts'
 import { ADMIN_TOKEN, eventually } from './helpers.ts'
 
 const VIEWER_TOKEN = 'test-viewer-token-for-previews-0123456789'
@@ -112,6 +112,96 @@ describe('render limits that hold where the clock stands still', () => {
     // Every default template previews within the share with its example.
     const fine = await preview({ kind: 'ResponseCreated.digest', locale: 'en' })
     expect(fine.status).toBe(200)
+  })
+})
+
+describe('hostile templates, each stopped by a named limit', () => {
+  // Found by reading the engine as an attacker would: the work hides inside one node — a filter
+  // or a comparison over a long list or string, a capture that doubles — or in the parse itself,
+  // where the step limit counts little. Each took from a second to minutes of CPU at a preview's
+  // limits, or took the process down, before its limit was charged.
+  const range = '{% assign r = (1..90000) %}'
+  const long = `{% assign s = "${'x'.repeat(90_000)}" %}`
+  const numbers = Array.from({ length: 95_000 }, (_, index) => index % 10)
+  const objects = Array.from({ length: 60_000 }, (_, index) => ({ a: index % 7 }))
+  const cases: [string, string, Record<string, unknown>, TemplateError['limit']][] = [
+    [
+      'a capture doubled 24 times',
+      `{% capture s %}xxxxxxxxxxxxxxxx{% endcapture %}${'{% capture s %}{{s}}{{s}}{% endcapture %}'.repeat(24)}{{ s | size }}`,
+      {},
+      'memory',
+    ],
+    [
+      'a filter chain handing a range on',
+      `${range}{{ r${' | find_exp: "i", "i == -1" | default: r'.repeat(30)} | size }}`,
+      {},
+      'memory',
+    ],
+    [
+      '`has` over a range, again and again',
+      `${range}{{ r${' | has: "x", 1 | default: r'.repeat(30)} | size }}`,
+      {},
+      'memory',
+    ],
+    [
+      '`contains` over a range in one condition',
+      `${range}{% if r contains -1${' or r contains -1'.repeat(30)} %}y{% endif %}`,
+      {},
+      'memory',
+    ],
+    ['`sum` of a long list in every output', '{{ n | sum }}'.repeat(1990), { n: numbers }, 'memory'],
+    ['`sum` of a property of many objects', '{{ n | sum: "a" }}'.repeat(1990), { n: objects }, 'memory'],
+    ['`replace` that shrinks a long string', `${long}${'{{ s | replace: "x", "" }}'.repeat(30)}`, {}, 'memory'],
+    ['`slice` walking a long string', `${long}${'{{ s | slice: 89999 }}'.repeat(30)}`, {}, 'memory'],
+    [
+      '`==` between long lists',
+      `{% if n == m${' or n == m'.repeat(300)} %}y{% endif %}`,
+      { n: numbers, m: numbers },
+      'memory',
+    ],
+    [
+      '`case` over long lists',
+      `{% case n %}${'{% when m %}y'.repeat(300)}{% endcase %}`,
+      { n: numbers, m: numbers },
+      'memory',
+    ],
+    ['`where_exp` over a long list', '{{ n | where_exp: "i", "i == 3" | size }}', { n: numbers }, 'memory'],
+    [
+      '`date` with a time zone, many times',
+      '{{ "2024-01-01T00:00:00Z" | date: "%c", "America/New_York" }}'.repeat(1990),
+      {},
+      'memory',
+    ],
+    ['forty thousand outputs to parse', '{{a}}'.repeat(39_980), {}, 'parse'],
+    ['a `{% liquid %}` tag of 15 000 lines', `{% liquid${'\nassign a = 1'.repeat(15_000)} %}`, {}, 'parse'],
+    ['a condition of 40 000 `or`s', `{% if a${' or a'.repeat(40_000)} %}{% endif %}`, {}, 'parse'],
+  ]
+
+  it.each(cases)('%s', (_, textBody, model, limit) => {
+    // With all the time in the world, as deployed: only the limits that need no clock may stop it.
+    const limits = { ...previewLimits(configOf(env).templateLimits), renderMs: 600_000 }
+    let thrown: unknown
+    try {
+      render(source(textBody), model, 'en', limits, { cache: false })
+    } catch (error) {
+      thrown = error
+    }
+    expect(thrown).toBeInstanceOf(TemplateError)
+    expect((thrown as TemplateError).part).toBe('textBody')
+    expect((thrown as TemplateError).limit).toBe(limit)
+  })
+
+  it('what a real email needs is within every limit: a digest of 500 with a filter on each field renders', () => {
+    const items = Array.from({ length: 500 }, (_, index) => ({
+      actorName: `Actor ${index}`,
+      projectTitle: `Project number ${index} with a longer title`,
+      proposedPrice: 1000 + index,
+      when: '2026-12-01T10:00:00Z',
+    }))
+    const body =
+      '{% for item in items %}{% case item.proposedPrice %}{% when 0 %}free{% else %}{{ item.proposedPrice | money: "RUB" }}{% endcase %} {{ item.actorName | upcase }} «{{ item.projectTitle | truncate: 30 }}» {{ item.when | date: "%d.%m" }}{% if item.actorName contains "7" %}*{% endif %}\n{% endfor %}'
+    const rendered = render(source(body), { items }, 'ru', configOf(env).templateLimits, { cache: false })
+    expect(rendered.text.split('\n')).toHaveLength(501)
   })
 })
 

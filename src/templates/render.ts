@@ -1,7 +1,11 @@
 import {
+  CaptureTag,
+  CaseTag,
   Context,
+  defaultOperators,
   type Emitter,
   evalToken,
+  type FilterImplOptions,
   ForTag,
   Liquid,
   TablerowTag,
@@ -178,16 +182,114 @@ function charged<T extends typeof ForTag | typeof TablerowTag>(Base: T): T {
   } as unknown as T
 }
 
+/**
+ * The work a filter or a comparison does on a value, in allocation units:
+ * what it walks — a string's or a list's length, an object's keys. Most of
+ * LiquidJS's filters and operators walk their input and charge nothing for
+ * it; without this, one node (`{{ list | sum }}`, `{% if a == b %}` on long
+ * lists) could cost seconds while the step limit counted one.
+ */
+function workOf(value: unknown): number {
+  if (typeof value === 'string' || Array.isArray(value)) return value.length
+  if (typeof value === 'object' && value !== null) return Object.keys(value).length
+  return 0
+}
+
+/** A filter that evaluates an expression per element (`where_exp`, `find_exp`…) costs this many units an element. */
+const PER_ELEMENT_EXPRESSION = 10
+
+/** Filters that cost more than their input's size, by what a call costs at least: `date` builds a time zone's formatter each call. */
+const CALL_COST: Record<string, number> = { date: 500 }
+
+/** Every filter of `engine` charges the work of its input and arguments before it runs. */
+function chargeFilters(engine: Liquid): void {
+  for (const [name, impl] of Object.entries(engine.filters)) {
+    const handler = typeof impl === 'function' ? impl : impl.handler
+    if (!handler) continue
+    const weight = name.endsWith('_exp') ? PER_ELEMENT_EXPRESSION : 1
+    const wrapped: typeof handler = function (this, value, ...args) {
+      let work = (CALL_COST[name] ?? 0) + weight * workOf(value)
+      for (const arg of args) work += workOf(arg)
+      this.context.memoryLimit.use(work)
+      return handler.call(this, value, ...args)
+    }
+    engine.registerFilter(
+      name,
+      typeof impl === 'function' ? wrapped : ({ ...impl, handler: wrapped } as FilterImplOptions),
+    )
+  }
+}
+
+/** LiquidJS's operators, the comparisons (`==`, `contains`…) charging the work of their operands. */
+const chargedOperators = Object.fromEntries(
+  Object.entries(defaultOperators).map(([name, operator]) => [
+    name,
+    // `not` takes one operand; `and` and `or` only combine what was charged already.
+    name === 'not' || name === 'and' || name === 'or'
+      ? operator
+      : function* (left: unknown, right: unknown, context: Context): Generator<unknown, unknown, unknown> {
+          context.memoryLimit.use(workOf(left) + workOf(right))
+          return yield (operator as (l: unknown, r: unknown, c: Context) => unknown)(left, right, context)
+        },
+  ]),
+) as typeof defaultOperators
+
+/**
+ * `case`, whose `when`s are compared with the charged `==` (LiquidJS compares
+ * them directly): the same rendering otherwise — every branch whose value
+ * matches is rendered, else the `else`.
+ */
+class ChargedCase extends CaseTag {
+  override *render(context: Context, emitter: Emitter): Generator<unknown, void, unknown> {
+    const renderer = this.liquid.renderer
+    const target = yield toValue(yield this.value.value(context, context.opts.lenientIf))
+    const equal = context.opts.operators['=='] as (l: unknown, r: unknown, c: Context) => unknown
+    let hit = false
+    for (const branch of this.branches) {
+      for (const token of branch.values) {
+        const value = yield evalToken(token, context, context.opts.lenientIf)
+        if (yield equal(target, value, context)) {
+          yield renderer.renderTemplates(branch.templates, context, emitter)
+          hit = true
+          break
+        }
+      }
+    }
+    if (!hit) yield renderer.renderTemplates(this.elseTemplates, context, emitter)
+  }
+}
+
+/** Characters one `capture` may hold: the largest output a part may have (TEMPLATE_OUTPUT_LIMIT_BYTES ≤ 400000). */
+const CAPTURE_MAX_CHARS = 400_000
+
+/**
+ * `capture`, held to the output cap and charged what it captured. LiquidJS
+ * renders a capture into an emitter of its own, with no cap, and charges
+ * nothing: a template of a kilobyte that doubles a capture two dozen times
+ * built gigabytes and took the process down.
+ */
+class CappedCapture extends CaptureTag {
+  override *render(context: Context): Generator<unknown, void, string> {
+    const emitter = new CappedEmitter(CAPTURE_MAX_CHARS)
+    yield this.liquid.renderer.renderTemplates(this.templates, context, emitter) as unknown as string
+    context.memoryLimit.use(emitter.buffer.length)
+    context.bottom()[this.variable] = emitter.buffer
+  }
+}
+
 function createEngine(escapeHtml: boolean, parseLimit: number): Liquid {
   const engine = new Liquid({
     ...(escapeHtml ? { outputEscape: 'escape' as const } : {}),
     strictFilters: true,
     ownPropertyOnly: true,
     parseLimit,
+    operators: chargedOperators,
   })
   for (const name of FILE_TAGS) engine.registerTag(name, unavailable(name))
   engine.registerTag('for', charged(ForTag))
   engine.registerTag('tablerow', charged(TablerowTag))
+  engine.registerTag('case', ChargedCase)
+  engine.registerTag('capture', CappedCapture)
   /** `{{ 45000 | money: 'RUB' }}` → `45 000 ₽` in Russian, `RUB 45,000` in English. */
   engine.registerFilter('money', function (value: unknown, currency: unknown) {
     const amount = typeof value === 'number' ? value : Number(value)
@@ -214,6 +316,7 @@ function createEngine(escapeHtml: boolean, parseLimit: number): Liquid {
     const index = { one: 0, few: 1, many: 2 }[pluralRulesOf(localeOf(this.context)).select(Number(value)) as string]
     return words[index ?? words.length - 1] ?? words[words.length - 1]
   })
+  chargeFilters(engine)
   return engine
 }
 
@@ -276,7 +379,6 @@ function enginesFor(parseLimit: number) {
   return pair
 }
 
-type Parsed = Record<Part, Template[]>
 const cache = new Map<string, Parsed>()
 const CACHE_LIMIT = 500
 
@@ -346,17 +448,60 @@ function outputError(part: Part, limits: TemplateLimits): TemplateError {
       )
 }
 
-/** Parses the three parts; throws a TemplateError naming the part (LiquidJS's line and column, or the parse limit). */
-export function parseTemplate(source: Pick<TemplateSource, Part>, limits: TemplateLimits): Parsed {
-  const { plain, html } = enginesFor(limits.parseChars)
-  const parse = (part: Part, engine: Liquid) => {
-    try {
-      return engine.parse(source[part])
-    } catch (error) {
-      throw templateError(part, error, limits)
-    }
+/**
+ * Liquid tokens in one part at most: tags and outputs (`{% %}`, `{{ }}`), and
+ * inside them filters, `and`/`or`/`contains` and lines (a `{% liquid %}` tag
+ * is a tag a line). LiquidJS's parse time grows faster than their count
+ * (40 000 outputs took 1.8 s to parse, a `{% liquid %}` tag of 15 000 lines
+ * 0.4 s); an email's template has a few hundred, and its length is mostly
+ * text, which is one node however long.
+ */
+export const MAX_TOKENS = 5000
+
+/** The Liquid tokens of `text`, as MAX_TOKENS counts them. */
+function liquidTokensOf(text: string): number {
+  let count = 0
+  for (const [tag] of text.matchAll(/\{\{[\s\S]*?(?:\}\}|$)|\{%[\s\S]*?(?:%\}|$)/g)) {
+    count += 1 + (tag.match(/\||\b(?:or|and|contains)\b|\n/g)?.length ?? 0)
   }
-  return { subject: parse('subject', plain), textBody: parse('textBody', plain), htmlBody: parse('htmlBody', html) }
+  return count
+}
+
+/** A parsed template: each part's nodes. */
+export type Parsed = Record<Part, Template[]>
+
+/** Parses one part; throws a TemplateError naming it (LiquidJS's line and column, or the limit it broke). */
+export function parsePart(part: Part, text: string, limits: TemplateLimits): Template[] {
+  if (text.length > limits.parseChars) {
+    throw new TemplateError(
+      part,
+      `${part} is longer than the parse limit of ${limits.parseChars} characters (TEMPLATE_PARSE_LIMIT)`,
+      'parse',
+    )
+  }
+  const tokens = liquidTokensOf(text)
+  if (tokens > MAX_TOKENS) {
+    throw new TemplateError(
+      part,
+      `${part} has ${tokens} Liquid tokens (tags, outputs, and the filters, operators and lines inside them): at most ${MAX_TOKENS}`,
+      'parse',
+    )
+  }
+  const { plain, html } = enginesFor(limits.parseChars)
+  try {
+    return (part === 'htmlBody' ? html : plain).parse(text)
+  } catch (error) {
+    throw templateError(part, error, limits)
+  }
+}
+
+/** Parses the three parts; throws a TemplateError naming the first part that does not parse. */
+function parseTemplate(source: Pick<TemplateSource, Part>, limits: TemplateLimits): Parsed {
+  return {
+    subject: parsePart('subject', source.subject, limits),
+    textBody: parsePart('textBody', source.textBody, limits),
+    htmlBody: parsePart('htmlBody', source.htmlBody, limits),
+  }
 }
 
 /**
@@ -364,17 +509,17 @@ export function parseTemplate(source: Pick<TemplateSource, Part>, limits: Templa
  * TemplateError naming the part and the limit it broke. Parsed templates are
  * cached per (kind, locale, channel, version) and limits: a version is
  * immutable once saved; `cache: false` is for drafts (previews), which have
- * no version yet.
+ * no version yet, and `parsed` for a draft parsed already.
  */
 export function render(
   source: TemplateSource,
   model: Record<string, unknown>,
   locale: string,
   limits: TemplateLimits,
-  options: { cache?: boolean } = {},
+  options: { cache?: boolean; parsed?: Parsed } = {},
 ): Rendered {
   const key = `${source.kind}|${source.locale}|${source.channel}|${source.version}|${limits.parseChars}`
-  let parsed = options.cache === false ? undefined : cache.get(key)
+  let parsed = options.parsed ?? (options.cache === false ? undefined : cache.get(key))
   if (!parsed) {
     parsed = parseTemplate(source, limits)
     if (options.cache !== false) {

@@ -6,8 +6,9 @@ import { ApiError, type FieldIssue } from '../../errors.ts'
 import { templateKeys } from '../../events/registry.ts'
 import { exampleModelOf } from '../../templates/examples.ts'
 import {
+  type Parsed,
   PREVIEW_SHARE,
-  parseTemplate,
+  parsePart,
   previewLimits,
   render,
   TemplateError,
@@ -101,9 +102,10 @@ const preview = operatorRoute(
 function tryRender(source: TemplateSource, model: Record<string, unknown>, pipeline: TemplateLimits) {
   const limits = previewLimits(pipeline)
   const issues: FieldIssue[] = []
+  const parsed: Partial<Parsed> = {}
   for (const field of ['subject', 'textBody', 'htmlBody'] as const) {
     try {
-      parseTemplate({ subject: 'x', textBody: 'x', htmlBody: 'x', [field]: source[field] }, limits)
+      parsed[field] = parsePart(field, source[field], limits)
     } catch (error) {
       const message = (error as Error).message
       issues.push({ field, message: (error as TemplateError).limit ? message : `Liquid syntax error: ${message}` })
@@ -111,8 +113,8 @@ function tryRender(source: TemplateSource, model: Record<string, unknown>, pipel
   }
   if (issues.length > 0) throw new ApiError('INVALID_REQUEST', 'the template does not parse', issues)
   try {
-    // A draft is not a saved version: never cached.
-    return render(source, model, source.locale, limits, { cache: false })
+    // A draft is not a saved version: never cached, and parsed once.
+    return render(source, model, source.locale, limits, { cache: false, parsed: parsed as Parsed })
   } catch (error) {
     if (!(error instanceof TemplateError)) throw error
     const broke = error.limit ? `breaks the ${error.limit} limit` : 'does not render'
