@@ -4,7 +4,7 @@
  * what each must write of it: the same input and the same expected line
  * fields, so the two cannot redact different lists.
  */
-import { LOG_REDACTED_KEYS, LOG_REDACTED_VALUE, type LogFields } from '@notify-edge/contracts'
+import { LOG_REDACTED_KEYS, LOG_REDACTED_VALUE, LOG_TOO_DEEP_VALUE, type LogFields } from '@notify-edge/contracts'
 
 /** A display name: the privacy scan (support/privacy.ts) knows it, so a line that keeps it fails that scan too. */
 const NAME = 'Анна Клиент'
@@ -21,11 +21,13 @@ function underEveryKey(value: unknown): LogFields {
   return Object.fromEntries(LOG_REDACTED_KEYS.flatMap((key) => spellings(key).map((spelling) => [spelling, value])))
 }
 
-/** A personal value under every spelling of every redacted key, at the top, in a list and three levels down; an address in free text and in an error; and fields that must come through unchanged. */
+/** A personal value under every spelling of every redacted key, at the top, in a list, three levels down and past the levels the scrub walks; an address in free text and in an error; and fields that must come through unchanged. */
 export function personalFields(): LogFields {
   return {
     ...underEveryKey(NAME),
     nested: { list: [underEveryKey(NAME)], deeper: { still: underEveryKey(NAME) } },
+    // Past the levels the scrub walks: written as too deep, its names with it.
+    deep: { a: { b: { c: { d: { e: { displayName: NAME, note: 'sent to anna.client@example.com' } } } } } },
     note: 'sent to anna.client@example.com',
     error: new Error('refused anna.client@example.com'),
     status: 503,
@@ -40,6 +42,7 @@ export function scrubbedFields(): LogFields {
   return {
     ...underEveryKey(LOG_REDACTED_VALUE),
     nested: { list: [underEveryKey(LOG_REDACTED_VALUE)], deeper: { still: underEveryKey(LOG_REDACTED_VALUE) } },
+    deep: { a: { b: { c: { d: { e: LOG_TOO_DEEP_VALUE } } } } },
     note: 'sent to a***@example.com',
     error: { name: 'Error', message: 'refused a***@example.com' },
     status: 503,

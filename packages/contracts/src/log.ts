@@ -47,8 +47,15 @@ export const LOG_REDACTED_VALUE = '[redacted]'
 
 const redacted = new Set(LOG_REDACTED_KEYS.map((key) => key.toLowerCase()))
 
-/** Levels of nesting the scrub walks; deeper values are written as they are (but strings are always masked). */
+/**
+ * Levels of nesting the scrub walks. An object or a list deeper than this is
+ * written as `LOG_TOO_DEEP_VALUE`, not as it is: a redacted key below it
+ * would otherwise reach the line unread.
+ */
 const MAX_DEPTH = 5
+
+/** What an object or a list nested deeper than the scrub walks is written as. */
+export const LOG_TOO_DEEP_VALUE = '[too deep]'
 
 /**
  * A log line's fields as they may be written: values under a redacted key
@@ -63,7 +70,8 @@ export function scrubLogFields(fields: LogFields): LogFields {
 function scrub(value: unknown, depth: number): unknown {
   if (typeof value === 'string') return maskEmails(value)
   if (value instanceof Error) return { name: value.name, message: maskEmails(value.message) }
-  if (depth > MAX_DEPTH || typeof value !== 'object' || value === null) return value
+  if (typeof value !== 'object' || value === null) return value
+  if (depth > MAX_DEPTH) return LOG_TOO_DEEP_VALUE
   if (Array.isArray(value)) return value.map((item) => scrub(item, depth + 1))
   const out: Record<string, unknown> = {}
   for (const [key, item] of Object.entries(value)) {
