@@ -238,6 +238,43 @@ describe('GET /v1/health/config', () => {
     })
   })
 
+  it('a stored template in effect that does not render its example: a blocker when it cannot parse, a warning when a limit stops it', async () => {
+    // Saved under older rules, or before a limit was lowered: written as the store keeps it.
+    const store = (locale: string, textBody: string) =>
+      env.DB.prepare(
+        `INSERT INTO templates (kind, locale, channel, version, subject, text_body, html_body, active, created_at)
+         VALUES ('InvitationCreated', ?1, 'email', 1, 'Subject', ?2, '<p>ok</p>', 1, ?3)`,
+      )
+        .bind(locale, textBody, new Date().toISOString())
+        .run()
+    await setLastCronRun(new Date())
+    try {
+      await store('zz-loop', '{% for i in (1..3000) %}.{% endfor %}')
+      const lowered = await doctor({ ...clean, TEMPLATE_RENDER_STEPS: '5000' })
+      expect(find(lowered.body, 'templates-refused')).toMatchObject({
+        severity: 'warning',
+        message: expect.stringContaining(
+          'InvitationCreated/zz-loop/email version 1 (textBody renders more than the limit of 5000',
+        ),
+      })
+      // The default limits hold it: nothing to say.
+      expect(idsOf((await doctor(clean)).body)).not.toContain('templates-refused')
+
+      await store('zz-tokens', '{{a}}'.repeat(6000))
+      const unparseable = await doctor(clean)
+      expect(find(unparseable.body, 'templates-refused')).toMatchObject({
+        severity: 'blocker',
+        message: expect.stringContaining(
+          'InvitationCreated/zz-tokens/email version 1 (textBody has 6000 Liquid tokens',
+        ),
+        fix: expect.stringContaining('PUT /v1/templates/{kind}/{locale}/{channel}'),
+      })
+      expect(unparseable.body.blockers).toBe(1)
+    } finally {
+      await env.DB.prepare("DELETE FROM templates WHERE locale LIKE 'zz-%'").run()
+    }
+  })
+
   it('a clean deployment has no blocker and no warning', async () => {
     await setLastCronRun(new Date())
     const { body } = await doctor(clean)

@@ -2,7 +2,8 @@
  * The deployed Worker's description of itself for the doctor's rules: its
  * variables as set, which secrets and bindings it has, what its configuration
  * schema refuses, its transport's pause, when its cron last ran, and — for
- * the resend transport with a key — Resend's word on the sender's domain.
+ * the resend transport with a key — Resend's word on the sender's domain;
+ * for the doctor, the stored templates that do not render their example.
  * Never throws for a broken configuration: describing it is the point.
  */
 import { ConfigSchema, configIssues, SECRET_NAMES } from '../config.ts'
@@ -11,6 +12,7 @@ import { GAUGES } from '../metrics/counters.ts'
 import { domainOf, isPlaceholderDomain } from './placeholders.ts'
 import { recalled, remember } from './remembered.ts'
 import { checkResendDomain } from './resend-domains.ts'
+import { refusedTemplates } from './template-check.ts'
 import { transportOf } from './transport.ts'
 import type { Deployment, DomainCheck } from './types.ts'
 import { BINDING_NAMES } from './wiring.ts'
@@ -79,9 +81,11 @@ export async function describeWorker(env: Env, now: Date, options: { recall?: bo
   const raw = env as unknown as Record<string, unknown>
   const vars = varsOf(raw)
   const db = raw.DB as D1Database | undefined
-  const [state, domain] = await Promise.all([
+  const [state, domain, templatesRefused] = await Promise.all([
     stateOf(db, transportOf({ vars })),
     domainCheckOf(vars, raw.RESEND_API_KEY, db, { now, recall: options.recall ?? false }),
+    // Rendering every stored template is the doctor's to do, not every console page's.
+    options.recall ? undefined : refusedTemplates(env),
   ])
   return {
     source: 'worker',
@@ -91,6 +95,7 @@ export async function describeWorker(env: Env, now: Date, options: { recall?: bo
     bindings: BINDING_NAMES.filter((name) => raw[name] !== undefined && raw[name] !== null),
     ...state,
     ...(domain ? { domain } : {}),
+    ...(templatesRefused ? { templatesRefused } : {}),
     now,
   }
 }

@@ -6,6 +6,7 @@
  */
 import { operatorFindings } from './operators.ts'
 import { publicUrlFindings, senderFindings } from './sender.ts'
+import { templateFindings } from './templates.ts'
 import { deliveryEventFindings, pauseFindings, secretFindings } from './transport.ts'
 import type { Deployment, Finding, Severity } from './types.ts'
 import { bindingFindings, cronFindings } from './wiring.ts'
@@ -47,6 +48,7 @@ export function findingsOf(deployment: Deployment): Finding[] {
     ...publicUrlFindings(deployment),
     ...deliveryEventFindings(deployment),
     ...operatorFindings(deployment),
+    ...templateFindings(deployment),
   ]
   // Array.prototype.sort is stable: within a severity, the order above.
   return findings.sort((a, b) => ORDER[a.severity] - ORDER[b.severity])

@@ -31,6 +31,16 @@ export type DomainCheck =
   /** No answer in time, or one that says nothing about the domain. */
   | { outcome: 'unanswered'; detail: string }
 
+/** A stored template in effect that does not render its kind's example within the configured limits. */
+export type TemplateRefusal = {
+  /** `kind/locale/channel version N`. */
+  template: string
+  /** Why, naming the part and the limit. */
+  message: string
+  /** Whether it parses at all: one that does not refuses every event; one that does, at least its example. */
+  parses: boolean
+}
+
 /** A deployment as the rules see it; what a source cannot see is undefined, and its rules are skipped. */
 export type Deployment = {
   /** `worker`: the deployed Worker describing itself; `wrangler.toml`: a local file, before a deploy. */
@@ -59,5 +69,7 @@ export type Deployment = {
   pause?: TransportPause | null
   /** Resend's answer about the sender's domain, when it was asked. */
   domain?: DomainCheck
+  /** Stored templates in effect that do not render their example; undefined where not checked (a wrangler.toml, the console's banner). */
+  templatesRefused?: readonly TemplateRefusal[]
   now: Date
 }
