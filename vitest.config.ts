@@ -31,6 +31,13 @@ export default defineConfig({
           // any other; test/digest.test.ts closes its own digests and sets a long window.
           DIGEST_WINDOW_SECONDS: '1',
           TEST_MIGRATIONS: await readD1Migrations('./migrations/d1'),
+          // The lifecycle model (test/model/): `npm run model` sets these for a longer run.
+          MODEL_RUNS: process.env.MODEL_RUNS ?? '100',
+          MODEL_COMMANDS: process.env.MODEL_COMMANDS ?? '30',
+          MODEL_SEED: process.env.MODEL_SEED ?? '',
+          MODEL_PATH: process.env.MODEL_PATH ?? '',
+          MODEL_SHRINK: process.env.MODEL_SHRINK ?? 'yes',
+          MODEL_TIMEOUT_MS: process.env.MODEL_TIMEOUT_MS ?? '900000',
         },
       },
     })),

@@ -274,6 +274,17 @@ export const ConfigSchema = z
       .describe(
         'how long a request to Resend may take before the send counts as a transient failure; at most a third of DISPATCH_LEASE_SECONDS',
       ),
+    // Resend answers a retry under a key it has seen with its first answer for 24 hours, then forgets the
+    // key and sends again (https://resend.com/docs/dashboard/emails/idempotency-keys).
+    RESEND_IDEMPOTENCY_WINDOW_HOURS: z.coerce
+      .number()
+      .int()
+      .min(2)
+      .max(24 * 30)
+      .default(24)
+      .describe(
+        "how long Resend keeps an idempotency key (its documented 24 h): a retry of a send that may have gone out is sent only up to an hour before this has passed since its first try; later it waits for Resend's delivery events like an unknown outcome, and becomes a dead letter (NTF_SEND_UNKNOWN) if none comes (≥ 2)",
+      ),
     DISPATCH_LEASE_SECONDS: Seconds.min(3)
       .default(120)
       .describe(
@@ -290,7 +301,7 @@ export const ConfigSchema = z
     UNKNOWN_OUTCOME_SECONDS: Seconds.min(60)
       .default(600)
       .describe(
-        'through a transport without an idempotency key (cloudflare), how long a send whose outcome is unknown waits for a delivery event before it is sent again',
+        'how long a send whose outcome is unknown waits for a delivery event: through a transport without an idempotency key (cloudflare) it is sent again after that; through resend, past its idempotency window, it becomes a dead letter (NTF_SEND_UNKNOWN)',
       ),
     STUCK_GRACE_SECONDS: Seconds.default(120).describe(
       'how far past due a pending notification must be before the cron re-enqueues it',

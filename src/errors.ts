@@ -61,7 +61,7 @@ export const ERRORS = {
   NTF_SEND_UNKNOWN: {
     decision: 'wait',
     description:
-      'Through a transport without an idempotency key, whether a send went out is not known (a lost answer, a claim that ended without a result): the notification waits `unknown`; a delivery event for its Message-ID settles it as sent, else it is sent again after UNKNOWN_OUTCOME_SECONDS.',
+      'Whether a send went out is not known (a lost answer, a claim that ended without a result) and a retry cannot be answered instead of sent: through a transport without an idempotency key, or through resend when the retry would come past its idempotency window (RESEND_IDEMPOTENCY_WINDOW_HOURS). The notification waits `unknown`; a delivery event for it settles it as sent; without one after UNKNOWN_OUTCOME_SECONDS, the cloudflare binding sends it again, and through resend it ends `failed` as a dead letter an operator decides on (replaying it sends it again).',
   },
   NTF_SEND_PERMANENT: {
     decision: 'dead-letter',

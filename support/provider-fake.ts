@@ -5,6 +5,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net'
 import { Webhook } from 'svix'
 import { resendContract } from './resend-contract.ts'
+import { resendIdempotency } from './resend-idempotency.ts'
 import { RESEND_DEFAULT_REQUESTS_PER_SECOND, resendRateLimiter } from './resend-rate.ts'
 
 /** What the fake provider saw; the chaos run reports it and fails on the counts that mean a broken guarantee. */
@@ -56,7 +57,8 @@ export type AcceptedEmail = { to: string; payloadSha256: string; id: string; tex
  * chaos run and `npm start -- --resend` (an email provider's API cannot run
  * here). It keeps Resend's documented idempotency rules, because they are
  * what makes a retry after a lost answer safe: the same Idempotency-Key with
- * the same payload returns the first answer and sends nothing; with another
+ * the same payload within 24 hours returns the first answer and sends
+ * nothing (after that it sends again); with another
  * payload it is refused (409 `invalid_idempotent_request`); while the first
  * request with that key is still running it is refused (409
  * `concurrent_idempotent_requests`). Like Resend
@@ -111,7 +113,8 @@ export async function startProviderFake(options: {
   const limiter = resendRateLimiter({
     requestsPerSecond: options.requestsPerSecond ?? RESEND_DEFAULT_REQUESTS_PER_SECOND,
   })
-  const requestsByKey = new Map<string, { payloadSha256: string; body: unknown }>()
+  // Resend's idempotency rules, its 24-hour window among them (./resend-idempotency.ts), over the payload's sha256.
+  const keys = resendIdempotency<unknown>()
   const lostAnswers = new Set<string>()
   const notBefore = new Map<string, number>()
   let slowPattern: readonly number[] = []
@@ -163,9 +166,9 @@ export async function startProviderFake(options: {
     if (waitUntil !== undefined && Date.now() < waitUntil) stats.earlyRetries += 1
     notBefore.delete(key)
     const payloadSha256 = createHash('sha256').update(raw).digest('hex')
-    const done = requestsByKey.get(key)
-    if (done) {
-      if (done.payloadSha256 !== payloadSha256) {
+    const done = keys.decide(key, payloadSha256)
+    if (done.kind === 'replay' || done.kind === 'other-payload') {
+      if (done.kind === 'other-payload') {
         stats.otherPayload += 1
         answer(
           response,
@@ -176,7 +179,7 @@ export async function startProviderFake(options: {
       } else {
         stats.replays += 1
         if (lostAnswers.delete(key)) stats.lostAnswersReplayed += 1
-        answer(response, 200, done.body, rate.headers)
+        answer(response, 200, done.answer, rate.headers)
       }
       return
     }
@@ -234,7 +237,7 @@ export async function startProviderFake(options: {
       return id
     })
     const body = batch ? { data: ids.map((id) => ({ id })) } : { id: ids[0] }
-    requestsByKey.set(key, { payloadSha256, body })
+    keys.accept(key, payloadSha256, body)
     if (flight.clientGone) {
       stats.answersLost += 1
       lostAnswers.add(key)

@@ -31,9 +31,10 @@
  * `lostanswer…` → accepted, but the first answer is a 504 (lost on the way
  * back); anything else → 200 with id `re_{Idempotency-Key}` (a batch:
  * `re_{Idempotency-Key}_{index}`). Accepted emails
- * follow Resend's idempotency rules: the same key with the same payload gets
- * the first answer and no new email, with another payload a 409
- * `invalid_idempotent_request`. Requests and accepted emails are counted by
+ * follow Resend's idempotency rules (support/resend-idempotency.ts): the same
+ * key with the same payload within 24 hours gets the first answer and no new
+ * email, with another payload a 409 `invalid_idempotent_request`; after 24
+ * hours the key is forgotten and the email sent again. Requests and accepted emails are counted by
  * key (`GET /control/sends?key=`, `GET /control/emails?key=`,
  * `POST /control/release?key=`, `POST /control/rate-clock?at=`), and so are
  * the requests refused 429 for their team's rate (`GET /control/rate-limited?key=`),
@@ -41,6 +42,7 @@
  */
 import { readFile } from 'node:fs/promises'
 import { type ResendDocument, resendContract } from '../support/resend-contract.ts'
+import { resendIdempotency } from '../support/resend-idempotency.ts'
 import { resendRateLimiter } from '../support/resend-rate.ts'
 
 export const FAKE_RESEND_URL = 'http://fake-resend.test'
@@ -49,7 +51,9 @@ const requests = new Map<string, number>()
 const rateLimited = new Map<string, number>()
 /** `GET /domains` requests answered, by API key. */
 const domainLists = new Map<string, number>()
-const accepted = new Map<string, { payload: string; ids: string[] }>()
+/** Emails accepted, by key (what `/control/emails` counts), and the keys as Resend keeps them: 24 h. */
+const accepted = new Map<string, { ids: string[] }>()
+const keys = resendIdempotency<string[]>()
 const released = new Map<string, () => void>()
 const releases = new Map<string, Promise<void>>()
 
@@ -170,16 +174,20 @@ export async function fakeResend(request: Request): Promise<Response> {
   if (emails.some((email) => email.to?.[0]?.startsWith('permanent')))
     return refusal(422, 'validation_error', 'Invalid `to` field.', rate.headers)
   if (!key) return new Response('{"message":"missing idempotency key"}', { status: 400 })
-  const done = accepted.get(key)
-  if (done && done.payload !== payload)
+  // Resend's idempotency rules, its 24-hour window among them (support/resend-idempotency.ts).
+  const decision = keys.decide(key, payload)
+  if (decision.kind === 'other-payload' || decision.kind === 'running')
     return refusal(409, 'invalid_idempotent_request', 'key used with another payload', rate.headers)
-  const first = done ?? {
-    payload,
-    ids: emails.map((_, index) => (Array.isArray(parsed) ? `re_${key}_${index}` : `re_${key}`)),
+  const ids =
+    decision.kind === 'replay'
+      ? decision.answer
+      : emails.map((_, index) => (Array.isArray(parsed) ? `re_${key}_${index}` : `re_${key}`))
+  if (decision.kind === 'new') {
+    keys.accept(key, payload, ids)
+    accepted.set(key, { ids: [...(accepted.get(key)?.ids ?? []), ...ids] })
+    if (to.startsWith('lostanswer')) return new Response('upstream timed out', { status: 504 })
   }
-  accepted.set(key, first)
-  if (!done && to.startsWith('lostanswer')) return new Response('upstream timed out', { status: 504 })
-  const body = Array.isArray(parsed) ? { data: first.ids.map((id) => ({ id })) } : { id: first.ids[0] }
+  const body = Array.isArray(parsed) ? { data: ids.map((id) => ({ id })) } : { id: ids[0] }
   return Response.json(body, { headers: rate.headers })
 }
 

@@ -42,7 +42,7 @@ type Unstored = { message: Message<unknown>; row: DeadLetterRow; cause: unknown 
  * delivery — never lost without a trace.
  */
 export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env, log: Logger): Promise<void> {
-  const rows = await Promise.all(batch.messages.map((message) => toRow(message)))
+  const rows = await withEvents(env.DB, await Promise.all(batch.messages.map((message) => toRow(message))), log)
   const { results } = await persistEvents(
     env.DB,
     rows.map((row, index) => ({ item: index, statements: [upsertDeadLetter(env.DB, row)] })),
@@ -90,6 +90,43 @@ async function settleUnstored(db: D1Database, { message, row, cause }: Unstored,
     log.error('dead-letter.dropped', { ...logFields(row), attempts: message.attempts, cause: reduced.cause, error })
     // Cloudflare drops it after this delivery; were max_retries raised, it would be tried again.
     retry()
+  }
+}
+
+/**
+ * A dead letter of notify-dispatch names a notification, not an event: it is
+ * given the notification's event (and its source and kind), so that the
+ * event's story shows it and the list finds it by the event id — one read
+ * for the batch. A read that fails leaves them as they are (a dead letter is
+ * never held back for it).
+ */
+async function withEvents(db: D1Database, rows: DeadLetterRow[], log: Logger): Promise<DeadLetterRow[]> {
+  const notificationOf = (row: DeadLetterRow) => {
+    if (row.queue !== QUEUES.dispatch || row.eventId !== null) return undefined
+    const parsed = DispatchMessageSchema.safeParse(JSON.parse(row.body))
+    return parsed.success ? parsed.data.notificationId : undefined
+  }
+  const ids = [...new Set(rows.flatMap((row) => notificationOf(row) ?? []))]
+  if (ids.length === 0) return rows
+  try {
+    const { results } = await db
+      .prepare('SELECT id, event_id, source, kind FROM notifications WHERE id IN (SELECT value FROM json_each(?1))')
+      .bind(JSON.stringify(ids))
+      .all<{ id: string; event_id: string; source: string; kind: string }>()
+    const byId = new Map(results.map((row) => [row.id, row]))
+    return rows.map((row) => {
+      const notification = byId.get(notificationOf(row) ?? '')
+      if (!notification) return row
+      return {
+        ...row,
+        eventId: notification.event_id,
+        source: notification.source,
+        kind: row.kind ?? notification.kind,
+      }
+    })
+  } catch (error) {
+    log.warn('dead-letter.event-not-found', { code: 'NTF_DEPENDENCY_FAILED', count: ids.length, error })
+    return rows
   }
 }
 

@@ -1,3 +1,5 @@
+import { sha256Hex } from '../crypto.ts'
+
 /** A dead letter as stored in D1 table `dead_letters`. */
 export type DeadLetterRow = {
   id: string
@@ -19,13 +21,15 @@ export type DeadLetterRow = {
 
 /**
  * The upsert of a dead letter, with `history` the SQL that gives an existing
- * row its history when it dies again.
+ * row its history when it dies again, and `onlyIf` a condition over the
+ * database (parameters from ?15) without which nothing is written.
  */
-const upsertSql = (history: string) => `INSERT INTO dead_letters
+const upsertSql = (history: string, onlyIf = 'true') => `INSERT INTO dead_letters
      (id, queue, code, error, attempts, source, origin, source_message_id, event_id, event_type, body,
       history, failure_id, first_seen, last_seen, kind)
-   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
-      json_array(json_object('at', ?13, 'code', ?3, 'error', ?4, 'attempts', ?5)), ?12, ?13, ?13, ?14)
+   SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
+      json_array(json_object('at', ?13, 'code', ?3, 'error', ?4, 'attempts', ?5)), ?12, ?13, ?13, ?14
+   WHERE ${onlyIf}
    ON CONFLICT (id) DO UPDATE SET
      code = excluded.code,
      error = excluded.error,
@@ -38,7 +42,7 @@ const upsertSql = (history: string) => `INSERT INTO dead_letters
      status = 'open'
    WHERE dead_letters.failure_id <> excluded.failure_id`
 
-function bindRow(statement: D1PreparedStatement, row: DeadLetterRow): D1PreparedStatement {
+function bindRow(statement: D1PreparedStatement, row: DeadLetterRow, ...extra: unknown[]): D1PreparedStatement {
   return statement.bind(
     row.id,
     row.queue,
@@ -54,7 +58,18 @@ function bindRow(statement: D1PreparedStatement, row: DeadLetterRow): D1Prepared
     row.failureId,
     row.failedAt,
     row.kind,
+    ...extra,
   )
+}
+
+/**
+ * The id of the dead letter of a message that is not an inbound event: the
+ * sha256 of its queue and its body, so that the same message dying again is
+ * the same row, whoever writes it (the notify-dlq consumer, or a dispatch
+ * writing a notification's dead letter with its status).
+ */
+export function deadLetterIdOf(queue: string, json: string): Promise<string> {
+  return sha256Hex(`${queue}\n${json}`)
 }
 
 /**
@@ -67,6 +82,31 @@ export function upsertDeadLetter(db: D1Database, row: DeadLetterRow): D1Prepared
   return bindRow(
     db.prepare(upsertSql(`json_insert(dead_letters.history, '$[#]', json(excluded.history) -> '$[0]')`)),
     row,
+  )
+}
+
+/**
+ * Inserts a dead letter as `upsertDeadLetter` does, only while a notification
+ * is in the status that the same D1 batch gave it: a dispatch that lost its
+ * claim meanwhile writes neither. Parameters: those of `upsertDeadLetter`,
+ * then the notification's id, status and `updated_at`.
+ */
+export function upsertNotificationDeadLetter(
+  db: D1Database,
+  row: DeadLetterRow,
+  notification: { id: string; status: string; updatedAt: string },
+): D1PreparedStatement {
+  return bindRow(
+    db.prepare(
+      upsertSql(
+        `json_insert(dead_letters.history, '$[#]', json(excluded.history) -> '$[0]')`,
+        'EXISTS (SELECT 1 FROM notifications WHERE id = ?15 AND status = ?16 AND updated_at = ?17)',
+      ),
+    ),
+    row,
+    notification.id,
+    notification.status,
+    notification.updatedAt,
   )
 }
 

@@ -58,6 +58,8 @@ export function fromCloudflare(event: CloudflareEmailEvent): DeliveryEvent {
     provider: 'cloudflare',
     providerEventId: payload.eventId,
     providerMessageId: payload.messageId,
+    // Its message id is our Message-ID, which the notification keeps: no other name is needed.
+    notificationId: null,
     type: event.type,
     status: STATUS[event.type],
     occurredAt: new Date(event.metadata.eventTimestamp).toISOString(),

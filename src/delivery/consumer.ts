@@ -1,5 +1,6 @@
 import { configOf } from '../config.ts'
 import { type EventWrite, persistEvents } from '../d1-batch.ts'
+import { pseudonymOf } from '../erasure/pseudonym.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import { applyDeliveryStatus, settleUnknownOutcome } from '../notifications/delivery.ts'
@@ -8,9 +9,10 @@ import { settleBatch } from '../queue/settle.ts'
 import { suppressAutomatically } from '../suppression/store.ts'
 import { decodeDeliveryEvent } from './decode.ts'
 import type { DeliveryEvent } from './model.ts'
-import { bare, insertDeliveryEvent, notificationsByProviderId } from './store.ts'
+import { bare, insertDeliveryEvent, notificationsOfEvents } from './store.ts'
 
-type Decoded = { message: Message<unknown>; event: DeliveryEvent }
+/** A decoded event, with its recipient's pseudonym (for an erased address: src/erasure/pseudonym.ts). */
+type Decoded = { message: Message<unknown>; event: DeliveryEvent; pseudonym: string | null }
 
 /**
  * How long an event that names no notification yet waits for the `sent` mark
@@ -40,7 +42,11 @@ export async function consumeEmailEvents(batch: MessageBatch<unknown>, env: Env,
       const failure = { code: 'NTF_INVALID_PAYLOAD', error: result.error } as const
       settlements.set(message, settle(failure, message.attempts, config.RETRY_DELAYS_SECONDS))
       log.warn('delivery.invalid', { messageId: message.id, code: 'NTF_INVALID_PAYLOAD' })
-    } else decoded.push({ message, event: result.event })
+    } else {
+      const { recipient } = result.event
+      const pseudonym = recipient ? await pseudonymOf(recipient, config.erasureKey) : null
+      decoded.push({ message, event: result.event, pseudonym })
+    }
   }
   if (decoded.length > 0) await record(decoded, env, log, settlements, config.RETRY_DELAYS_SECONDS)
   await settleBatch(batch, settlements, { dlq: env.DLQ, log })
@@ -54,11 +60,12 @@ async function record(
   delays: readonly number[],
 ): Promise<void> {
   const now = new Date()
-  let matched: Map<string, string>
+  let matched: Awaited<ReturnType<typeof notificationsOfEvents>>
   try {
-    matched = await notificationsByProviderId(
+    matched = await notificationsOfEvents(
       env.DB,
       decoded.map(({ event }) => event.providerMessageId),
+      decoded.flatMap(({ event }) => (event.notificationId ? [event.notificationId] : [])),
     )
   } catch (cause) {
     const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 read: ${(cause as Error).message}`, { cause })
@@ -69,11 +76,14 @@ async function record(
   // two) before it is recorded without one. What it asks of the suppression list is not held back.
   const writes: EventWrite<Decoded>[] = []
   const waiting: EventWrite<Decoded>[] = []
+  const notificationOf = ({ event }: Decoded) =>
+    matched.byProviderId.get(bare(event.providerMessageId)) ??
+    (event.notificationId && matched.named.has(event.notificationId) ? event.notificationId : null)
   for (const item of decoded) {
-    const notificationId = matched.get(bare(item.event.providerMessageId)) ?? null
+    const notificationId = notificationOf(item)
     if (notificationId === null && LINK_WAIT_SECONDS[item.message.attempts - 1] !== undefined) {
-      waiting.push({ item, statements: suppressionOf(env, item.event, null, now, false) })
-    } else writes.push({ item, statements: statementsOf(env, item.event, notificationId, now) })
+      waiting.push({ item, statements: suppressionOf(env, item, null, now, false) })
+    } else writes.push({ item, statements: statementsOf(env, item, notificationId, now) })
   }
   await holdForLink(env, waiting, settlements, log)
   const { results } = await persistEvents(env.DB, writes, [])
@@ -82,7 +92,7 @@ async function record(
     const { message, event } = item
     if (result?.committed) {
       settlements.set(message, { action: 'ack' })
-      const notificationId = matched.get(bare(event.providerMessageId)) ?? null
+      const notificationId = notificationOf(item)
       log.info(result.won ? 'delivery.recorded' : 'delivery.duplicate', {
         provider: event.provider,
         type: event.type,
@@ -99,14 +109,15 @@ async function record(
 }
 
 /** The timeline row first (its change says whether this is the first delivery), then the effects. */
-function statementsOf(env: Env, event: DeliveryEvent, notificationId: string | null, now: Date): D1PreparedStatement[] {
+function statementsOf(env: Env, item: Decoded, notificationId: string | null, now: Date): D1PreparedStatement[] {
+  const { event } = item
   const at = now.toISOString()
-  const statements = [insertDeliveryEvent(env.DB, event, notificationId, at)]
+  const statements = [insertDeliveryEvent(env.DB, event, notificationId, at, item.pseudonym)]
   if (notificationId) statements.push(settleUnknownOutcome(env.DB, notificationId, event, at))
   if (notificationId && event.status !== 'accepted') {
     statements.push(applyDeliveryStatus(env.DB, notificationId, event, at))
   }
-  return [...statements, ...suppressionOf(env, event, notificationId, now, true)]
+  return [...statements, ...suppressionOf(env, item, notificationId, now, true)]
 }
 
 /**
@@ -116,7 +127,7 @@ function statementsOf(env: Env, event: DeliveryEvent, notificationId: string | n
  */
 function suppressionOf(
   env: Env,
-  event: DeliveryEvent,
+  { event, pseudonym }: Decoded,
   notificationId: string | null,
   now: Date,
   guarded: boolean,
@@ -149,6 +160,7 @@ function suppressionOf(
         },
         at,
         guarded ? { provider: event.provider, eventId: event.providerEventId } : undefined,
+        pseudonym ?? undefined,
       ),
     )
   }

@@ -25,6 +25,13 @@ export type DeliveryEvent = {
   providerEventId: string
   /** The id the provider gave the message when it accepted it (the notification's `provider_id`). */
   providerMessageId: string
+  /**
+   * The notification the message was, as the event itself says (a Resend
+   * event carries the email's custom headers, `X-Notify-Edge-Notification`
+   * among them): how an event finds a notification whose provider id was
+   * never learnt (the answer was lost), or null.
+   */
+  notificationId: string | null
   /** The provider's own event type, kept as it came. */
   type: string
   status: TimelineStatus

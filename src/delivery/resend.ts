@@ -21,6 +21,11 @@ export const ResendEmailEventSchema = z.object({
   data: z.looseObject({
     email_id: z.string().min(1).max(200),
     to: z.array(z.string().min(3).max(320)).max(50).optional(),
+    // "Custom headers included with the email" (OutboundEmailEventData in Resend's OpenAPI document).
+    headers: z
+      .array(z.looseObject({ name: z.string().max(200), value: z.string().max(1000) }))
+      .max(100)
+      .optional(),
     bounce: z.looseObject({ type: Text, subType: Text.optional(), message: Text.optional() }).optional(),
     failed: z.looseObject({ reason: Text }).optional(),
     suppressed: z.looseObject({ type: Text.optional(), message: Text.optional() }).optional(),
@@ -41,6 +46,9 @@ export const ResendEnvelopeSchema = z.object({
   event: z.unknown(),
 })
 
+/** The header of every email this Worker sends that names its notification (src/dispatch/mime.ts). */
+const NOTIFICATION_HEADER = 'x-notify-edge-notification'
+
 /** A Resend event in the common model. */
 export function fromResend(svixId: string, event: ResendEmailEvent): DeliveryEvent {
   const { data } = event
@@ -48,6 +56,7 @@ export function fromResend(svixId: string, event: ResendEmailEvent): DeliveryEve
     provider: 'resend',
     providerEventId: svixId,
     providerMessageId: data.email_id,
+    notificationId: data.headers?.find((header) => header.name.toLowerCase() === NOTIFICATION_HEADER)?.value ?? null,
     type: event.type,
     status: RESEND_DELIVERY_TYPES[event.type] as TimelineStatus,
     occurredAt: new Date(event.created_at).toISOString(),

@@ -1,23 +1,27 @@
+import { erasedSql } from '../suppression/store.ts'
 import type { DeliveryEvent } from './model.ts'
 
 /**
  * Records a delivery event once: a second delivery of the same event (a queue
  * redelivery, a webhook retry) changes nothing, and the counting trigger
- * (notify_deliveries_total) fires only for the first.
- * Parameters: the event's fields, the notification it is about, now.
+ * (notify_deliveries_total) fires only for the first. Its detail (a bounce's
+ * text may quote the address) is not kept when the address, by its
+ * `pseudonym`, or the notification was erased.
+ * Parameters: the event's fields, the notification it is about, now, the recipient's pseudonym.
  */
 export function insertDeliveryEvent(
   db: D1Database,
   event: DeliveryEvent,
   notificationId: string | null,
   now: string,
+  pseudonym: string | null,
 ): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO delivery_events
          (provider, provider_event_id, provider_message_id, notification_id, type, status, occurred_at, received_at,
           detail)
-       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, CASE WHEN ${erasedSql('?10', '?4')} THEN NULL ELSE ?9 END)
        ON CONFLICT (provider, provider_event_id) DO NOTHING`,
     )
     .bind(
@@ -30,24 +34,35 @@ export function insertDeliveryEvent(
       event.occurredAt,
       now,
       JSON.stringify(event.detail),
+      pseudonym,
     )
 }
 
 /**
- * The notifications sent under the given provider message ids, by that id.
- * Cloudflare's binding answers with a `<…>` Message-ID while its events carry
- * the bare id, so both forms are looked up.
+ * The notifications the events are about, by the provider message id they
+ * name (`byProviderId`) — Cloudflare's binding answers with a `<…>`
+ * Message-ID while its events carry the bare id, so both forms are looked
+ * up — and those of the notification ids they carry (`named`: a Resend
+ * event carries the email's custom headers, ours among them), which exist.
  */
-export async function notificationsByProviderId(
+export async function notificationsOfEvents(
   db: D1Database,
   providerIds: readonly string[],
-): Promise<Map<string, string>> {
+  notificationIds: readonly string[],
+): Promise<{ byProviderId: Map<string, string>; named: Set<string> }> {
   const forms = [...new Set(providerIds.flatMap((id) => [id, `<${bare(id)}>`, bare(id)]))]
-  const { results } = await db
-    .prepare('SELECT id, provider_id FROM notifications WHERE provider_id IN (SELECT value FROM json_each(?1))')
-    .bind(JSON.stringify(forms))
-    .all<{ id: string; provider_id: string }>()
-  return new Map(results.map((row) => [bare(row.provider_id), row.id]))
+  const [byProvider, byId] = await db.batch<{ id: string; provider_id: string }>([
+    db
+      .prepare('SELECT id, provider_id FROM notifications WHERE provider_id IN (SELECT value FROM json_each(?1))')
+      .bind(JSON.stringify(forms)),
+    db
+      .prepare('SELECT id, provider_id FROM notifications WHERE id IN (SELECT value FROM json_each(?1))')
+      .bind(JSON.stringify([...new Set(notificationIds)])),
+  ])
+  return {
+    byProviderId: new Map((byProvider?.results ?? []).map((row) => [bare(row.provider_id), row.id])),
+    named: new Set((byId?.results ?? []).map((row) => row.id)),
+  }
 }
 
 /** A provider message id without the angle brackets of a Message-ID. */

@@ -1,11 +1,12 @@
 import { PipelineError } from '../errors.ts'
 import { batchMembers, claimBatch, createBatch, giveBackMember, joinBatch, leaveBatch } from '../notifications/batch.ts'
 import type { ClaimedRow } from '../notifications/claim.ts'
-import { markSendFailure } from '../notifications/marks.ts'
+import { batchWindowGate } from '../notifications/gates.ts'
 import { FINAL_STATUSES } from '../notifications/status.ts'
 import type { Later, ToSend } from './claim-stage.ts'
 import { dispatchFor } from './message.ts'
 import type { DispatchRun } from './run.ts'
+import { idempotencyEdge } from './transports/index.ts'
 
 /** One member of a batch to send; `message` is absent for a member claimed with its batch, not by its own message. */
 export type BatchMember = { row: ClaimedRow; message: Message<unknown> | undefined }
@@ -19,9 +20,9 @@ const HELD_RETRY_SECONDS = 30
 /**
  * Sorts the claimed notifications into what is sent alone and what is sent in
  * batches. A notification already in a batch (a retry of it) is sent only
- * with all of its batch: the rest of the batch is claimed too, and when
+ * with its batch, under its key: the rest of the batch is claimed too, and when
  * another delivery holds a part of it, the part this one took is given back
- * (its attempt not counted) to ask again shortly. New batches, of up to
+ * (its attempt not counted) to ask again shortly (`retriedBatches`). New batches, of up to
  * `size`, are made of first tries when the transport can send batches: their
  * membership is written (one D1 batch) before anything is sent, and a
  * notification whose membership could not be written is sent alone.
@@ -56,50 +57,70 @@ export async function batchStage(
   return { alone, batches, later }
 }
 
-/** The batches whose members came back for another try, claimed whole, or given back when another delivery holds a part. */
+/**
+ * The batches whose members came back for another try. A batch whose key may
+ * be past the provider's window waits for delivery events instead
+ * (`batchWindowGate`). Otherwise its members are claimed: when every member
+ * not yet final is this delivery's, the batch's request goes again with
+ * them, in their order, under the same key — all of them, or those left
+ * when some went their own way meanwhile (an erasure, an operator's replay):
+ * the provider answers a repeat with its first answer, refuses a request
+ * that lost members (409) when it had taken the first — whose emails then
+ * went out — and sends the rest when it had not, so each member goes once.
+ * When another delivery holds a part of the batch, or a member waits (paused),
+ * the part this one took is given back, its attempt not counted, to ask again shortly.
+ */
 async function retriedBatches(
   run: DispatchRun,
   retries: ReadonlyMap<string, ToSend[]>,
   later: Later[],
 ): Promise<BatchToSend[]> {
   if (retries.size === 0) return []
-  const { env, nowIso, lease } = run
+  const { env, nowIso, lease, config } = run
   const ids = [...retries.keys()]
+  const edge = idempotencyEdge(config, run.now)
+  const decideAt = new Date(run.now.getTime() + config.UNKNOWN_OUTCOME_SECONDS * 1000).toISOString()
   let results: D1Result[]
   try {
     results = await env.DB.batch(
-      ids.flatMap((id) => [claimBatch(env.DB, id, nowIso, lease.until, lease.token), batchMembers(env.DB, id)]),
+      ids.flatMap((id) => [
+        batchWindowGate(env.DB, id, nowIso, edge, decideAt, lease.token),
+        claimBatch(env.DB, id, nowIso, lease.until, lease.token),
+        batchMembers(env.DB, id),
+      ]),
     )
   } catch (cause) {
     const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 batch claim: ${(cause as Error).message}`, { cause })
     for (const items of retries.values()) for (const item of items) run.fail(item.message, error)
     return []
   }
-  const whole: BatchToSend[] = []
+  const toSend: BatchToSend[] = []
   const givenBack: D1PreparedStatement[] = []
   ids.forEach((id, index) => {
-    const members = (results[index * 2 + 1]?.results ?? []) as (ClaimedRow & { claim_token: string | null })[]
+    const pastWindow = results[index * 3]?.results ?? []
+    const members = (results[index * 3 + 2]?.results ?? []) as (ClaimedRow & { claim_token: string | null })[]
     const messages = new Map((retries.get(id) ?? []).map((item) => [item.row.id, item.message]))
     const mine = members.filter((member) => member.status === 'sending' && member.claim_token === lease.token)
-    if (members.length > 0 && mine.length === members.length) {
-      whole.push({ batchId: id, members: members.map((row) => ({ row, message: messages.get(row.id) })) })
-      return
+    const open = members.filter((member) => !isFinal(member.status) && !mine.includes(member))
+    if (pastWindow.length > 0) {
+      run.log.warn('dispatch.batch-past-window', { batchId: id, members: members.length, code: 'NTF_SEND_UNKNOWN' })
     }
-    const ended = members.find((member) => (FINAL_STATUSES as readonly string[]).includes(member.status))
-    if (ended) {
-      // A member went its own way (an operator's action): the batch can never be sent whole again, and
-      // sending the rest otherwise could send twice what its first request may have sent. They fail, as
-      // dead letters an operator can replay (a replay sends alone).
-      const reason = `its batch ${id} cannot be sent whole: notification ${ended.id} is ${ended.status}`
-      run.log.error('dispatch.batch-broken', { batchId: id, members: members.length, ended: ended.id })
-      for (const member of mine) {
-        givenBack.push(markSendFailure(env.DB, member.id, 'failed', 'NTF_SEND_PERMANENT', reason, nowIso, lease.token))
-        const message = messages.get(member.id)
-        if (message) run.failWith(message, { code: 'NTF_SEND_PERMANENT', error: reason, kind: member.kind })
+    if (mine.length > 0 && open.length === 0) {
+      if (mine.length < members.length) {
+        run.log.info('dispatch.batch-reduced', { batchId: id, members: members.length, left: mine.length })
+      }
+      toSend.push({ batchId: id, members: mine.map((row) => ({ row, message: messages.get(row.id) })) })
+      for (const [notificationId, message] of messages) {
+        if (!mine.some((member) => member.id === notificationId)) run.settle(message, { action: 'ack' })
       }
       return
     }
-    // Another delivery holds a part of this batch (or a member ended elsewhere): not sent from here.
+    if (mine.length === 0) {
+      // Nothing of it is this delivery's to send: it waits for its outcome (past the window), or is done.
+      for (const message of messages.values()) run.settle(message, { action: 'ack' })
+      return
+    }
+    // Another delivery holds a part of this batch, or a member waits: not sent from here.
     run.log.info('dispatch.batch-held', { batchId: id, members: members.length, held: mine.length })
     for (const member of mine) givenBack.push(giveBackMember(env.DB, member.id, nowIso, lease.token))
     for (const [notificationId, message] of messages) {
@@ -112,7 +133,11 @@ async function retriedBatches(
     // If this fails, the members stay held until their lease ends, and the cron takes them up then.
     await env.DB.batch(givenBack).catch((error: unknown) => run.log.warn('dispatch.give-back-failed', { error }))
   }
-  return whole
+  return toSend
+}
+
+function isFinal(status: string): boolean {
+  return (FINAL_STATUSES as readonly string[]).includes(status)
 }
 
 /**

@@ -1,16 +1,17 @@
 import { describeIssues, toFieldIssues } from '../contracts/index.ts'
 import { PipelineError } from '../errors.ts'
-import { optionalKindNames } from '../events/registry.ts'
+import { optionalKindNames, throttles } from '../events/registry.ts'
 import { type ClaimedRow, claimNotifications, notificationStates, supersedeDecision } from '../notifications/claim.ts'
-import { recipientGate, unknownOutcomeGate } from '../notifications/gates.ts'
+import { idempotencyWindowGate, recipientGate, unknownOutcomeGate } from '../notifications/gates.ts'
 import { pauseGate } from '../notifications/pause.ts'
+import { throttleGate } from '../notifications/throttle.ts'
 import type { Outgoing } from '../queue/send.ts'
 import { closeStage, type ToClose } from './close-stage.ts'
 import { DispatchMessageSchema, dispatchFor } from './message.ts'
 import { messageIdOf } from './mime.ts'
 import { readPause, type TransportPause } from './pause.ts'
 import type { DispatchRun } from './run.ts'
-import { hasIdempotencyKey } from './transports/index.ts'
+import { hasIdempotencyKey, idempotencyEdge } from './transports/index.ts'
 
 /** A notification this batch claimed, to send. */
 export type ToSend = { message: Message<unknown>; row: ClaimedRow }
@@ -22,19 +23,21 @@ type Claim = { message: Message<unknown>; id: string; due: string | null }
 /** How soon one side of a verification decision, held while the other is in flight, asks again. */
 const HELD_RETRY_SECONDS = 30
 
-/** What the claim batch did to one notification: ended it (a gate), claimed it, or neither. */
-type Outcome = { ended?: Record<string, unknown>; how?: string; claimed?: ClaimedRow }
+/** What the claim batch did to one notification: ended it (a gate), put it off (the throttle), claimed it, or neither. */
+type Outcome = { ended?: Record<string, unknown>; how?: string; claimed?: ClaimedRow; deferredTo?: string }
 
 /** The rows each claim statement returned, by notification id. */
 type Returned = Map<string, Record<string, unknown>>
 
 /**
- * Claims every notification of the batch in one D1 batch of seven statements,
+ * Claims every notification of the batch in one D1 batch of nine statements,
  * whatever the batch's size — each over every notification of the batch at
  * once: supersede a fallback decision, or an authoritative one already sent
  * from its fallback; end it if its recipient opted out or its address is
- * suppressed; end a send of unknown outcome; hold it `paused` while its
- * transport is paused (unless it is the probe); claim (`pending → sending`
+ * suppressed; end a send of unknown outcome, or one that may have gone out
+ * whose retry would come past the provider's idempotency window; hold it `paused` while its
+ * transport is paused (unless it is the probe); put off one whose recipient's
+ * throttle is full; claim (`pending → sending`
  * under the batch's token and lease) — and sorts out what to send, what is
  * not due yet, and what is done with. The state of a notification neither
  * claimed nor ended is read after the batch, so the usual batch, where every
@@ -76,6 +79,11 @@ export async function claimStage(run: DispatchRun, messages: readonly Message<un
       owned.add(claim.id)
       run.settle(claim.message, { action: 'ack' })
       run.log.info(`dispatch.${outcome.how}`, { notificationId: claim.id, kind: outcome.ended.kind })
+    } else if (outcome.deferredTo) {
+      // Its recipient's throttle is full until then: it goes when a place frees.
+      owned.add(claim.id)
+      later.push({ message: claim.message, outgoing: dispatchFor(claim.id, outcome.deferredTo, run.now) })
+      run.log.info('dispatch.throttled', { notificationId: claim.id, dueAt: outcome.deferredTo })
     } else if (outcome.claimed) {
       owned.add(claim.id)
       toSend.push({ message: claim.message, row: outcome.claimed })
@@ -100,14 +108,22 @@ function byId(result: D1Result): Returned {
  * in the batch gets nothing, as it claimed nothing.
  */
 function outcomeOf(returned: readonly Returned[], claim: Claim): Outcome {
-  const [superseded, recipient, unknown, paused, claimedOthers, claimedAuthoritative] = returned.map((rows) =>
-    rows.get(claim.id),
-  )
-  const ended = superseded ?? recipient ?? paused ?? unknown
+  const [superseded, recipient, unknown, pastWindow, paused, deferred, claimedOthers, claimedAuthoritative] =
+    returned.map((rows) => rows.get(claim.id))
+  const ended = superseded ?? recipient ?? paused ?? unknown ?? pastWindow
   if (ended) {
-    const how = superseded ? 'superseded' : recipient ? String(recipient.status) : paused ? 'paused' : 'outcome-unknown'
+    const how = superseded
+      ? 'superseded'
+      : recipient
+        ? String(recipient.status)
+        : paused
+          ? 'paused'
+          : unknown
+            ? 'outcome-unknown'
+            : 'past-idempotency-window'
     return { ended, how }
   }
+  if (deferred) return { deferredTo: String(deferred.scheduled_at) }
   const claimed = (claimedOthers ?? claimedAuthoritative) as ClaimedRow | undefined
   if (!claimed || (claim.due !== null && claim.due !== claimed.scheduled_at)) return {}
   return { claimed }
@@ -156,7 +172,16 @@ function claimStatements(run: DispatchRun, claims: readonly Claim[]): D1Prepared
     recipientGate(env.DB, batch, nowIso, optionalKindNames()),
     // Before the pause gate: a send that may have gone out must wait for its outcome, not be held and resent.
     unknownOutcomeGate(env.DB, batch, nowIso, decideAt, !hasIdempotencyKey(config.EMAIL_TRANSPORT)),
+    idempotencyWindowGate(
+      env.DB,
+      batch,
+      nowIso,
+      idempotencyEdge(config, run.now),
+      decideAt,
+      hasIdempotencyKey(config.EMAIL_TRANSPORT),
+    ),
     pauseGate(env.DB, batch, nowIso, config.EMAIL_TRANSPORT),
+    throttleGate(env.DB, batch, nowIso, throttles()),
     claimNotifications(env.DB, batch, nowIso, lease.until, lease.token, window, false),
     claimNotifications(env.DB, batch, nowIso, lease.until, lease.token, window, true),
   ]

@@ -1,3 +1,4 @@
+import { notificationDeadLetter } from '../dead-letters/notification.ts'
 import { PipelineError } from '../errors.ts'
 import { DIGEST_TEMPLATE_SUFFIX, digestKindNames } from '../events/registry.ts'
 import { renderNotification } from '../materialize/render-notification.ts'
@@ -109,7 +110,15 @@ async function closeOne(
   const rendered = await renderDigest(run, digest, told, templates)
   if ('error' in rendered) {
     const { code, message } = rendered.error
-    return { writes: [endDigest(env.DB, digest.id, 'failed', code, message, nowIso)], failed: rendered.error }
+    // Its dead letter with its status: a digest never fails unseen.
+    const letter = await notificationDeadLetter(env.DB, digest, {
+      status: 'failed',
+      code,
+      error: message,
+      attempts: Math.max(1, digest.send_attempts),
+      at: nowIso,
+    })
+    return { writes: [endDigest(env.DB, digest.id, 'failed', code, message, nowIso), letter], failed: rendered.error }
   }
   const content = {
     subject: rendered.subject as string,
@@ -166,9 +175,10 @@ function settleClosed(
       later.push({ message, outgoing: dispatchFor(sends, scheduledAt, run.now) })
       run.log.info('digest.closed', { notificationId: id, sends })
     } else if (outcome.failed) {
+      // Its dead letter was written with its status.
       settled.add(id)
+      run.settle(message, { action: 'ack' })
       const { code, message: error } = outcome.failed
-      run.failWith(message, { code, error })
       run.log.error('digest.failed', { notificationId: id, code, error })
     } else {
       run.settle(message, { action: 'ack' })

@@ -1,7 +1,6 @@
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import { markEnqueued } from '../notifications/stuck.ts'
-import type { DeadLetterEnvelope } from '../queue/dead-letter-envelope.ts'
 import type { Settlement } from '../queue/policy.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
 import { settleBatch } from '../queue/settle.ts'
@@ -46,8 +45,7 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
     canBatch: transport.sendBatch !== undefined,
   })
   const { retries, orphans } = await sendStage(run, transport, pace, grouped.alone, grouped.batches)
-  await requeueStage(run, [...later, ...grouped.later], retries, orphans.next)
-  await deadLetterOrphans(run, orphans.deadLetters)
+  await requeueStage(run, [...later, ...grouped.later], retries, orphans)
   await settleBatch(batch, run.settlements(), { dlq: env.DLQ, log })
 }
 
@@ -62,12 +60,13 @@ async function sendStage(
   pace: Pace | undefined,
   alone: readonly ToSend[],
   batches: readonly BatchToSend[],
-): Promise<{ retries: Later[]; orphans: { next: Outgoing[]; deadLetters: DeadLetterEnvelope[] } }> {
+): Promise<{ retries: Later[]; orphans: Outgoing[] }> {
   const { env, config, log, lease, pause } = run
   const context = { env, config, log, lease, transport, marks: new MarkWriter(env.DB), pause, pace }
   const queue: (ToSend | BatchToSend)[] = [...batches, ...alone]
   const retries: Later[] = []
-  const orphans = { next: [] as Outgoing[], deadLetters: [] as DeadLetterEnvelope[] }
+  // The next tries of batch members claimed with their batch, without a message of their own here.
+  const orphans: Outgoing[] = []
   // A retry's message goes out with the ones not due yet; the message is acked only after that.
   const settle = (message: Message<unknown>, settlement: Settlement, next: Outgoing | undefined) => {
     if (next) retries.push({ message, outgoing: next })
@@ -82,8 +81,7 @@ async function sendStage(
             for (const result of await sendBatchAndRecord(context, work)) {
               const { message } = result.member
               if (message) settle(message, result.settlement, result.next)
-              else if (result.next) orphans.next.push(result.next)
-              else if (result.deadLetter) orphans.deadLetters.push(result.deadLetter)
+              else if (result.next) orphans.push(result.next)
             }
           } else {
             const { settlement, next } = await sendAndRecord(context, work.message, work.row)
@@ -96,23 +94,6 @@ async function sendStage(
     run.lease.stop()
   }
   return { retries, orphans }
-}
-
-/**
- * Dead letters of batch members that failed for good without a message of
- * their own here. If notify-dlq does not take them, the notifications are
- * `failed` all the same (the console and the API show them); the log says so.
- */
-async function deadLetterOrphans(run: DispatchRun, deadLetters: readonly DeadLetterEnvelope[]): Promise<void> {
-  if (deadLetters.length === 0) return
-  try {
-    await sendAll(
-      run.env.DLQ,
-      deadLetters.map((body) => ({ body })),
-    )
-  } catch (error) {
-    run.log.error('dead-letter.send-failed', { queue: 'notify-dispatch', count: deadLetters.length, error })
-  }
 }
 
 /**

@@ -78,6 +78,26 @@ export function takeProbe(db: D1Database, transport: string, now: string, holdUn
     .bind(transport, now, holdUntil)
 }
 
+/**
+ * Ends a pause that holds nothing, once its probe is due: no notification
+ * waits `paused`, and no probe is out (pending or being sent) — they all went
+ * another way (an erasure, an unknown outcome, an operator). The next send
+ * tells whether the provider takes mail again; refused, it pauses the
+ * transport anew. Without this, such a pause would last until something new
+ * waited for it. Parameters: transport, now.
+ */
+export function endIdlePause(db: D1Database, transport: string, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `DELETE FROM transport_pauses WHERE transport = ?1 AND probe_at <= ?2
+         AND NOT EXISTS (SELECT 1 FROM notifications WHERE status = 'paused')
+         AND NOT EXISTS (SELECT 1 FROM notifications WHERE id = transport_pauses.probe_id
+                         AND status IN ('pending', 'sending'))
+       RETURNING transport`,
+    )
+    .bind(transport, now)
+}
+
 /** Ends a transport's pause (a send through it was accepted). Parameters: transport. */
 export function resumeTransport(db: D1Database, transport: string): D1PreparedStatement {
   return db.prepare('DELETE FROM transport_pauses WHERE transport = ?1').bind(transport)

@@ -1,36 +1,47 @@
 import { type PipelineCode, PipelineError } from '../errors.ts'
 import { maskEmails } from '../log.ts'
 import { leaveBatch } from '../notifications/batch.ts'
-import { markPaced, markRetry, markSendFailure, markSent, recordSentMessage } from '../notifications/marks.ts'
+import {
+  markPaced,
+  markRetry,
+  markSendFailure,
+  markSent,
+  markUnknown,
+  recordSentMessage,
+} from '../notifications/marks.ts'
 import { markPaused, releasePaused } from '../notifications/pause.ts'
-import { type DeadLetterEnvelope, deadLetterEnvelope } from '../queue/dead-letter-envelope.ts'
-import { describeError, type Failure, type Settlement, settleFailure } from '../queue/policy.ts'
+import { describeError, type Settlement, settleFailure } from '../queue/policy.ts'
 import type { Outgoing } from '../queue/send.ts'
 import type { BatchMember, BatchToSend } from './batch-stage.ts'
 import { dispatchFor } from './message.ts'
 import { pauseTransport, resumeTransport } from './pause.ts'
 import { nextTryAt } from './retry.ts'
-import { fieldsOf, mailOf, type SendContext, settleOnRow } from './send.ts'
+import { failedDeadLetter, fieldsOf, mailOf, type SendContext, settleOnRow, uncertainOf } from './send.ts'
 import { SendError, type Sent } from './transports/index.ts'
 
 /**
  * What became of one member of a batch: its message's settlement and its next
- * try's message, or, for a member claimed with its batch (no message of its
- * own here), the message of its next try or the dead letter of its failure.
+ * try's message (for a member claimed with its batch, without a message of
+ * its own here, the message of its next try alone).
  */
 export type MemberResult = {
   member: BatchMember
   settlement: Settlement
   next?: Outgoing
-  deadLetter?: DeadLetterEnvelope
 }
 
 /**
  * Sends a batch in one request under its id and records each member's result
  * under the batch's lease token. Accepted: every member `sent` with its own
- * provider id. Refused as a whole with nothing sent (the provider said so —
- * a 4xx): the members leave the batch, and each is paused, tried again later
- * (a rate limit), or — the batch was invalid — tried again alone. Any other
+ * provider id. Refused as a whole (a 4xx: nothing sent by this request), a
+ * batch no earlier request of which may have gone out leaves its key: the
+ * members are paused, tried again later (a rate limit), or — the batch was
+ * invalid — tried again alone. A batch an earlier request of which may have
+ * gone out keeps its key whatever this one is told (its members leaving it
+ * would send them again under keys the provider never saw): it is paused,
+ * retried, or — refused as invalid now — waits for the provider's delivery
+ * events like any unknown outcome. A 409 `invalid_idempotent_request` says
+ * the provider took a request under this key: its emails went out. Any other
  * failure may have come after the emails were taken: the batch stays as it
  * is, every member waits for the same retry time, and the retry sends the
  * same request under the same key.
@@ -122,39 +133,47 @@ async function recordSent(context: SendContext, batch: BatchToSend, sent: Sent[]
 }
 
 async function recordRefused(context: SendContext, batch: BatchToSend, error: SendError): Promise<MemberResult[]> {
-  const { env, log, lease, transport } = context
+  if (error.providerCode === 'invalid_idempotent_request') return recordTaken(context, batch, error)
+  const { env, log, lease, transport, pause } = context
   const now = new Date()
   const at = now.toISOString()
   const reason = describeError(error)
-  // Nothing went out under the batch's key: its members are free to go out otherwise.
-  const leave = error.nothingSent
-  const invalid = leave && error.outcome === 'permanent'
+  const maybeSent = batch.members.some((member) => member.row.maybe_sent_at !== null)
+  // Nothing went out under the batch's key, by this request or any before: its members are free to go out otherwise.
+  const leave = error.nothingSent && !maybeSent
+  const invalid = error.nothingSent && error.outcome === 'permanent'
+  if (invalid && !leave) return recordUnknownBatch(context, batch, error)
   const statements: D1PreparedStatement[] = leave ? [leaveBatch(env.DB, batch.batchId, lease.token, invalid)] : []
+  const letters: Promise<D1PreparedStatement>[] = []
   const plans = batch.members.map((member) => {
     const { row } = member
     if (error.outcome === 'paused') {
       statements.push(markPaused(env.DB, row.id, 'NTF_TRANSPORT_PAUSED', maskEmails(reason), at, lease.token))
       return { member, paused: true as const }
     }
-    // Refused as invalid with nothing sent: tried again alone (a `retry` code); any other permanent
-    // refusal (another payload was accepted under this key) ends the notification.
+    // Refused as invalid with nothing sent: tried again alone (a `retry` code).
     const code: PipelineCode = invalid
       ? 'NTF_BATCH_REFUSED'
       : (error.code ?? (error.outcome === 'permanent' ? 'NTF_SEND_PERMANENT' : 'NTF_SEND_TRANSIENT'))
     const settled = settleOnRow(context, row, { code, error: reason, kind: row.kind })
     const retryAt = settled.action === 'retry' ? nextTryAt(settled.delaySeconds, error.delaySeconds, now) : undefined
-    statements.push(
-      retryAt
-        ? markRetry(env.DB, row.id, code, reason, retryAt.toISOString(), at, lease.token)
-        : markSendFailure(env.DB, row.id, 'failed', code, reason, at, lease.token),
-    )
-    return { member, code, retryAt, settled }
+    if (retryAt) {
+      statements.push(
+        markRetry(env.DB, row.id, code, reason, retryAt.toISOString(), at, lease.token, uncertainOf(error)),
+      )
+    } else {
+      statements.push(markSendFailure(env.DB, row.id, 'failed', code, reason, at, lease.token))
+      letters.push(failedDeadLetter(env.DB, row, code, reason, at))
+    }
+    return { member, code, retryAt }
   })
   if (error.outcome === 'paused') {
     const notBefore = error.delaySeconds ? new Date(now.getTime() + error.delaySeconds * 1000) : null
     const code = error.providerCode ?? 'unknown'
+    // The refused request was the pause's probe when the probe is one of its members.
+    const probe = batch.members.find((member) => member.row.id === pause?.probe_id) ?? batch.members[0]
     statements.push(
-      pauseTransport(env.DB, transport.name, code, maskEmails(reason), now, notBefore, batch.members[0]?.row.id ?? ''),
+      pauseTransport(env.DB, transport.name, code, maskEmails(reason), now, notBefore, probe?.row.id ?? ''),
     )
     log.error('transport.paused', {
       transport: transport.name,
@@ -163,7 +182,8 @@ async function recordRefused(context: SendContext, batch: BatchToSend, error: Se
       batchId: batch.batchId,
     })
   }
-  const written = await write(context, statements)
+  // Each dead letter after the marks: it is written only if its mark applied (src/dead-letters/notification.ts).
+  const written = await write(context, [...statements, ...(await Promise.all(letters))])
   if (!Array.isArray(written)) return failedWrite(context, batch, written.cause)
   const offset = leave ? 1 : 0
   return plans.map((plan, index): MemberResult => {
@@ -182,15 +202,63 @@ async function recordRefused(context: SendContext, batch: BatchToSend, error: Se
         next: dispatchFor(plan.member.row.id, plan.retryAt.toISOString(), now),
       }
     }
+    // Its dead letter was written with its status.
     log.error('notification.failed', { ...fields, code: plan.code, error: reason })
-    const { settled } = plan
-    const orphan = !plan.member.message && settled.action === 'dead-letter'
-    return {
-      member: plan.member,
-      settlement: settled,
-      ...(orphan ? { deadLetter: orphanDeadLetter(plan.member, settled, now) } : {}),
-    }
+    return { member: plan.member, settlement: { action: 'ack' } }
   })
+}
+
+/**
+ * The provider answered 409 `invalid_idempotent_request`: it took a request
+ * under this batch's key with another payload — an earlier try of this batch,
+ * whose answer was lost, holding these members and those that went their own
+ * way since. Every member went out with it: each is `sent`, without the
+ * provider's id of it (its delivery events find it by the notification they
+ * name, src/delivery/).
+ */
+async function recordTaken(context: SendContext, batch: BatchToSend, error: SendError): Promise<MemberResult[]> {
+  const { env, log, lease, transport } = context
+  const at = new Date().toISOString()
+  const reason = `the provider had taken an earlier request of batch ${batch.batchId}: sent with it`
+  const written = await write(
+    context,
+    batch.members.map((member) => markSent(env.DB, member.row.id, null, at, lease.token, reason)),
+  )
+  if (!Array.isArray(written)) return failedWrite(context, batch, written.cause)
+  log.warn('dispatch.batch-taken', {
+    batchId: batch.batchId,
+    members: batch.members.length,
+    error: describeError(error),
+  })
+  return batch.members.map((member, index) => {
+    if ((written[index]?.meta.changes ?? 0) > 0) {
+      log.info('notification.sent', { ...fieldsOf(member.row), transport: transport.name, batchId: batch.batchId })
+    }
+    return { member, settlement: { action: 'ack' } }
+  })
+}
+
+/**
+ * A batch an earlier request of which may have gone out, refused now as
+ * invalid: whether its emails went out is not known, and no request under
+ * another key may be made. Its members wait `unknown` for the provider's
+ * delivery events (which settle each as sent), and, with none, become dead
+ * letters for an operator (src/maintenance/cron.ts).
+ */
+async function recordUnknownBatch(context: SendContext, batch: BatchToSend, error: SendError): Promise<MemberResult[]> {
+  const { env, config, log, lease } = context
+  const now = new Date()
+  const decideAt = new Date(now.getTime() + config.UNKNOWN_OUTCOME_SECONDS * 1000).toISOString()
+  const reason = `${describeError(error)} — refused on a retry of a batch whose first request may have gone out`
+  const written = await write(
+    context,
+    batch.members.map((member) =>
+      markUnknown(env.DB, member.row.id, null, reason, decideAt, now.toISOString(), lease.token),
+    ),
+  )
+  if (!Array.isArray(written)) return failedWrite(context, batch, written.cause)
+  log.warn('notification.outcome-unknown', { batchId: batch.batchId, code: 'NTF_SEND_UNKNOWN', decideAt })
+  return batch.members.map((member) => ({ member, settlement: { action: 'ack' } }))
 }
 
 /** Writes a batch's marks (one transaction with whatever shares their group), or says why it could not. */
@@ -218,19 +286,4 @@ function failedWrite(context: SendContext, batch: BatchToSend, cause: unknown): 
     member,
     settlement: settleFailure(error, member.message?.attempts ?? 1, context.config.DISPATCH_RETRY_DELAYS_SECONDS),
   }))
-}
-
-/**
- * The dead letter of a member that failed without a message of its own here
- * (it was claimed with its batch): the envelope a settled message gets, for
- * the dispatch message that would have carried it.
- */
-function orphanDeadLetter(member: BatchMember, failure: Failure, now: Date): DeadLetterEnvelope {
-  const { row } = member
-  const standIn = {
-    id: `batch:${row.batch_id}:${row.id}`,
-    attempts: Math.max(1, row.send_attempts),
-    body: { notificationId: row.id, due: row.scheduled_at },
-  }
-  return deadLetterEnvelope('notify-dispatch', standIn, failure, now)
 }

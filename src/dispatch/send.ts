@@ -1,4 +1,5 @@
 import type { Config } from '../config.ts'
+import { notificationDeadLetter } from '../dead-letters/notification.ts'
 import { PipelineError } from '../errors.ts'
 import { type Logger, maskEmails } from '../log.ts'
 import type { ClaimedRow } from '../notifications/claim.ts'
@@ -163,10 +164,13 @@ async function recordFailure(
   const settled = settleOnRow(context, row, { code, error: reason, kind: row.kind })
   const retryAt = settled.action === 'retry' ? nextTryAt(settled.delaySeconds, error.delaySeconds, now) : undefined
   const at = now.toISOString()
-  const mark = retryAt
-    ? markRetry(env.DB, row.id, code, reason, retryAt.toISOString(), at, lease.token)
-    : markSendFailure(env.DB, row.id, 'failed', code, reason, at, lease.token)
-  const marked = await record(context.marks, [mark])
+  const marks = retryAt
+    ? [markRetry(env.DB, row.id, code, reason, retryAt.toISOString(), at, lease.token, uncertainOf(error))]
+    : [
+        markSendFailure(env.DB, row.id, 'failed', code, reason, at, lease.token),
+        await failedDeadLetter(env.DB, row, code, reason, at),
+      ]
+  const marked = await record(context.marks, marks)
   if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
   const fields = { ...fieldsOf(row), code, error: reason, attempts: row.send_attempts }
   if (retryAt) {
@@ -174,9 +178,32 @@ async function recordFailure(
     if (marked === 'fenced') return { settlement: { action: 'ack' } }
     return { settlement: { action: 'ack' }, next: dispatchFor(row.id, retryAt.toISOString(), now) }
   }
+  // Its dead letter was written with its status: the message is done with.
   log.error('notification.failed', fields)
-  if (marked === 'fenced') return { settlement: { action: 'ack' } }
-  return { settlement: settled }
+  return { settlement: { action: 'ack' } }
+}
+
+/**
+ * The dead letter of a claimed notification that fails for good, for the D1
+ * batch that marks it `failed` (src/dead-letters/notification.ts).
+ */
+export function failedDeadLetter(
+  db: D1Database,
+  row: ClaimedRow,
+  code: string,
+  error: string,
+  at: string,
+): Promise<D1PreparedStatement> {
+  return notificationDeadLetter(db, row, { status: 'failed', code, error, attempts: row.send_attempts, at })
+}
+
+/**
+ * Whether a failed send may have come after the provider took it: a transient
+ * failure the provider did not say sent nothing (no answer, a 5xx). Its retry
+ * marks that it may have gone out (`markRetry`).
+ */
+export function uncertainOf(error: SendError): boolean {
+  return error.outcome === 'transient' && !error.nothingSent
 }
 
 /**

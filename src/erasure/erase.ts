@@ -1,8 +1,8 @@
 import type { Operator } from '../api/auth.ts'
 import { normalizeAddress } from '../suppression/store.ts'
 import type { ErasureParameters } from './parameters.ts'
-import { pseudonymOf } from './pseudonym.ts'
-import { ERASED_TABLES, type ErasedCounts, erasureStatements } from './statements.ts'
+import { PSEUDONYM_PREFIX, pseudonymOf, userPseudonymOf } from './pseudonym.ts'
+import { ERASED_TABLES, type ErasedCounts, erasureStatements, recordErased } from './statements.ts'
 
 /** Whom to erase: a recipient's user id, or an address. */
 export type ErasureRequest = { userId: string } | { address: string }
@@ -12,7 +12,8 @@ export type ErasureResult = { target: string; erased: ErasedCounts }
 
 /**
  * The person an erasure is about, as far as D1 knows them: a user id leads to
- * the addresses of their contact and of their notifications' snapshots; an
+ * the addresses of their contact, of their notifications' snapshots and of
+ * the suppressions their notifications caused; an
  * address leads to the users whose contact or notifications carry it, and on
  * to those users' other addresses. Either way the same person is found,
  * whichever of their names the request gave.
@@ -30,11 +31,15 @@ async function personOf(db: D1Database, request: ErasureRequest): Promise<{ user
             .bind(normalizeAddress(request.address))
             .all<{ user_id: string }>()
         ).results.map((row) => row.user_id)
+  // An address the person had before may be left only on the suppression list, once retention took it off
+  // their notifications: the entry names the notification that caused it, which is theirs.
   const { results } = await db
     .prepare(
       `SELECT lower(email) AS address FROM contacts WHERE user_id IN (SELECT value FROM json_each(?1))
        UNION SELECT lower(recipient_email) FROM notifications
-       WHERE recipient_user_id IN (SELECT value FROM json_each(?1)) AND recipient_email IS NOT NULL`,
+       WHERE recipient_user_id IN (SELECT value FROM json_each(?1)) AND recipient_email IS NOT NULL
+       UNION SELECT s.address FROM suppressions s JOIN notifications n ON n.id = s.notification_id
+       WHERE n.recipient_user_id IN (SELECT value FROM json_each(?1)) AND s.address NOT LIKE '${PSEUDONYM_PREFIX}%'`,
     )
     .bind(JSON.stringify(users))
     .all<{ address: string }>()
@@ -83,12 +88,17 @@ async function base64DeadLetters(db: D1Database, users: string[], addresses: str
  *   a placeholder (replay refuses it), an open one is discarded;
  * - suppressions: kept, under the address's pseudonym only, so an address that
  *   bounced stays suppressed (the dispatch gate matches the pseudonym);
+ * - the addresses' and user ids' pseudonyms are recorded (`erased_addresses`):
+ *   what a provider reports about an address later — a bounce, a complaint —
+ *   is kept under the pseudonym, its text dropped (src/delivery/); an event
+ *   that was on its way writes nothing of them (src/materialize/);
  * - the audit trail: a target that was one of the addresses becomes its
  *   pseudonym, and the erasure's own row names the user id or the pseudonym.
  *
  * Erasing again finds nothing left and changes nothing (no second audit row).
- * What cannot be reached from here: events still on a queue, and a name that
- * appears in other people's emails (an actor's name is not stored apart).
+ * What cannot be reached from here: a name that appears in other people's
+ * emails (an actor's name is not stored apart), and a dead letter of an
+ * event still on a queue, stored after the erasure.
  */
 export async function eraseRecipient(
   db: D1Database,
@@ -115,7 +125,14 @@ export async function eraseRecipient(
     target,
     by: 'userId' in request ? 'userId' : 'address',
   })
-  const [audited] = await db.batch<{ parameters: string }>(statements)
+  const pseudonyms = [
+    ...pairs.map(([, pseudonym]) => pseudonym as string),
+    ...(await Promise.all(users.map((user) => userPseudonymOf(user, erasureKey)))),
+  ]
+  const [audited] = await db.batch<{ parameters: string }>([
+    ...statements,
+    recordErased(db, pseudonyms, now.toISOString()),
+  ])
   const row = audited?.results[0]
   const erased = row
     ? (JSON.parse(row.parameters) as { erased: ErasedCounts }).erased

@@ -37,3 +37,12 @@ export async function pseudonymOf(address: string, secret: string): Promise<stri
   )
   return `${PSEUDONYM_PREFIX}${[...new Uint8Array(mac)].map((byte) => byte.toString(16).padStart(2, '0')).join('')}`
 }
+
+/**
+ * The pseudonym of a user id, for the record of what an erasure removed
+ * (`erased_addresses`): `pseudonymOf` of `user:{id}`, which no address can be
+ * (an address has an `@`).
+ */
+export function userPseudonymOf(userId: string, secret: string): Promise<string> {
+  return pseudonymOf(`user:${userId}`, secret)
+}

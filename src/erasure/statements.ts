@@ -58,6 +58,23 @@ export const ERASED_TABLES = [
   { name: 'auditTargets', table: 'audit_log', where: AUDIT_TARGETS_TO_ERASE },
 ] as const
 
+/**
+ * Records what was erased, as pseudonyms only (`erased_addresses`): the
+ * person's addresses, and their user ids (`userPseudonymOf`). What a
+ * provider reports later about one of the addresses keeps none of it
+ * (src/delivery/), and an event that was on its way when the erasure ran
+ * writes nothing of them (src/materialize/stages/write.ts).
+ * Parameters: JSON array of pseudonyms, now.
+ */
+export function recordErased(db: D1Database, pseudonyms: readonly string[], now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO erased_addresses (pseudonym, erased_at) SELECT value, ?2 FROM json_each(?1) WHERE true
+       ON CONFLICT (pseudonym) DO UPDATE SET erased_at = excluded.erased_at`,
+    )
+    .bind(JSON.stringify(pseudonyms), now)
+}
+
 /** Who erased whom, as the audit row says it: the operator, and the user id or the address's pseudonym. */
 export type AuditFields = { actor: string; role: string; via: string; target: string; by: 'userId' | 'address' }
 
@@ -143,6 +160,7 @@ export function erasureStatements(
     ),
     pseudonymizeSuppressions(db, parameters),
     bound(`DELETE FROM suppressions WHERE ${SUPPRESSIONS_TO_ERASE}`),
+
     bound(`DELETE FROM contacts WHERE ${CONTACTS_TO_ERASE}`),
     bound(`DELETE FROM preferences WHERE ${PREFERENCES_TO_ERASE}`),
     bound(`DELETE FROM reviewer_pool WHERE ${REVIEWERS_TO_ERASE}`),

@@ -137,6 +137,17 @@ export function digestKindNames(): string[] {
     .map(({ kind }) => kind.name)
 }
 
+/** Every kind's throttle, by channel: its limit and its window in seconds. */
+export function throttles(): { kind: string; channel: string; max: number; seconds: number }[] {
+  return kinds().flatMap(({ kind }) =>
+    Object.entries(kind.delivery ?? {}).flatMap(([channel, policy]) =>
+      policy?.throttle
+        ? [{ kind: kind.name, channel, max: policy.throttle.max, seconds: policy.throttle.windowMinutes * 60 }]
+        : [],
+    ),
+  )
+}
+
 /** The names of every kind. */
 export function kindNames(): string[] {
   return kinds().map((entry) => entry.kind.name)

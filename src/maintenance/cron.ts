@@ -1,16 +1,16 @@
 import { configOf } from '../config.ts'
-import { type DispatchMessage, dispatchFor } from '../dispatch/message.ts'
-import { takeProbe } from '../dispatch/pause.ts'
+import { notificationDeadLetter } from '../dead-letters/notification.ts'
+import { dispatchFor } from '../dispatch/message.ts'
+import { endIdlePause, takeProbe } from '../dispatch/pause.ts'
+import { hasIdempotencyKey } from '../dispatch/transports/index.ts'
 import type { Logger } from '../log.ts'
 import { releaseWaiting } from '../materialize/release-waiting.ts'
 import { bucketStatements } from '../metrics/buckets.ts'
 import { GAUGES, setGauge } from '../metrics/counters.ts'
 import { markExpired, selectExpired } from '../notifications/contact-wait.ts'
-import { resolveUnknownOutcomes } from '../notifications/marks.ts'
+import { markUndecided, resolveUnknownOutcomes, selectUndecided, type UndecidedRow } from '../notifications/marks.ts'
 import { releaseOrphanedPaused, releaseProbe } from '../notifications/pause.ts'
 import { markEnqueued, selectStuckNotifications } from '../notifications/stuck.ts'
-import type { DeadLetterEnvelope } from '../queue/dead-letter-envelope.ts'
-import { QUEUES } from '../queue/names.ts'
 import { sendAll } from '../queue/send.ts'
 import { runRetention } from './retention.ts'
 
@@ -36,7 +36,7 @@ export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<
     ['probe', () => probePausedTransport(env, now, log)],
     ['release', () => releaseWaiting(env, configOf(env), null, now, log)],
     ['contact-wait', () => expireContactWaits(env, now, log)],
-    ['unknown-outcomes', () => resolveUnknownOutcomes(env.DB, now.toISOString())],
+    ['unknown-outcomes', () => resolveUnknown(env, now, log)],
     ['stuck', () => reEnqueueStuck(env, now, log)],
     // The minute's gains of the charted counters, for the console's charts and rates.
     ['buckets', () => env.DB.batch(bucketStatements(env.DB, now))],
@@ -90,55 +90,92 @@ async function probePausedTransport(env: Env, now: Date, log: Logger): Promise<v
   const transport = config.EMAIL_TRANSPORT
   const nowIso = now.toISOString()
   const holdUntil = new Date(now.getTime() + 2 * config.DISPATCH_LEASE_SECONDS * 1000).toISOString()
-  const [taken, released] = await env.DB.batch<{ id: string; scheduled_at: string; probe_id: string | null }>([
+  const [taken, released, , idle] = await env.DB.batch<{ id: string; scheduled_at: string; probe_id: string | null }>([
     takeProbe(env.DB, transport, nowIso, holdUntil),
     releaseProbe(env.DB, transport, nowIso),
     releaseOrphanedPaused(env.DB, transport, nowIso),
+    endIdlePause(env.DB, transport, nowIso),
   ])
-  const probe = released?.results[0]
-  if (!taken?.results[0] || !probe) return
-  await sendAll(env.DISPATCH, [dispatchFor(probe.id, probe.scheduled_at, now)])
-  log.warn('transport.probe', { transport, notificationId: probe.id })
+  if ((idle?.results.length ?? 0) > 0) log.warn('transport.resumed', { transport, code: 'nothing-waits' })
+  const probe = taken?.results[0]?.probe_id
+  const rows = released?.results ?? []
+  if (!probe || rows.length === 0) return
+  // The probe, and the members of its batch when it is in one.
+  await sendAll(
+    env.DISPATCH,
+    rows.map((row) => dispatchFor(row.id, row.scheduled_at, now)),
+  )
+  log.warn('transport.probe', { transport, notificationId: probe, released: rows.length })
 }
 
 /**
  * Notifications that waited for their contact longer than CONTACT_WAIT_HOURS
- * become dead letters (NTF_CONTACT_NOT_FOUND, on notify-dispatch, replayable
- * once the contact exists) and end `undeliverable` — in that order, so a
- * failure between the two sends the dead letter again (the store keeps one
- * per failure id), never loses it.
+ * end `undeliverable` with a dead letter (NTF_CONTACT_NOT_FOUND, replayable
+ * once the contact exists) written in the same D1 batch, naming their event.
  */
 async function expireContactWaits(env: Env, now: Date, log: Logger): Promise<void> {
   const nowIso = now.toISOString()
   const { results: expired } = await selectExpired(env.DB, nowIso, STUCK_BATCH).all<{
     id: string
     kind: string
+    event_id: string
+    source: string
     recipient_user_id: string
     scheduled_at: string
   }>()
   if (expired.length === 0) return
   const hours = configOf(env).CONTACT_WAIT_HOURS
-  await sendAll(
-    env.DLQ,
-    expired.map((row) => ({
-      body: {
-        notifyEdgeDeadLetter: 1,
-        queue: QUEUES.dispatch,
+  const letters = await Promise.all(
+    expired.map((row) =>
+      notificationDeadLetter(env.DB, row, {
+        status: 'undeliverable',
         code: 'NTF_CONTACT_NOT_FOUND',
         error: `no contact for user ${row.recipient_user_id} in the replica within ${hours} h`,
         attempts: 1,
-        // One dead letter per wait: a replay waits again, and a second expiry must open a new one.
-        failureId: `${row.id}:contact-wait:${row.scheduled_at}`,
-        failedAt: nowIso,
-        kind: row.kind,
-        message: { notificationId: row.id } satisfies DispatchMessage,
-      } satisfies DeadLetterEnvelope,
-    })),
+        at: nowIso,
+      }),
+    ),
   )
-  await markExpired(
-    env.DB,
-    expired.map((row) => row.id),
-    nowIso,
-  ).run()
+  await env.DB.batch([
+    markExpired(
+      env.DB,
+      expired.map((row) => row.id),
+      nowIso,
+    ),
+    ...letters,
+  ])
   log.warn('maintenance.contact-wait-ended', { count: expired.length })
+}
+
+/**
+ * Unknown outcomes (src/notifications/marks.ts): settled as sent by a delivery
+ * event; with none in time, sent again through a transport without an
+ * idempotency key, and through one with a key — where an unknown outcome is
+ * a retry that would have come past the key's window, or a batch refused on
+ * a retry after its first request may have gone out — ended `failed` with a
+ * dead letter (in the same D1 batch) that says so, for an operator to
+ * decide: a blind send could be a second email.
+ */
+async function resolveUnknown(env: Env, now: Date, log: Logger): Promise<void> {
+  const nowIso = now.toISOString()
+  const keyed = hasIdempotencyKey(configOf(env).EMAIL_TRANSPORT)
+  await resolveUnknownOutcomes(env.DB, nowIso, !keyed)
+  if (!keyed) return
+  const { results } = await selectUndecided(env.DB, nowIso, STUCK_BATCH).all<UndecidedRow>()
+  if (results.length === 0) return
+  const reason = 'it may have gone out (its answer was lost) and no delivery event came: not sent again blindly'
+  const statements = await Promise.all(
+    results.flatMap((row) => [
+      markUndecided(env.DB, row.id, reason, nowIso),
+      notificationDeadLetter(env.DB, row, {
+        status: 'failed',
+        code: 'NTF_SEND_UNKNOWN',
+        error: `${reason} (${row.status_reason ?? 'outcome unknown'})`,
+        attempts: Math.max(1, row.send_attempts),
+        at: nowIso,
+      }),
+    ]),
+  )
+  await env.DB.batch(statements)
+  log.error('maintenance.outcomes-undecided', { count: results.length, code: 'NTF_SEND_UNKNOWN' })
 }

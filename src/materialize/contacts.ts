@@ -28,21 +28,42 @@ export function contactFromRow(row: ContactRow): Contact {
 /**
  * Upserts a contact of the replica from its producer; an older or equal
  * `version` changes nothing. A newer one also replaces an operator's
- * correction (the producer changed the contact since).
- * Parameters: user id, email, locale, time zone, display name, version, now.
+ * correction (the producer changed the contact since). With `late`, the
+ * pseudonyms of the address and of the user and when the bridge received the
+ * event: an upsert that was on its way when its address or user was erased
+ * changes nothing (its event came before the erasure, which it must not undo).
+ * Parameters: user id, email, locale, time zone, display name, version, now,
+ * the address's pseudonym, received at, the user's pseudonym.
  */
-export function upsertContact(db: D1Database, contact: Contact, now: string): D1PreparedStatement {
+export function upsertContact(
+  db: D1Database,
+  contact: Contact,
+  now: string,
+  late?: { pseudonym: string; user: string; receivedAt: string },
+): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO contacts (user_id, email, locale, time_zone, display_name, version, updated_at)
-       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+       SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7
+       WHERE NOT EXISTS (SELECT 1 FROM erased_addresses WHERE pseudonym IN (?8, ?10) AND erased_at >= ?9)
        ON CONFLICT (user_id) DO UPDATE SET
          email = excluded.email, locale = excluded.locale, time_zone = excluded.time_zone,
          display_name = excluded.display_name, version = excluded.version, updated_at = excluded.updated_at,
          operator_edited_at = NULL
        WHERE excluded.version > contacts.version`,
     )
-    .bind(contact.userId, contact.email, contact.locale, contact.timeZone, contact.displayName, contact.version, now)
+    .bind(
+      contact.userId,
+      contact.email,
+      contact.locale,
+      contact.timeZone,
+      contact.displayName,
+      contact.version,
+      now,
+      late?.pseudonym ?? null,
+      late?.receivedAt ?? null,
+      late?.user ?? null,
+    )
 }
 
 /** The fields an operator corrects, without a version: the version is the producer's alone. */

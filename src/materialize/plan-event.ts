@@ -45,6 +45,12 @@ export type Plan = DuplicatePlan | { type: 'fail'; error: PipelineError } | Reco
 type Notify = Extract<Intent, { type: 'notify' }>
 type Recipient = RecipientRef
 
+/** What a notification is made from: its event's identity and the parts of its intent one notification needs. */
+export type NotificationSource = {
+  work: Pick<Work, 'source'> & { event: Pick<Work['event'], 'eventId' | 'idempotencyKey'> }
+  intent: Pick<Notify, 'kind' | 'urgency' | 'model' | 'decision' | 'traceId'>
+}
+
 /**
  * Decides what one event becomes, from the batch context alone (no I/O):
  * recipients (deduplicated), channels, contact snapshot, template and
@@ -118,7 +124,9 @@ function channelsOf(intent: Notify, context: BatchContext): readonly string[] {
 }
 
 /**
- * One notification for a recipient and channel: opted out (an optional kind
+ * One notification for a recipient and channel, as planning makes it — also
+ * when a notification that waited for its contact is released
+ * (./release-waiting.ts): opted out (an optional kind
  * the recipient turned off), waiting for its contact (the replica may lag by
  * minutes: the contact's arrival releases it, CONTACT_WAIT_HOURS ends the
  * wait as a dead letter; it is then sent on its own, not digested), told in
@@ -126,9 +134,9 @@ function channelsOf(intent: Notify, context: BatchContext): readonly string[] {
  * render), or rendered and scheduled, with its unsubscribe link when the
  * kind is optional.
  */
-async function notificationFor(
-  work: Work,
-  intent: Notify,
+export async function notificationFor(
+  work: NotificationSource['work'],
+  intent: NotificationSource['intent'],
   recipient: Recipient,
   channel: string,
   context: BatchContext,
@@ -179,7 +187,7 @@ async function notificationFor(
  * past the limit (src/notifications/throttle.ts decides, in the write).
  */
 function throttleOf(
-  intent: Notify,
+  intent: NotificationSource['intent'],
   channel: string,
   timeZone: string,
   config: Config,
@@ -205,7 +213,7 @@ function throttleOf(
  */
 async function digested(
   base: BaseRow,
-  intent: Notify,
+  intent: NotificationSource['intent'],
   channel: string,
   config: Config,
   now: Date,
@@ -233,8 +241,8 @@ type BaseRow = Omit<
 
 /** What a notification is about, whatever becomes of it: event, kind, recipient snapshot, decision. */
 async function baseRow(
-  work: Work,
-  intent: Notify,
+  work: NotificationSource['work'],
+  intent: NotificationSource['intent'],
   recipient: Recipient,
   channel: string,
   context: BatchContext,

@@ -1,7 +1,10 @@
 import type { Config } from '../config.ts'
+import { notificationDeadLetter } from '../dead-letters/notification.ts'
 import { dispatchFor } from '../dispatch/message.ts'
 import { pseudonymOf } from '../erasure/pseudonym.ts'
+import type { PipelineError } from '../errors.ts'
 import type { Urgency } from '../events/define.ts'
+import { deliveryOf } from '../events/registry.ts'
 import type { Logger } from '../log.ts'
 import {
   type AwaitingRow,
@@ -9,9 +12,12 @@ import {
   type Release,
   releaseAwaiting,
   selectReleasable,
+  takeAwaiting,
 } from '../notifications/contact-wait.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
 import { loadContext } from './context.ts'
+import { notificationWrites } from './notification-writes.ts'
+import { type NotificationSource, notificationFor } from './plan-event.ts'
 import { renderNotification } from './render-notification.ts'
 
 /** Waiting notifications released per call; the cron takes the rest a minute later. */
@@ -22,8 +28,10 @@ const RELEASE_BATCH = 200
  * those of `userIds` (a contact batch just written), or any (the cron's
  * sweep, which also catches contacts put by an operator): each is rendered
  * for its contact exactly as planning would have, written `pending` at its
- * send time, and put on the dispatch queue. A notification whose template
- * cannot be rendered ends `failed` with that code. If the queue refuses, the
+ * send time, and put on the dispatch queue — or, of a kind that gathers into
+ * digests or is throttled, written anew as planning writes it (its digest,
+ * the throttle's window). A notification whose template
+ * cannot be rendered ends `failed` with that code and its dead letter. If the queue refuses, the
  * rows are `pending` already and the cron enqueues them after its grace.
  *
  * @returns how many were released
@@ -47,26 +55,110 @@ export async function releaseWaiting(
   })
   const nowIso = now.toISOString()
   const statements: D1PreparedStatement[] = []
-  const outgoing: (Outgoing | undefined)[] = []
+  const letters: D1PreparedStatement[] = []
+  // What each release sends on, once its statements' changes are known.
+  const sends: ((changed: (statement: number) => boolean) => Outgoing[])[] = []
   for (const row of rows) {
+    const first = statements.length
+    if (gathers(row)) {
+      // A kind that gathers into digests or is throttled: written anew as planning writes it.
+      const made = await notificationFor(
+        { source: row.source, event: { eventId: row.event_id, idempotencyKey: row.idempotency_key } },
+        intentOf(row),
+        { userId: row.recipient_user_id },
+        row.channel,
+        context,
+        config,
+        now,
+      )
+      if (!('error' in made)) {
+        statements.push(takeAwaiting(env.DB, row.id))
+        const marks = notificationWrites(env.DB, [made], nowIso, statements)
+        const alone = made.status === 'pending' && !made.throttle
+        sends.push((changed) =>
+          changed(first)
+            ? [
+                ...(alone ? [dispatchFor(row.id, made.scheduledAt, now)] : []),
+                ...marks.counted
+                  .filter((mark) => changed(mark.statement))
+                  .map((mark) => dispatchFor(mark.id, mark.scheduledAt, now)),
+                ...marks.opens
+                  .filter((mark) => changed(mark.statement))
+                  .map((mark) => dispatchFor(mark.id, mark.closesAt, now)),
+              ]
+            : [],
+        )
+        continue
+      }
+      statements.push(failed(row, made.error))
+      letters.push(await deadLetterOf(row, made.error))
+      sends.push(() => [])
+      continue
+    }
     const made = await releaseOf(row, context, config, now)
     if ('error' in made) {
-      statements.push(failAwaiting(env.DB, row.id, made.error.code, made.error.message, nowIso))
-      outgoing.push(undefined)
-      log.warn('notification.release-failed', { notificationId: row.id, kind: row.kind, code: made.error.code })
+      statements.push(failed(row, made.error))
+      letters.push(await deadLetterOf(row, made.error))
+      sends.push(() => [])
     } else {
       statements.push(releaseAwaiting(env.DB, made, nowIso))
-      outgoing.push(dispatchFor(row.id, made.scheduledAt, now))
+      sends.push((changed) => (changed(first) ? [dispatchFor(row.id, made.scheduledAt, now)] : []))
     }
   }
-  const written = await env.DB.batch(statements)
+  // The dead letters after the marks, each written only if its mark applied.
+  const written = await env.DB.batch([...statements, ...letters])
   // Only what this call released goes on the queue: a concurrent release of the same row wrote nothing here.
-  const released = outgoing.filter(
-    (message, index): message is Outgoing => message !== undefined && (written[index]?.meta.changes ?? 0) > 0,
-  )
+  const changed = (statement: number) => (written[statement]?.meta.changes ?? 0) > 0
+  const released = sends.flatMap((send) => send(changed))
   await sendAll(env.DISPATCH, released)
   if (released.length > 0) log.info('notification.released', { count: released.length })
   return released.length
+
+  function failed(row: AwaitingRow, error: PipelineError): D1PreparedStatement {
+    log.warn('notification.release-failed', { notificationId: row.id, kind: row.kind, code: error.code })
+    return failAwaiting(env.DB, row.id, error.code, error.message, nowIso)
+  }
+
+  function deadLetterOf(row: AwaitingRow, error: PipelineError): Promise<D1PreparedStatement> {
+    return notificationDeadLetter(env.DB, row, {
+      status: 'failed',
+      code: error.code,
+      error: error.message,
+      attempts: 1,
+      at: nowIso,
+    })
+  }
+}
+
+/**
+ * Whether a waiting notification's kind gathers into digests or is throttled
+ * on its channel: then its release is decided as planning decides — the
+ * recipient's digest, the throttle's window, an opt-out since — not sent on
+ * its own because its contact came late.
+ */
+function gathers(row: AwaitingRow): boolean {
+  const policy = deliveryOf(row.kind, row.channel)
+  return policy.digest !== undefined || policy.throttle !== undefined
+}
+
+/** The parts of its event's intent a waiting notification kept. */
+function intentOf(row: AwaitingRow): NotificationSource['intent'] {
+  return {
+    kind: row.kind,
+    urgency: row.urgency as Urgency,
+    model: JSON.parse(row.model ?? '{}') as Record<string, unknown>,
+    traceId: row.trace_id ?? undefined,
+    decision:
+      row.decision_person === null
+        ? undefined
+        : {
+            person: row.decision_person,
+            request: row.decision_request,
+            // Null in a row written before decision times were kept: written back as it was.
+            at: row.decision_at as string,
+            fallback: row.is_fallback === 1,
+          },
+  }
 }
 
 async function releaseOf(

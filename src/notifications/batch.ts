@@ -1,5 +1,5 @@
 import { CLAIMED_COLUMNS } from './claim.ts'
-import { claimable, heldBy, TRY_NOT_COUNTED } from './sql.ts'
+import { claimable, heldBy, TAKEN_OVER, TRY_NOT_COUNTED } from './sql.ts'
 
 /**
  * Batches of notifications sent in one provider request under one
@@ -46,7 +46,7 @@ export function claimBatch(db: D1Database, batchId: string, now: string, leaseUn
   return db
     .prepare(
       `UPDATE notifications SET status = 'sending', lease_until = ?3, claim_token = ?4,
-         send_attempts = send_attempts + 1, updated_at = ?2, claimed_at = ?2
+         send_attempts = send_attempts + 1, updated_at = ?2, claimed_at = ?2, ${TAKEN_OVER}
        WHERE batch_id = ?1 AND ${claimable('?2', '?2')}`,
     )
     .bind(batchId, now, leaseUntil, token)

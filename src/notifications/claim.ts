@@ -1,5 +1,5 @@
 import { STATUS_AS_FILTER } from '../sql.ts'
-import { claimable, IN_CLAIM_BATCH, sameDecisionSql } from './sql.ts'
+import { claimable, IN_CLAIM_BATCH, mayHaveGoneOut, sameDecisionSql, TAKEN_OVER } from './sql.ts'
 
 /** A notification as the dispatcher reads it after its claim. */
 export type ClaimedRow = {
@@ -24,17 +24,19 @@ export type ClaimedRow = {
   batch_position: number | null
   /** 1 when it must not join a batch (one it was in was refused as invalid). */
   send_alone: number
+  /** When a request carrying it may have reached the provider without our knowing (`MAY_HAVE_GONE_OUT`), or null. */
+  maybe_sent_at: string | null
 }
 
 /** The columns of a `ClaimedRow`, as every statement that hands a claimed notification to a send returns them. */
 export const CLAIMED_COLUMNS = `id, kind, channel, status, event_id, source, recipient_email, recipient_name, subject,
   text_body, html_body, scheduled_at, lease_until, send_attempts, trace_id, unsubscribe_url, batch_id, batch_position,
-  send_alone`
+  send_alone, maybe_sent_at`
 
 // A row is a fallback (is_fallback = 1) or not, so at most one of the two ends it.
 const FALLBACK_SUPERSEDED = `is_fallback = 1
   AND EXISTS (SELECT 1 FROM notifications a WHERE a.is_fallback = 0
-              AND (notifications.provider_id IS NULL OR a.status = 'sent') AND ${sameDecisionSql('a', '?3')})`
+              AND (NOT ${mayHaveGoneOut('notifications')} OR a.status = 'sent') AND ${sameDecisionSql('a', '?3')})`
 const AUTHORITATIVE_SUPERSEDED = `is_fallback = 0 AND decision_person IS NOT NULL
   AND EXISTS (SELECT 1 FROM notifications f WHERE f.is_fallback = 1 AND f.status = 'sent'
               AND ${sameDecisionSql('f', '?3')})`
@@ -45,8 +47,9 @@ const AUTHORITATIVE_SUPERSEDED = `is_fallback = 0 AND decision_person IS NOT NUL
  * directions (a row is one or the other), as they run in every claim:
  *
  * - a fallback (from person-upserted) whose authoritative notification
- *   exists is superseded — unless it may have gone out already (it has a
- *   provider id: its outcome was unknown and no event settled it), in which
+ *   exists is superseded — unless it may have gone out already
+ *   (`mayHaveGoneOut`: its answer was lost, or its outcome was unknown and no
+ *   event settled it), in which
  *   case it is sent again under its Message-ID and supersedes the
  *   authoritative one; but once the authoritative one was sent, even such a
  *   fallback is superseded: sending it again could only make a second email
@@ -96,8 +99,8 @@ const AUTHORITATIVE_DECISION = 'is_fallback = 0 AND decision_person IS NOT NULL'
  *
  * An authoritative decision whose fallback is in flight is not claimed until
  * that fallback is settled — nor while its fallback may have gone out and
- * waits to be sent again under its Message-ID (pending with a provider id:
- * that send settles it) — nor a fallback that may have gone out while its
+ * waits to be sent again (pending or paused, `mayHaveGoneOut`: that send, the
+ * same request under the same key, settles it) — nor a fallback that may have gone out while its
  * authoritative decision is in flight: never two emails for one decision,
  * and none lost. So the claim is two statements, run in this order in the claim's D1 batch:
  * everything else first (`authoritative` false), then the authoritative
@@ -120,16 +123,17 @@ export function claimNotifications(
   const which = authoritative
     ? `${AUTHORITATIVE_DECISION}
          AND NOT EXISTS (SELECT 1 FROM notifications f WHERE f.is_fallback = 1
-                         AND (f.status IN ('sending', 'unknown') OR (f.status = 'pending' AND f.provider_id IS NOT NULL))
+                         AND (f.status IN ('sending', 'unknown')
+                              OR (f.status IN ('pending', 'paused') AND ${mayHaveGoneOut('f')}))
                          AND ${sameDecisionSql('f', '?5')})`
     : `NOT (${AUTHORITATIVE_DECISION})
-         AND NOT (is_fallback = 1 AND provider_id IS NOT NULL
+         AND NOT (is_fallback = 1 AND ${mayHaveGoneOut('notifications')}
                   AND EXISTS (SELECT 1 FROM notifications a WHERE a.is_fallback = 0
                               AND a.status IN ('sending', 'unknown') AND ${sameDecisionSql('a', '?5')}))`
   return db
     .prepare(
       `UPDATE notifications SET status = 'sending', lease_until = ?3, claim_token = ?4,
-         send_attempts = send_attempts + 1, updated_at = ?2, claimed_at = ?2
+         send_attempts = send_attempts + 1, updated_at = ?2, claimed_at = ?2, ${TAKEN_OVER}
        WHERE ${IN_CLAIM_BATCH} AND ${claimable('?2', '?2', STATUS_AS_FILTER)} AND ${NAMED_DUE} AND ${which}
        RETURNING ${CLAIMED_COLUMNS}`,
     )

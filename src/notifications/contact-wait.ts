@@ -11,6 +11,14 @@ import { STATUS_AS_FILTER } from '../sql.ts'
 /** What a release needs of a waiting notification. */
 export type AwaitingRow = {
   id: string
+  event_id: string
+  idempotency_key: string
+  source: string
+  scheduled_at: string
+  trace_id: string | null
+  decision_person: string | null
+  decision_request: string | null
+  decision_at: string | null
   kind: string
   channel: string
   urgency: string
@@ -32,7 +40,8 @@ export type AwaitingRow = {
  */
 export function selectReleasable(db: D1Database, userIds: readonly string[] | null, limit: number) {
   const select = (from: string, ofUsers: string, limitParameter: string) =>
-    `SELECT id, kind, channel, urgency, recipient_user_id, is_fallback, model FROM ${from}
+    `SELECT id, event_id, idempotency_key, source, scheduled_at, trace_id, decision_person, decision_request, decision_at,
+       kind, channel, urgency, recipient_user_id, is_fallback, model FROM ${from}
        WHERE status = 'awaiting-contact'${ofUsers}
          AND EXISTS (SELECT 1 FROM contacts c WHERE c.user_id = notifications.recipient_user_id)
        ORDER BY created_at, id
@@ -101,7 +110,8 @@ export function releaseAwaiting(db: D1Database, release: Release, now: string): 
 /**
  * Ends a waiting notification whose template cannot be rendered for its
  * contact (none for its locale chain, or one that breaks a limit): `failed`
- * with that code, to be seen and replayed once the template is fixed.
+ * with that code, to be seen and replayed once the template is fixed (its
+ * dead letter goes in the same D1 batch).
  * Parameters: id, code, reason, now.
  */
 export function failAwaiting(db: D1Database, id: string, code: string, reason: string, now: string) {
@@ -113,19 +123,30 @@ export function failAwaiting(db: D1Database, id: string, code: string, reason: s
     .bind(id, code, reason, now)
 }
 
+/**
+ * Takes a waiting notification out, for its release to write it anew through
+ * planning's own write (a kind that gathers into digests or is throttled:
+ * src/materialize/release-waiting.ts) — the same id, in the same D1 batch.
+ * Only while it still waits, so of two releases one writes it.
+ * Parameters: id.
+ */
+export function takeAwaiting(db: D1Database, id: string): D1PreparedStatement {
+  return db.prepare("DELETE FROM notifications WHERE id = ?1 AND status = 'awaiting-contact'").bind(id)
+}
+
 /** Waiting notifications whose wait is over (`scheduled_at` passed), oldest first. Parameters: now, limit. */
 export function selectExpired(db: D1Database, now: string, limit: number): D1PreparedStatement {
   return db
     .prepare(
-      `SELECT id, kind, event_id, recipient_user_id, scheduled_at FROM notifications
+      `SELECT id, kind, event_id, source, recipient_user_id, scheduled_at FROM notifications
        WHERE status = 'awaiting-contact' AND scheduled_at <= ?1 ORDER BY scheduled_at LIMIT ?2`,
     )
     .bind(now, limit)
 }
 
 /**
- * Ends these waiting notifications as `undeliverable` (NTF_CONTACT_NOT_FOUND)
- * once their dead letters are on the queue. Their `model` stays, so a replay
+ * Ends these waiting notifications as `undeliverable` (NTF_CONTACT_NOT_FOUND),
+ * in the D1 batch that writes their dead letters. Their `model` stays, so a replay
  * can wait again. Each id is a primary-key lookup (`STATUS_AS_FILTER`).
  * Parameters: JSON array of ids, now.
  */

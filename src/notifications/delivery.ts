@@ -1,4 +1,5 @@
 import type { DeliveryEvent } from '../delivery/model.ts'
+import { mayHaveGoneOut } from './sql.ts'
 
 /**
  * Sets a notification's delivery status unless a later event set it already:
@@ -20,9 +21,13 @@ export function applyDeliveryStatus(
 }
 
 /**
- * A provider's event about a notification whose send outcome was unknown (a
- * lost answer through a transport without an idempotency key) proves the
- * provider took it: it is `sent`, and is not sent again. Parameters: id, event time, now.
+ * A provider's event about a notification that may have gone out proves the
+ * provider took it: it is `sent`, and is not sent again — whether it waits
+ * `unknown` (a lost answer through a transport without a key), or went back
+ * to `pending` or `paused` for a retry after a lost answer (the retry would
+ * only be answered, or, past the provider's window or without a key, be a
+ * second email). Its provider id is kept when it had none (the lost answer
+ * never said it). Parameters: id, event time, now, provider message id.
  */
 export function settleUnknownOutcome(
   db: D1Database,
@@ -33,8 +38,9 @@ export function settleUnknownOutcome(
   return db
     .prepare(
       `UPDATE notifications SET status = 'sent', sent_at = min(?2, ?3), updated_at = ?3, error_code = NULL,
+         provider_id = coalesce(provider_id, ?4), lease_until = NULL,
          status_reason = 'the provider reported the message: the send had gone out'
-       WHERE id = ?1 AND status = 'unknown'`,
+       WHERE id = ?1 AND (status = 'unknown' OR (status IN ('pending', 'paused') AND ${mayHaveGoneOut('notifications')}))`,
     )
-    .bind(notificationId, event.occurredAt, now)
+    .bind(notificationId, event.occurredAt, now, event.providerMessageId)
 }

@@ -19,9 +19,16 @@ export type DigestMember = NotificationRow & { status: 'digested'; digest: { id:
  * do nothing then) or the member already exists. The digest row takes the
  * member's recipient snapshot and unsubscribe link; it is `collecting` until
  * `scheduled_at`, its close. `onlyIf`: one more SQL condition over these
- * parameters (the throttle's: ./throttle.ts). Parameters: see the binding below.
+ * parameters and `extra`'s, from ?16 (the throttle's: ./throttle.ts).
+ * Parameters: see the binding below.
  */
-export function openDigest(db: D1Database, member: DigestMember, now: string, onlyIf = 'true'): D1PreparedStatement {
+export function openDigest(
+  db: D1Database,
+  member: DigestMember,
+  now: string,
+  onlyIf = 'true',
+  extra: readonly unknown[] = [],
+): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO notifications
@@ -49,6 +56,7 @@ export function openDigest(db: D1Database, member: DigestMember, now: string, on
       member.unsubscribeUrl,
       member.recipientHash,
       member.id,
+      ...extra,
     )
 }
 
@@ -124,13 +132,18 @@ export type ClosingDigest = {
   urgency: Urgency
   recipient_user_id: string
   unsubscribe_url: string | null
+  event_id: string
+  source: string
+  scheduled_at: string
+  send_attempts: number
 }
 
 /** The fenced digests of a list (read in the fence's D1 batch, after it). Parameters: JSON array of ids. */
 export function closingDigests(db: D1Database, ids: string): D1PreparedStatement {
   return db
     .prepare(
-      `SELECT id, kind, channel, urgency, recipient_user_id, unsubscribe_url FROM notifications
+      `SELECT id, kind, channel, urgency, recipient_user_id, unsubscribe_url, event_id, source, scheduled_at,
+         send_attempts FROM notifications
        WHERE id IN (SELECT value FROM json_each(?1)) AND ${STATUS_AS_FILTER} = 'closing'`,
     )
     .bind(ids)

@@ -35,23 +35,61 @@ export const SENT_MESSAGES_TO_ERASE = `sent_messages.notification_id IN
 export function eraseNotifications(db: D1Database, parameters: ErasureParameters): D1PreparedStatement {
   return bindErasure(
     db,
-    `UPDATE notifications SET
-       status = CASE WHEN ${finalStatusSql()} THEN status ELSE 'undeliverable' END,
-       status_reason = CASE
-         WHEN NOT ${finalStatusSql()} THEN 'the recipient was erased before it was sent'
-         WHEN EXISTS (SELECT 1 FROM json_each(?2) a WHERE instr(lower(status_reason), a.value) > 0)
-           THEN 'the recipient was erased'
-         ELSE status_reason END,
-       updated_at = CASE WHEN ${finalStatusSql()} THEN updated_at ELSE ?4 END,
-       lease_until = NULL,
-       recipient_email = NULL, recipient_name = NULL, time_zone = NULL, recipient_hash = NULL,
-       subject = NULL, text_body = NULL, html_body = NULL, unsubscribe_url = NULL, model = NULL,
-       content_removed_at = ?4, content_removed_by = 'erasure'
-     WHERE ${NOTIFICATIONS_TO_ERASE}`,
+    `UPDATE notifications SET ${erasedContent('?4', '?2')} WHERE ${NOTIFICATIONS_TO_ERASE}`,
     parameters,
   )
 }
 
+/**
+ * What an erasure does to a notification (`eraseNotifications`): SQL for its
+ * `SET` list, over the parameters of now and of the JSON array of the
+ * person's addresses (a provider's words that name one go).
+ */
+function erasedContent(now: string, addresses: string): string {
+  return `status = CASE WHEN ${finalStatusSql()} THEN status ELSE 'undeliverable' END,
+       status_reason = CASE
+         WHEN NOT ${finalStatusSql()} THEN 'the recipient was erased before it was sent'
+         WHEN EXISTS (SELECT 1 FROM json_each(${addresses}) a WHERE instr(lower(status_reason), a.value) > 0)
+           THEN 'the recipient was erased'
+         ELSE status_reason END,
+       updated_at = CASE WHEN ${finalStatusSql()} THEN updated_at ELSE ${now} END,
+       lease_until = NULL,
+       recipient_email = NULL, recipient_name = NULL, time_zone = NULL, recipient_hash = NULL,
+       subject = NULL, text_body = NULL, html_body = NULL, unsubscribe_url = NULL, model = NULL,
+       content_removed_at = ${now}, content_removed_by = 'erasure'`
+}
+
+/**
+ * An event that was on its way when its recipient was erased — received
+ * before the erasure, written after it — is out of the erasure's reach, and
+ * would write the address back and email it. So each event's write ends with
+ * this: its notifications (and a digest this write opened for them) whose
+ * address or recipient was erased at or after `receivedAt` (`erased_addresses`,
+ * by pseudonym) are erased as they are written — nothing kept, nothing sent.
+ * An event received after the erasure is new data, and goes as any.
+ * Parameters: JSON array of the event's recipients' address pseudonyms, received at,
+ * event id, now, JSON array of [user id, its pseudonym] of its recipients.
+ */
+export function eraseLateArrivals(
+  db: D1Database,
+  pseudonyms: readonly string[],
+  receivedAt: string,
+  eventId: string,
+  now: string,
+  users: readonly (readonly [string, string])[],
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET ${erasedContent('?4', "'[]'")}
+       WHERE (event_id = ?3 OR (is_digest = 1 AND created_at = ?4))
+         AND (recipient_hash IN (SELECT pseudonym FROM erased_addresses
+                                 WHERE erased_at >= ?2 AND pseudonym IN (SELECT value FROM json_each(?1)))
+              OR recipient_user_id IN (SELECT json_extract(u.value, '$[0]') FROM json_each(?5) u
+                                       JOIN erased_addresses e ON e.pseudonym = json_extract(u.value, '$[1]')
+                                       WHERE e.erased_at >= ?2))`,
+    )
+    .bind(JSON.stringify(pseudonyms), receivedAt, eventId, now, JSON.stringify(users))
+}
 /** Deletes the exact messages sent to the person. Run before `eraseNotifications`, which clears the snapshot it matches. */
 export function eraseSentMessages(db: D1Database, parameters: ErasureParameters): D1PreparedStatement {
   return bindErasure(db, `DELETE FROM sent_messages WHERE ${SENT_MESSAGES_TO_ERASE}`, parameters)

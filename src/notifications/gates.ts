@@ -1,5 +1,5 @@
 import { STATUS_AS_FILTER } from '../sql.ts'
-import { claimable, IN_CLAIM_BATCH } from './sql.ts'
+import { claimable, heldBy, IN_CLAIM_BATCH } from './sql.ts'
 
 /**
  * The recipient's side of a send, checked in the claim's D1 batch right before
@@ -79,9 +79,70 @@ export function unknownOutcomeGate(
          provider_id = (SELECT json_extract(c.value, '$.messageId') FROM json_each(?1) c
                         WHERE json_extract(c.value, '$.id') = notifications.id LIMIT 1),
          status_reason = 'a claim ended without recording its send: whether it went out is not known',
-         scheduled_at = ?3, updated_at = ?2, lease_until = NULL
+         scheduled_at = ?3, updated_at = ?2, lease_until = NULL, maybe_sent_at = coalesce(maybe_sent_at, claimed_at)
        WHERE ?4 = 1 AND ${IN_CLAIM_BATCH} AND ${STATUS_AS_FILTER} = 'sending' AND lease_until < ?2
        RETURNING id, kind, channel`,
     )
     .bind(claims, now, decideAt, enabled ? 1 : 0)
+}
+
+/**
+ * The end of a key's window, for a transport whose retries the provider
+ * answers instead of sending them again only for so long (resend keeps an
+ * idempotency key 24 h, RESEND_IDEMPOTENCY_WINDOW_HOURS). The statements
+ * below take a notification that may have gone out (`maybe_sent_at`) before
+ * `edge` — the window, less a margin, before now — out of the claim: a
+ * request under its key could be answered by a provider that forgot it, and
+ * sent a second time. It waits `unknown` for the provider's delivery events,
+ * as an unknown outcome does; with none by `decideAt` it becomes a dead letter
+ * (src/maintenance/cron.ts), never a blind second send.
+ */
+const PAST_WINDOW = `status = 'unknown', error_code = 'NTF_SEND_UNKNOWN', lease_until = NULL,
+  status_reason = 'it may have gone out, and its retry would come after the provider''s idempotency window: '
+    || 'not sent again blindly; waiting for the provider''s delivery events'`
+
+/**
+ * `PAST_WINDOW` for the notifications of a claim batch. `enabled` is 0 for a
+ * transport without a key (its lost answers are unknown already).
+ * Parameters: the claim batch's JSON (`IN_CLAIM_BATCH`), now, edge, decide at, enabled.
+ */
+export function idempotencyWindowGate(
+  db: D1Database,
+  claims: string,
+  now: string,
+  edge: string,
+  decideAt: string,
+  enabled: boolean,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET ${PAST_WINDOW}, scheduled_at = ?4, updated_at = ?2
+       WHERE ?5 = 1 AND ${CLAIMABLE} AND maybe_sent_at <= ?3
+       RETURNING id, kind, channel`,
+    )
+    .bind(claims, now, edge, decideAt, enabled ? 1 : 0)
+}
+
+/**
+ * `PAST_WINDOW` for a whole batch (src/notifications/batch.ts): its members
+ * share one key, so when any may have gone out before `edge`, every member
+ * not yet final — claimable, or held by this claim — waits.
+ * Parameters: batch id, now, edge, decide at, claim token.
+ */
+export function batchWindowGate(
+  db: D1Database,
+  batchId: string,
+  now: string,
+  edge: string,
+  decideAt: string,
+  token: string,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET ${PAST_WINDOW}, scheduled_at = ?4, updated_at = ?2
+       WHERE batch_id = ?1 AND (${claimable('?2', '?2')} OR ${heldBy('?5')})
+         AND EXISTS (SELECT 1 FROM notifications b WHERE b.batch_id = ?1 AND b.maybe_sent_at <= ?3)
+       RETURNING id`,
+    )
+    .bind(batchId, now, edge, decideAt, token)
 }

@@ -3,23 +3,26 @@ import { heldBy, TRY_NOT_COUNTED } from './sql.ts'
 /**
  * Marks a notification sent, only under the claim that sent it — also when a
  * lapsed lease made its outcome `unknown` meanwhile (the claim token stays):
- * the claim that sent it knows it went out.
- * Parameters: id, provider id, now, claim token.
+ * the claim that sent it knows it went out. `providerId` is null when the
+ * provider said the email went out without naming it (a batch's key already
+ * taken), and `reason` then says so.
+ * Parameters: id, provider id, now, claim token, reason.
  */
 export function markSent(
   db: D1Database,
   id: string,
-  providerId: string,
+  providerId: string | null,
   now: string,
   token: string,
+  reason: string | null = null,
 ): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE notifications SET status = 'sent', provider_id = ?2, sent_at = ?3, updated_at = ?3, lease_until = NULL,
-         error_code = NULL, status_reason = NULL
+      `UPDATE notifications SET status = 'sent', provider_id = coalesce(?2, provider_id), sent_at = ?3, updated_at = ?3,
+         lease_until = NULL, error_code = NULL, status_reason = ?5
        WHERE id = ?1 AND status IN ('sending', 'unknown') AND claim_token = ?4`,
     )
-    .bind(id, providerId, now, token)
+    .bind(id, providerId, now, token, reason)
 }
 
 /**
@@ -74,8 +77,11 @@ export function markSendFailure(
  * Puts a claimed notification back to `pending` after a transient failure,
  * due at its retry time, only under the claim that tried. The retry time is
  * the row's own: the cron re-enqueues it only once that time (and the grace)
- * has passed without a claim, and a message for an older time is stale.
- * Parameters: id, code, reason, retry at, now, claim token.
+ * has passed without a claim, and a message for an older time is stale. A
+ * failure that may have come after the provider took it (`uncertain`: no
+ * answer, a 5xx) marks that it may have gone out since this claim began
+ * (`maybe_sent_at`), unless an earlier try did already.
+ * Parameters: id, code, reason, retry at, now, claim token, uncertain.
  */
 export function markRetry(
   db: D1Database,
@@ -85,14 +91,16 @@ export function markRetry(
   retryAt: string,
   now: string,
   token: string,
+  uncertain: boolean,
 ): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE notifications SET status = 'pending', error_code = ?2, status_reason = ?3, scheduled_at = ?4,
-         enqueued_at = ?5, updated_at = ?5, lease_until = NULL
+         enqueued_at = ?5, updated_at = ?5, lease_until = NULL,
+         maybe_sent_at = CASE WHEN ?7 = 1 THEN coalesce(maybe_sent_at, claimed_at) ELSE maybe_sent_at END
        WHERE id = ?1 AND ${heldBy('?6')}`,
     )
-    .bind(id, code, reason, retryAt, now, token)
+    .bind(id, code, reason, retryAt, now, token, uncertain ? 1 : 0)
 }
 
 /**
@@ -125,7 +133,7 @@ export function markPaced(db: D1Database, id: string, dueAt: string, now: string
 export function markUnknown(
   db: D1Database,
   id: string,
-  messageId: string,
+  messageId: string | null,
   reason: string,
   decideAt: string,
   now: string,
@@ -133,25 +141,29 @@ export function markUnknown(
 ): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE notifications SET status = 'unknown', provider_id = ?2, error_code = 'NTF_SEND_UNKNOWN',
-         status_reason = ?3, scheduled_at = ?4, updated_at = ?5, lease_until = NULL
+      `UPDATE notifications SET status = 'unknown', provider_id = coalesce(?2, provider_id),
+         error_code = 'NTF_SEND_UNKNOWN', status_reason = ?3, scheduled_at = ?4, updated_at = ?5, lease_until = NULL,
+         maybe_sent_at = coalesce(maybe_sent_at, claimed_at)
        WHERE id = ?1 AND ${heldBy('?6')}`,
     )
     .bind(id, messageId, reason, decideAt, now, token)
 }
 
 /**
- * The cron's resolution of unknown outcomes: first, those whose Message-ID a
- * stored delivery event names — one that arrived before the notification was
- * marked unknown (a crash right after the send) — are `sent`; then those
- * whose time passed with no such event go back to `pending`, due now and not
- * enqueued, so the cron sends them again (the same Message-ID). Nothing is
- * run when no notification is `unknown`, as in most runs (and in every one
- * through a transport with an idempotency key): the first statement scans the
- * delivery events, which no index finds by message id, so each minute it read
- * every event of the retention period to change nothing. Parameters: now.
+ * The cron's resolution of unknown outcomes: first, those a stored delivery
+ * event is about — by the Message-ID the event names (one that arrived
+ * before the notification was marked unknown: a crash right after the send),
+ * or linked to it when it was recorded (src/delivery/) — are `sent`; then,
+ * through a transport without an idempotency key (`sendAgain`), those whose
+ * time passed with no such event go back to `pending`, due now and not
+ * enqueued, so the cron sends them again (the same Message-ID). Through a
+ * transport with a key they are not sent blindly: `selectUndecided` finds
+ * them for a dead letter. Nothing is run when no notification is `unknown`,
+ * as in most runs: the first statement scans the delivery events, which no
+ * index finds by message id, so each minute it read every event of the
+ * retention period to change nothing. Parameters: now, send again.
  */
-export async function resolveUnknownOutcomes(db: D1Database, now: string): Promise<void> {
+export async function resolveUnknownOutcomes(db: D1Database, now: string, sendAgain: boolean): Promise<void> {
   const anyUnknown = await db.prepare("SELECT 1 AS found FROM notifications WHERE status = 'unknown' LIMIT 1").first()
   if (anyUnknown === null) return
   const messageIdOfRow = `(d.provider_message_id = notifications.provider_id
@@ -169,15 +181,56 @@ export async function resolveUnknownOutcomes(db: D1Database, now: string): Promi
       .prepare(
         `UPDATE notifications SET status = 'sent', sent_at = ?1, updated_at = ?1, error_code = NULL,
            status_reason = 'a delivery event had named its message: the send had gone out'
-         WHERE status = 'unknown' AND EXISTS (SELECT 1 FROM delivery_events d WHERE ${messageIdOfRow})`,
+         WHERE status = 'unknown'
+           AND EXISTS (SELECT 1 FROM delivery_events d WHERE d.notification_id = notifications.id OR ${messageIdOfRow})`,
       )
       .bind(now),
     db
       .prepare(
         `UPDATE notifications SET status = 'pending', enqueued_at = NULL, updated_at = ?1,
            status_reason = 'no delivery event arrived for the unknown outcome: sent again'
-         WHERE status = 'unknown' AND scheduled_at <= ?1`,
+         WHERE ?2 = 1 AND status = 'unknown' AND scheduled_at <= ?1`,
       )
-      .bind(now),
+      .bind(now, sendAgain ? 1 : 0),
   ])
+}
+
+/** An unknown outcome whose wait for delivery events is over. */
+export type UndecidedRow = {
+  id: string
+  kind: string
+  event_id: string
+  source: string
+  scheduled_at: string
+  send_attempts: number
+  status_reason: string | null
+}
+
+/**
+ * Unknown outcomes whose wait for a delivery event is over, through a
+ * transport that must not send them again blindly, oldest first.
+ * Parameters: now, limit.
+ */
+export function selectUndecided(db: D1Database, now: string, limit: number): D1PreparedStatement {
+  return db
+    .prepare(
+      `SELECT id, kind, event_id, source, scheduled_at, send_attempts, status_reason FROM notifications
+       WHERE status = 'unknown' AND scheduled_at <= ?1 ORDER BY scheduled_at LIMIT ?2`,
+    )
+    .bind(now, limit)
+}
+
+/**
+ * Ends an unknown outcome no delivery event settled, through a transport
+ * whose key the provider no longer keeps: `failed` (NTF_SEND_UNKNOWN) with
+ * its reason, for an operator to decide (its dead letter goes in the same
+ * batch). Only while it still waits. Parameters: id, reason, now.
+ */
+export function markUndecided(db: D1Database, id: string, reason: string, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'failed', error_code = 'NTF_SEND_UNKNOWN', status_reason = ?2, updated_at = ?3
+       WHERE id = ?1 AND status = 'unknown'`,
+    )
+    .bind(id, reason, now)
 }

@@ -9,11 +9,17 @@ import { claimable, heldBy, IN_CLAIM_BATCH, TRY_NOT_COUNTED } from './sql.ts'
  * released when the provider accepts again.
  */
 
+// The pause's probe, and the members of its batch (a batch is sent whole: its probe is all of it).
+const PROBE_OF = (p: string, row: string) =>
+  `(${p}.probe_id = ${row}.id
+    OR (${row}.batch_id IS NOT NULL AND ${row}.batch_id = (SELECT n.batch_id FROM notifications n WHERE n.id = ${p}.probe_id)))`
+
 /**
  * Ends the claim of a claimable notification as `paused` when its transport is
- * paused and this notification is not the probe. Runs in the claim's batch
- * right before the claim, so nothing is sent through a paused transport but
- * the probe. Parameters: the claim batch's JSON (`IN_CLAIM_BATCH`), now, transport.
+ * paused and this notification is not the probe (nor in the probe's batch).
+ * Runs in the claim's batch right before the claim, so nothing is sent
+ * through a paused transport but the probe. Parameters: the claim batch's
+ * JSON (`IN_CLAIM_BATCH`), now, transport.
  */
 export function pauseGate(db: D1Database, claims: string, now: string, transport: string): D1PreparedStatement {
   return db
@@ -24,7 +30,7 @@ export function pauseGate(db: D1Database, claims: string, now: string, transport
                           FROM transport_pauses p WHERE p.transport = ?3)
        WHERE ${IN_CLAIM_BATCH} AND ${claimable('?2', '?2', STATUS_AS_FILTER)}
          AND EXISTS (SELECT 1 FROM transport_pauses p WHERE p.transport = ?3
-                     AND (p.probe_id IS NULL OR p.probe_id <> notifications.id))
+                     AND (p.probe_id IS NULL OR NOT ${PROBE_OF('p', 'notifications')}))
        RETURNING id, kind, channel`,
     )
     .bind(claims, now, transport)
@@ -55,14 +61,18 @@ export function markPaused(
 
 /**
  * Releases the probe: the paused notification the pause names as its
- * `probe_id` becomes `pending`, due now. Parameters: transport, now.
+ * `probe_id` becomes `pending`, due now — with the paused members of its
+ * batch, when it is in one: a batch member is only ever sent with its batch
+ * (src/notifications/batch.ts), so a probe alone could never be sent, and the
+ * pause would never end. Parameters: transport, now.
  */
 export function releaseProbe(db: D1Database, transport: string, now: string): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE notifications SET status = 'pending', scheduled_at = ?2, enqueued_at = ?2, updated_at = ?2,
          status_reason = 'the probe of a paused transport'
-       WHERE status = 'paused' AND id = (SELECT probe_id FROM transport_pauses WHERE transport = ?1)
+       WHERE status = 'paused' AND EXISTS (SELECT 1 FROM transport_pauses p WHERE p.transport = ?1
+                                           AND ${PROBE_OF('p', 'notifications')})
        RETURNING id, scheduled_at`,
     )
     .bind(transport, now)

@@ -42,6 +42,28 @@ export function heldBy(token: string): string {
 }
 
 /**
+ * Whether a request carrying the notification `alias` may have reached the
+ * provider without our knowing: its answer was lost, or a claim ended without
+ * recording its send (`maybe_sent_at`, migration 0018), or its outcome was
+ * unknown through a transport without a key and no delivery event settled it
+ * (`provider_id` without `sent`). Its next try must be the same request under
+ * the same key, and a verification decision waits for it.
+ *
+ * @param alias - the notifications row as the statement names it
+ */
+export function mayHaveGoneOut(alias: string): string {
+  return `(${alias}.maybe_sent_at IS NOT NULL OR ${alias}.provider_id IS NOT NULL)`
+}
+
+/**
+ * A claim that takes over a `sending` notification whose lease ran out: the
+ * claim before it may have sent it and lost its answer, from the time it
+ * claimed. An assignment for the `SET` list of a claim (SQLite computes it
+ * from the row as it was).
+ */
+export const TAKEN_OVER = `maybe_sent_at = coalesce(maybe_sent_at, CASE WHEN status = 'sending' THEN claimed_at END)`
+
+/**
  * Takes back the try the claim counted (`claimNotifications` adds one): for a
  * try that never reached the provider — its transport was paused, or the pace
  * had no send slot for it soon enough — so that a notification's attempts,

@@ -3,23 +3,29 @@ import type { NotificationRow } from './row.ts'
 
 /**
  * A kind's throttle — at most `max` notifications of it to one recipient on
- * a channel per window — decided inside materialize's D1 batch, where D1's
- * single writer makes "how many went out in this window" and "this one goes
- * out" one step: two batches racing for the last place cannot both take it.
- * A notification to be sent at once (instant) of a throttled kind is four
- * statements instead of one insert:
+ * a channel in any window of `windowMinutes` (a sliding window: no more
+ * across the edge of one window than inside it) — decided inside
+ * materialize's D1 batch, where D1's single writer makes "how many went out
+ * in the window" and "this one goes out" one step: two batches racing for
+ * the last place cannot both take it. `throttle_windows.places` keeps the
+ * times of the places taken still inside the window. A notification to be
+ * sent at once (instant) of a throttled kind is three statements instead of
+ * one insert:
  *
- * 1. `beginWindow`: the recipient's window, begun anew when the last one ended;
- * 2. `openDigestOverThrottle`: for a kind with a digest, opens the
+ * 1. `openDigestOverThrottle`: for a kind with a digest, opens the
  *    recipient's digest when the window is full and none is open;
- * 3. `insertThrottled`: the notification — `pending` while the window has
- *    room; past it, folded into the open digest (`digested`), or, for a kind
- *    without a digest, `throttled`: recorded and counted, never sent;
- * 4. `countSend`: takes a place in the window when (3) wrote it `pending`.
+ * 2. `insertThrottled`: the notification — `pending` while the window has
+ *    room (`throttled` = 1: it holds a place); past it, folded into the open
+ *    digest (`digested`), or, for a kind without a digest, `throttled`:
+ *    recorded and counted, never sent;
+ * 3. `takePlace`: takes its place in the window when (2) wrote it `pending`.
  *
- * The dispatch stage reads the rows (3)/(4) and (2) changed: a message for
- * the notification only when (4) counted it, one for the digest only when (2)
- * opened it.
+ * The dispatch stage reads the rows (2)/(3) and (1) changed: a message for
+ * the notification only when (3) took a place, one for the digest only when
+ * (1) opened it. The places are taken when the notification is written; a
+ * send that comes later than that (a paused transport, retries) is held to
+ * the same window when it is claimed (`throttleGate`), so the emails a
+ * recipient gets keep the limit too.
  */
 
 /** A kind's throttle as a planned notification carries it. */
@@ -42,25 +48,11 @@ export function isThrottled(row: NotificationRow): row is ThrottledRow {
   return row.status === 'pending' && row.throttle !== undefined
 }
 
-// The window is full: as many went out in it as the throttle allows. `?u`, `?k`, `?c`: recipient, kind, channel.
-const windowFull = (user: string, kind: string, channel: string, max: string) =>
-  `coalesce((SELECT used FROM throttle_windows WHERE user_id = ${user} AND kind = ${kind} AND channel = ${channel}),
-            0) >= ${max}`
-
-/**
- * Begins the recipient's window of the kind unless one is running: a new row,
- * or the ended one reset to now with nothing used. Parameters: user, kind,
- * channel, now, window floor.
- */
-export function beginWindow(db: D1Database, row: ThrottledRow, now: string): D1PreparedStatement {
-  return db
-    .prepare(
-      `INSERT INTO throttle_windows (user_id, kind, channel, window_start, used) VALUES (?1, ?2, ?3, ?4, 0)
-       ON CONFLICT (user_id, kind, channel) DO UPDATE SET window_start = excluded.window_start, used = 0
-       WHERE throttle_windows.window_start <= ?5`,
-    )
-    .bind(row.recipientUserId, row.kind, row.channel, now, row.throttle.windowFloor)
-}
+// The window is full: as many places taken in it as the throttle allows. Over parameters: recipient, kind,
+// channel, max, window floor (now minus the window).
+const windowFull = (user: string, kind: string, channel: string, max: string, floor: string) =>
+  `(SELECT count(*) FROM throttle_windows t, json_each(t.places) p
+    WHERE t.user_id = ${user} AND t.kind = ${kind} AND t.channel = ${channel} AND p.value > ${floor}) >= ${max}`
 
 /**
  * Opens the recipient's digest of the kind when the window is full, none is
@@ -70,7 +62,9 @@ export function beginWindow(db: D1Database, row: ThrottledRow, now: string): D1P
 export function openDigestOverThrottle(db: D1Database, row: ThrottledRow, now: string): D1PreparedStatement {
   const digest = row.throttle.digest as { id: string; closesAt: string }
   const member: DigestMember = { ...row, status: 'digested', digest }
-  return openDigest(db, member, now, windowFull('?6', '?3', '?4', String(row.throttle.max)))
+  return openDigest(db, member, now, windowFull('?6', '?3', '?4', String(row.throttle.max), '?16'), [
+    row.throttle.windowFloor,
+  ])
 }
 
 /**
@@ -81,7 +75,7 @@ export function openDigestOverThrottle(db: D1Database, row: ThrottledRow, now: s
  */
 export function insertThrottled(db: D1Database, row: ThrottledRow, now: string): D1PreparedStatement {
   const folds = row.throttle.digest ? 1 : 0
-  const over = windowFull('?8', '?5', '?6', '?23')
+  const over = windowFull('?8', '?5', '?6', '?23', '?26')
   const reason = `over the throttle of ${row.throttle.max} per ${row.throttle.windowMinutes} min`
   return db
     .prepare(
@@ -89,7 +83,7 @@ export function insertThrottled(db: D1Database, row: ThrottledRow, now: string):
          (id, idempotency_key, event_id, source, kind, channel, urgency, recipient_user_id,
           recipient_email, recipient_name, locale, time_zone, subject, text_body, html_body, template_version,
           status, status_reason, is_fallback, scheduled_at, trace_id, enqueued_at, created_at, updated_at,
-          unsubscribe_url, model, recipient_hash, digest_id)
+          unsubscribe_url, model, recipient_hash, digest_id, throttled)
        SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
           CASE WHEN fold THEN NULL ELSE ?13 END, CASE WHEN fold THEN NULL ELSE ?14 END,
           CASE WHEN fold THEN NULL ELSE ?15 END, CASE WHEN fold THEN NULL ELSE ?16 END,
@@ -98,7 +92,8 @@ export function insertThrottled(db: D1Database, row: ThrottledRow, now: string):
           0, ?17, ?18, ?19, ?19, ?19, ?20, CASE WHEN fold THEN ?21 ELSE NULL END, ?22,
           CASE WHEN fold THEN (SELECT id FROM notifications
                                WHERE recipient_user_id = ?8 AND kind = ?5 AND channel = ?6 AND status = 'collecting')
-          END
+          END,
+          CASE WHEN over THEN 0 ELSE 1 END
        FROM (SELECT ${over} AS over, ${over} AND ?24 = 1 AS fold)
        WHERE NOT EXISTS (SELECT 1 FROM notifications WHERE id = ?1)
        ON CONFLICT DO NOTHING`,
@@ -129,20 +124,80 @@ export function insertThrottled(db: D1Database, row: ThrottledRow, now: string):
       row.throttle.max,
       folds,
       reason,
+      row.throttle.windowFloor,
     )
 }
 
 /**
  * Takes a place in the window for the notification `insertThrottled` just
  * wrote `pending` (its `created_at` is this write's): a redelivered event,
- * whose row is older, takes none. Parameters: user, kind, channel, id, now.
+ * whose row is older, takes none. The places that left the window go.
+ * Parameters: user, kind, channel, id, now, window floor.
  */
-export function countSend(db: D1Database, row: ThrottledRow, now: string): D1PreparedStatement {
+export function takePlace(db: D1Database, row: ThrottledRow, now: string): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE throttle_windows SET used = used + 1
-       WHERE user_id = ?1 AND kind = ?2 AND channel = ?3
-         AND EXISTS (SELECT 1 FROM notifications WHERE id = ?4 AND status = 'pending' AND created_at = ?5)`,
+      `INSERT INTO throttle_windows (user_id, kind, channel, places)
+       SELECT ?1, ?2, ?3, json_array(?5)
+       WHERE EXISTS (SELECT 1 FROM notifications WHERE id = ?4 AND status = 'pending' AND created_at = ?5)
+       ON CONFLICT (user_id, kind, channel) DO UPDATE SET places = (
+         SELECT json_group_array(value) FROM (
+           SELECT value FROM json_each(throttle_windows.places) WHERE value > ?6 UNION ALL SELECT ?5 ORDER BY 1))`,
     )
-    .bind(row.recipientUserId, row.kind, row.channel, row.id, now)
+    .bind(row.recipientUserId, row.kind, row.channel, row.id, now, row.throttle.windowFloor)
+}
+
+/** A throttled kind on a channel, as the claim's throttle gate takes it: its limit and window. */
+export type ThrottlePolicy = { kind: string; channel: string; max: number; seconds: number }
+
+const plus = (base: string, seconds: string) => `strftime('%Y-%m-%dT%H:%M:%fZ', ${base}, ${seconds} || ' seconds')`
+
+/**
+ * The throttle held at the claim: a notification that took a place when it
+ * was written (`throttled` = 1) goes out only while its recipient got fewer
+ * than `max` of its kind on its channel in the window before now — sent, or
+ * being sent under a live lease — counting those before it in the same
+ * claim batch. One that would exceed it is not claimed: it stays `pending`,
+ * due when the oldest of those emails leaves the window (in a minute, when
+ * all of them are in flight), and goes then. A notification delayed past its
+ * place's time (a paused transport, retries) cannot bunch up with later ones:
+ * the recipient's emails keep the limit in any sliding window. Parameters:
+ * the claim batch's JSON (`IN_CLAIM_BATCH`), now, JSON array of `ThrottlePolicy`.
+ */
+export function throttleGate(
+  db: D1Database,
+  claims: string,
+  now: string,
+  policies: readonly ThrottlePolicy[],
+): D1PreparedStatement {
+  const ofTriple = `s.throttled = 1 AND s.recipient_user_id = d.user_id AND s.kind = d.kind AND s.channel = d.channel`
+  return db
+    .prepare(
+      `WITH policy AS (
+         SELECT json_extract(value, '$.kind') AS kind, json_extract(value, '$.channel') AS channel,
+           json_extract(value, '$.max') AS max, json_extract(value, '$.seconds') AS seconds FROM json_each(?3)),
+       due AS (
+         SELECT n.id, n.recipient_user_id AS user_id, n.kind, n.channel, p.max, p.seconds,
+           ${plus('?2', "'-' || p.seconds")} AS floor,
+           row_number() OVER (PARTITION BY n.recipient_user_id, n.kind, n.channel ORDER BY n.scheduled_at, n.id) AS rank
+         FROM notifications n JOIN policy p ON p.kind = n.kind AND p.channel = n.channel
+         WHERE n.id IN (SELECT json_extract(value, '$.id') FROM json_each(?1))
+           AND n.throttled = 1 AND n.status = 'pending' AND n.scheduled_at <= ?2),
+       over AS (
+         SELECT d.id, d.seconds,
+           (SELECT min(s.sent_at) FROM notifications s WHERE ${ofTriple} AND s.status = 'sent' AND s.sent_at > d.floor)
+             AS oldest
+         FROM due d
+         WHERE d.rank + (SELECT count(*) FROM notifications s WHERE ${ofTriple}
+                           AND ((s.status = 'sent' AND s.sent_at > d.floor)
+                                OR (s.status = 'sending' AND s.lease_until >= ?2))) > d.max)
+       UPDATE notifications SET updated_at = ?2,
+         scheduled_at = (SELECT CASE WHEN o.oldest IS NULL THEN ${plus('?2', "'+60'")}
+                                     ELSE ${plus('o.oldest', "'+' || (o.seconds + 1)")} END
+                         FROM over o WHERE o.id = notifications.id),
+         status_reason = 'waiting for a place in its throttle: the recipient had as many as it allows in its window'
+       WHERE id IN (SELECT id FROM over)
+       RETURNING id, scheduled_at`,
+    )
+    .bind(claims, now, JSON.stringify(policies))
 }

@@ -64,28 +64,49 @@ export type SuppressionEntry = Omit<Suppression, 'createdAt' | 'updatedAt'>
  * complaint or an operator decided. With `onlyIfRecorded`, nothing happens
  * unless that delivery event was recorded at `now` (by this same batch): a
  * redelivered event does not bring back an address an operator removed since.
- * Parameters: the entry's fields, now, then the event's provider and id.
+ * With `erasedAs`, the address's pseudonym: when the address was erased
+ * (`erased_addresses`), or the notification the report is about was, the
+ * entry is kept under the pseudonym with a reason that names nothing — a
+ * provider's late bounce never writes an erased address back.
+ * Parameters: the entry's fields, now, the event's provider and id, the pseudonym.
  */
 export function suppressAutomatically(
   db: D1Database,
   entry: SuppressionEntry,
   now: string,
   onlyIfRecorded?: { provider: string; eventId: string },
+  erasedAs?: string,
 ): D1PreparedStatement {
   const guard = onlyIfRecorded
     ? `EXISTS (SELECT 1 FROM delivery_events WHERE provider = ?9 AND provider_event_id = ?10 AND received_at = ?8)`
     : 'true'
+  const erased = erasedAs ? erasedSql('?11', '?6') : 'false'
   return db
     .prepare(
       `INSERT INTO suppressions
          (address, cause, reason, until, source, notification_id, provider_event, created_at, updated_at)
-       SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8 WHERE ${guard}
+       SELECT CASE WHEN ${erased} THEN ?11 ELSE ?1 END, ?2,
+         CASE WHEN ${erased} THEN 'an erased address (' || ?2 || ')' ELSE ?3 END, ?4, ?5, ?6, ?7, ?8, ?8
+       WHERE ${guard}
        ON CONFLICT (address) DO UPDATE SET cause = excluded.cause, reason = excluded.reason, until = excluded.until,
          source = excluded.source, notification_id = excluded.notification_id,
          provider_event = excluded.provider_event, updated_at = excluded.updated_at
        WHERE suppressions.until IS NOT NULL AND (excluded.until IS NULL OR excluded.until > suppressions.until)`,
     )
-    .bind(...bindings(entry), now, ...(onlyIfRecorded ? [onlyIfRecorded.provider, onlyIfRecorded.eventId] : []))
+    .bind(...bindings(entry), now, onlyIfRecorded?.provider ?? null, onlyIfRecorded?.eventId ?? null, erasedAs ?? null)
+}
+
+/**
+ * Whether an address, by its pseudonym, was erased — or the notification a
+ * report is about was: SQL over the pseudonym's and the notification id's
+ * parameters. What a provider says about it afterwards keeps no address.
+ *
+ * @param pseudonym - SQL expression of the address's pseudonym
+ * @param notificationId - SQL expression of the notification's id (or NULL)
+ */
+export function erasedSql(pseudonym: string, notificationId: string): string {
+  return `(EXISTS (SELECT 1 FROM erased_addresses WHERE pseudonym = ${pseudonym})
+    OR EXISTS (SELECT 1 FROM notifications WHERE id = ${notificationId} AND content_removed_by = 'erasure'))`
 }
 
 /** An operator's entry: replaces whatever was there. Parameters: the entry's fields, now. */

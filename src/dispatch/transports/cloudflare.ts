@@ -22,10 +22,12 @@ export function cloudflareTransport(binding: SendEmail): Transport {
       } catch (cause) {
         const { outcome, delaySeconds, code } = meaningOf(cause)
         const message = (cause as Error)?.message ?? String(cause)
+        // A refusal sent nothing; only an outcome left unknown may have come after the message was taken.
         throw new SendError(`send_email: ${code ? `${code}: ` : ''}${message}`, outcome, {
           cause,
           delaySeconds,
           providerCode: code,
+          nothingSent: outcome !== 'unknown',
         })
       }
     },

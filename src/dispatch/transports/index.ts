@@ -42,3 +42,22 @@ export function paceFor(env: Env, config: Config, log: Logger): Pace | undefined
 export function hasIdempotencyKey(transport: Config['EMAIL_TRANSPORT']): boolean {
   return transport === 'resend'
 }
+
+/**
+ * How long before the provider's idempotency window ends a retry under a
+ * key stops being sent: a send started then still reaches the provider well
+ * inside the window (a send lasts at most a lease; clocks differ a little).
+ */
+const IDEMPOTENCY_MARGIN_MS = 3_600_000
+
+/**
+ * The earliest first try whose retry may still be sent now under the same
+ * key (ISO): a send that may have gone out before it would reach a provider
+ * that has forgotten its key, and go out twice (src/notifications/gates.ts,
+ * `idempotencyWindowGate`). RESEND_IDEMPOTENCY_WINDOW_HOURS, less an hour.
+ */
+export function idempotencyEdge(config: Config, now: Date): string {
+  return new Date(
+    now.getTime() - config.RESEND_IDEMPOTENCY_WINDOW_HOURS * 3_600_000 + IDEMPOTENCY_MARGIN_MS,
+  ).toISOString()
+}

@@ -1,32 +1,14 @@
 import { type EventWrite, persistEvents, type WriteResult } from '../../d1-batch.ts'
+import { pseudonymOf, userPseudonymOf } from '../../erasure/pseudonym.ts'
 import { PipelineError } from '../../errors.ts'
 import { COUNTERS, canonicalLabels, GAUGES, incrementCounter, setGauge } from '../../metrics/counters.ts'
-import { insertMember, isDigestMember, openDigest } from '../../notifications/digest.ts'
-import { insertNotification } from '../../notifications/insert.ts'
-import {
-  beginWindow,
-  countSend,
-  insertThrottled,
-  isThrottled,
-  openDigestOverThrottle,
-} from '../../notifications/throttle.ts'
+import { eraseLateArrivals } from '../../notifications/erase.ts'
 import { type BatchRun, describe } from '../batch.ts'
 import { upsertContact } from '../contacts.ts'
+import { notificationWrites, type WriteMarks } from '../notification-writes.ts'
 import { insertProcessedEvent, type ProcessedEvent } from '../processed.ts'
 import type { Ignored } from './decode.ts'
 import type { Planned, PlannedDuplicate, PlannedRecord } from './plan.ts'
-
-/**
- * Where an event's statements are whose changes say what its write decided,
- * so the enqueue stage enqueues the close of a digest this write opened, and
- * a throttled notification only when it went out pending.
- */
-export type WriteMarks = {
-  /** The digests its write may open: the open statement's place among the event's statements, the digest's id and close. */
-  opens: { statement: number; id: string; closesAt: string }[]
-  /** Its throttled notifications: the statement that counts one sent, the notification's id and due time. */
-  counted: { statement: number; id: string; scheduledAt: string }[]
-}
 
 /** A planned event whose write committed: whether it won its processed mark, and what each statement changed. */
 export type WrittenRecord = PlannedRecord & WriteMarks & { written: Extract<WriteResult, { committed: true }> }
@@ -43,10 +25,13 @@ type Slot = EventWrite<(PlannedRecord & WriteMarks) | Ignored> | PlannedDuplicat
  * fails, each event on its own (persistEvents), so one bad event fails alone.
  */
 export async function writeStage(run: BatchRun, planned: readonly Planned[]): Promise<Written[]> {
-  const slots: Slot[] = planned.map((item) => {
+  // The pseudonyms an erasure leaves of the users and contacts written, to keep an event that was on its way
+  // when they were erased from writing them back (`eraseLateArrivals`, `upsertContact`).
+  const pseudonyms = await Promise.all(planned.map((item) => pseudonymsOf(run, item)))
+  const slots: Slot[] = planned.map((item, index) => {
     if (item.type === 'ignored')
       return { item, statements: [insertProcessedEvent(run.db, item.row, run.nowIso, run.id)] }
-    if (item.type === 'record') return recordWrite(run, item)
+    if (item.type === 'record') return recordWrite(run, item, pseudonyms[index] as Pseudonyms)
     // A duplicate found in D1 is counted now, with the batch (it may still redispatch).
     run.count(item.inbound.source, 'skipped-duplicate')
     return item
@@ -79,34 +64,28 @@ export async function writeStage(run: BatchRun, planned: readonly Planned[]): Pr
 /**
  * An event's statements. A digested notification is two: open its digest
  * unless one is open, then join the open one; one of a throttled kind is
- * three or four (src/notifications/throttle.ts). Its `WriteMarks` say where
+ * two or three (src/notifications/throttle.ts). Its `WriteMarks` say where
  * the statements are whose changes the enqueue stage reads.
  */
-function recordWrite(run: BatchRun, item: PlannedRecord): EventWrite<PlannedRecord & WriteMarks> {
-  const { work, plan } = item
+function recordWrite(
+  run: BatchRun,
+  item: PlannedRecord,
+  pseudonyms: Pseudonyms,
+): EventWrite<PlannedRecord & WriteMarks> {
+  const { work, plan, inbound } = item
   const labels = canonicalLabels({ outcome: plan.outcome, source: work.source })
   const statements = [insertProcessedEvent(run.db, processedRow(item), run.nowIso, run.id)]
-  const opens: WriteMarks['opens'] = []
-  const counted: WriteMarks['counted'] = []
-  // notify_notifications_total follows these rows by trigger (migration 0004).
-  for (const row of plan.notifications) {
-    if (isDigestMember(row)) {
-      opens.push({ statement: statements.length, id: row.digest.id, closesAt: row.digest.closesAt })
-      statements.push(openDigest(run.db, row, run.nowIso), insertMember(run.db, row, run.nowIso))
-    } else if (isThrottled(row)) {
-      statements.push(beginWindow(run.db, row, run.nowIso))
-      const { digest } = row.throttle
-      if (digest) {
-        opens.push({ statement: statements.length, id: digest.id, closesAt: digest.closesAt })
-        statements.push(openDigestOverThrottle(run.db, row, run.nowIso))
-      }
-      statements.push(insertThrottled(run.db, row, run.nowIso))
-      counted.push({ statement: statements.length, id: row.id, scheduledAt: row.scheduledAt })
-      statements.push(countSend(run.db, row, run.nowIso))
-    } else statements.push(insertNotification(run.db, row, run.nowIso))
+  const { opens, counted } = notificationWrites(run.db, plan.notifications, run.nowIso, statements)
+  const hashes = [...new Set(plan.notifications.flatMap((row) => (row.recipientHash ? [row.recipientHash] : [])))]
+  // Last of its notifications' statements: an event on its way when its recipient was erased writes nothing of them.
+  if (plan.notifications.length > 0) {
+    statements.push(
+      eraseLateArrivals(run.db, hashes, inbound.receivedAt, work.event.eventId, run.nowIso, pseudonyms.users),
+    )
   }
+  const late = pseudonyms.contact && { ...pseudonyms.contact, receivedAt: inbound.receivedAt }
   statements.push(
-    ...(plan.contact ? [upsertContact(run.db, plan.contact, run.nowIso)] : []),
+    ...(plan.contact ? [upsertContact(run.db, plan.contact, run.nowIso, late)] : []),
     // Counted only by the batch that won the event's processed mark.
     incrementCounter(run.db, COUNTERS.events, labels, 1, {
       idempotencyKey: work.event.idempotencyKey,
@@ -114,6 +93,29 @@ function recordWrite(run: BatchRun, item: PlannedRecord): EventWrite<PlannedReco
     }),
   )
   return { item: { ...item, opens, counted }, statements }
+}
+
+/** The pseudonyms of an event's recipients, and of its contact's address and user. */
+type Pseudonyms = { users: [string, string][]; contact?: { pseudonym: string; user: string } }
+
+async function pseudonymsOf(run: BatchRun, item: Planned): Promise<Pseudonyms | undefined> {
+  if (item.type !== 'record') return undefined
+  const key = run.config.erasureKey
+  const { notifications, contact } = item.plan
+  const userIds = [...new Set(notifications.map((row) => row.recipientUserId))]
+  return {
+    users: await Promise.all(
+      userIds.map(async (id): Promise<[string, string]> => [id, await userPseudonymOf(id, key)]),
+    ),
+    ...(contact
+      ? {
+          contact: {
+            pseudonym: await pseudonymOf(contact.email, key),
+            user: await userPseudonymOf(contact.userId, key),
+          },
+        }
+      : {}),
+  }
 }
 
 function processedRow({ work, plan, inbound }: PlannedRecord): ProcessedEvent {

@@ -1,0 +1,319 @@
+import { env } from 'cloudflare:workers'
+import fc from 'fast-check'
+import type { BindingFault } from './binding-stand-in.ts'
+import { contact, decision, invitation, response } from './events.ts'
+import { during, settled } from './invariants.ts'
+import type { QueuedMessage } from './model-queue.ts'
+import type { ResendFault } from './resend-stand-in.ts'
+import type { QueueBinding, World } from './world.ts'
+
+/**
+ * The commands of the lifecycle model (fast-check's model-based testing:
+ * https://fast-check.dev/docs/advanced/model-based-testing/). Each does one
+ * thing to the world — an event, a delivery, a fault, the clock, an
+ * operator's action — and then checks the invariants (./invariants.ts): a
+ * command after which one fails is the end of a counterexample, which
+ * fast-check shrinks to the fewest commands that still break it. The model's
+ * own state is the world; `check` admits every command.
+ */
+
+type Model = Record<string, never>
+export type Command = fc.AsyncCommand<Model, World>
+
+/** How many people a run has: enough to share digests and throttles, few enough to meet. */
+export const PEOPLE = 3
+
+/** A command of a test's own: what it does, and how it is named. */
+export function step(label: string, act: (world: World) => Promise<void>): Command {
+  return new Step(label, act)
+}
+
+/** One command: what it does to the world, and how a counterexample names it. */
+class Step implements Command {
+  readonly #label: string
+  readonly #act: (world: World) => Promise<void>
+
+  constructor(label: string, act: (world: World) => Promise<void>) {
+    this.#label = label
+    this.#act = act
+  }
+  check(): boolean {
+    return true
+  }
+  async run(_model: Model, world: World): Promise<void> {
+    world.note(this.#label)
+    await this.#act(world)
+    const violations = await during(world)
+    if (violations.length > 0) throw new ModelViolation(violations, world)
+  }
+  toString(): string {
+    return this.#label
+  }
+}
+
+/** A broken invariant, with the run's trace. */
+export class ModelViolation extends Error {
+  readonly violations: string[]
+  constructor(violations: string[], world: World) {
+    super(`${violations.join('\n')}\n--- trace (${world.transport}) ---\n${world.trace.join('\n')}`)
+    this.name = 'ModelViolation'
+    this.violations = violations
+  }
+}
+
+/**
+ * Plays one run: the commands in order, then the world left to run on with
+ * its faults healed; the violations of the first invariant that broke (after
+ * a command, or once settled), none when every one held.
+ */
+export async function play(world: World, steps: readonly Command[]): Promise<string[]> {
+  await world.setup()
+  try {
+    for (const step of steps) await step.run({}, world)
+    world.note('drain')
+    await world.drain()
+    const violations = await settled(world)
+    if (violations.length > 0) throw new ModelViolation(violations, world)
+    return []
+  } catch (error) {
+    if (error instanceof ModelViolation) return error.violations
+    throw error
+  }
+}
+
+export type EventKind = 'response' | 'invitation' | 'authoritative' | 'fallback' | 'contact'
+
+/** An event about one person, forwarded as the bridge forwards it. */
+export function emit(kind: EventKind, index: number, request = 0): Command {
+  const decides = kind === 'authoritative' || kind === 'fallback'
+  return new Step(`emit(${kind}, person ${index}${decides ? `, request ${request}` : ''})`, async (world) => {
+    const person = world.people[index % world.people.length]
+    // A producer sends nothing more about a person it erased.
+    if (!person || person.erasedAt !== undefined) return
+    const requestId = `${person.personId.slice(0, 24)}${String(request).padStart(12, '0')}`
+    const event =
+      kind === 'response'
+        ? response(person)
+        : kind === 'invitation'
+          ? invitation(person)
+          : kind === 'contact'
+            ? contact(person)
+            : world.decision(`${person.userId}/${requestId}/${kind}`, () => decision(person, requestId, kind))
+    if (kind === 'contact') person.contact = true
+    const status = await world.ingest([event])
+    if (status !== 202) world.note(`  ingest answered ${status}`)
+  })
+}
+
+export type Pick = 'all' | 'oldest' | 'newest' | 'reversed' | 'odd'
+
+const PICKS: Record<Pick, (visible: QueuedMessage[]) => QueuedMessage[]> = {
+  all: (visible) => visible,
+  oldest: (visible) => visible.slice(0, 1),
+  newest: (visible) => visible.slice(-1),
+  reversed: (visible) => [...visible].reverse(),
+  odd: (visible) => visible.filter((_, index) => index % 2 === 1),
+}
+
+/** One consumer invocation of a queue's visible messages, picked one way or another. */
+export function deliver(queue: QueueBinding, pick: Pick = 'all'): Command {
+  return new Step(`deliver(${queue}, ${pick})`, async (world) => {
+    await world.deliver(queue, PICKS[pick])
+  })
+}
+
+/** A message delivered again after it was acknowledged (Queues deliver at least once). */
+export function redeliver(queue: QueueBinding, index: number): Command {
+  return new Step(`redeliver(${queue}, ${index})`, async (world) => {
+    const acked = world.queues[queue].acked
+    const message = acked[acked.length - 1 - (index % Math.max(1, acked.length))]
+    if (message) world.queues[queue].redeliver(message)
+  })
+}
+
+/** The cron trigger. */
+export function cron(): Command {
+  return new Step('cron', (world) => world.cron())
+}
+
+/** The clock moves on. */
+export function advance(seconds: number): Command {
+  return new Step(`advance(${seconds} s)`, (world) => world.advance(seconds))
+}
+
+export const RESEND_FAULTS: readonly ResendFault[] = [
+  'lose-after-accept',
+  'fail-5xx',
+  'refuse-422',
+  'rate-limit',
+  'quota',
+  'revoked',
+  'wrong-url-404',
+]
+export const BINDING_FAULTS: readonly BindingFault[] = [
+  'lose-after-accept',
+  'internal-after-accept',
+  'internal-before-accept',
+  'rate-limit',
+  'validation',
+  'unverified',
+  'daily-limit',
+]
+
+/** The provider's answer to its next request, in place of the normal one (the transport's own list, by index). */
+export function providerFault(fault: number): Command {
+  return new Step(`providerFault(${fault})`, async (world) => {
+    if (world.transport === 'resend') {
+      const name = RESEND_FAULTS[fault % RESEND_FAULTS.length] as ResendFault
+      world.resend.script.push(name)
+      world.note(`  next answer: ${name}`)
+    } else {
+      const name = BINDING_FAULTS[fault % BINDING_FAULTS.length] as BindingFault
+      world.binding.script.push(name)
+      world.note(`  next answer: ${name}`)
+    }
+  })
+}
+
+export type ProviderCondition = 'revoked' | 'quota' | 'down'
+
+/** A lasting condition of the provider begins or ends: the key revoked (the sender unverified), a quota spent, an outage. */
+export function providerState(condition: ProviderCondition, on: boolean): Command {
+  return new Step(`providerState(${condition}, ${on ? 'on' : 'off'})`, async (world) => {
+    if (world.transport === 'resend') world.resend[condition] = on
+    else if (condition === 'revoked') world.binding.unverified = on
+    else if (condition === 'quota') world.binding.dailyLimit = on
+  })
+}
+
+/** The k-th D1 call from now fails: a write lost between two steps. */
+export function failD1(k: number): Command {
+  return new Step(`failD1(${k})`, async (world) => {
+    world.d1.failCall(k)
+  })
+}
+
+/** A queue refuses sends (or takes them again). */
+export function refuseQueue(queue: QueueBinding, on: boolean): Command {
+  return new Step(`refuseQueue(${queue}, ${on ? 'on' : 'off'})`, async (world) => {
+    world.queues[queue].refusing = on
+  })
+}
+
+export type ReportKind = 'sent' | 'delivered' | 'bounced' | 'complained'
+
+/** The provider reports on an email it accepted: through Resend's signed webhook, or Cloudflare's event queue. */
+export function report(index: number, kind: ReportKind): Command {
+  return new Step(`report(email ${index}, ${kind})`, async (world) => {
+    const emails = world.emails()
+    const email = emails[index % Math.max(1, emails.length)]
+    if (!email) return
+    if (world.transport === 'resend') {
+      const data =
+        kind === 'bounced'
+          ? { bounce: { type: 'Permanent', subType: 'General', message: `550 5.1.1 <${email.to}> unknown` } }
+          : {}
+      const status = await world.resendWebhook(
+        { id: email.providerId, to: email.to, headers: email.headers },
+        `email.${kind}`,
+        data,
+      )
+      if (status !== 202) world.note(`  webhook answered ${status}`)
+    } else if (kind !== 'sent') {
+      await world.cloudflareEvent(kind, email.providerId, email.to)
+    }
+  })
+}
+
+/** An operator replays, or discards, one of the open dead letters. */
+export function operate(action: 'replay' | 'discard', index: number): Command {
+  return new Step(`operate(${action}, ${index})`, async (world) => {
+    const { results } = await env.DB.prepare(
+      "SELECT id, queue, json_extract(body, '$.notificationId') AS notification FROM dead_letters WHERE status = 'open' ORDER BY first_seen, id",
+    ).all<{ id: string; queue: string; notification: string | null }>()
+    const letter = results[index % Math.max(1, results.length)]
+    if (!letter) return
+    const response =
+      action === 'replay'
+        ? await world.operator('POST', `/v1/dead-letters/${letter.id}/replay`)
+        : await world.operator('POST', `/v1/dead-letters/${letter.id}/discard`, { reason: 'the model discards it' })
+    const answer = (await response.json()) as { replayed?: string[] }
+    world.note(`  ${action} ${letter.queue} ${letter.notification ?? letter.id}: ${response.status}`)
+    if (!letter.notification) return
+    if (action === 'replay' && answer.replayed?.includes(letter.id)) {
+      world.replays.set(letter.notification, (world.replays.get(letter.notification) ?? 0) + 1)
+    }
+    if (action === 'discard' && response.ok) world.discarded.add(letter.notification)
+  })
+}
+
+/** An operator erases a person, by user id or by address. */
+export function erase(index: number, by: 'userId' | 'address'): Command {
+  return new Step(`erase(person ${index}, by ${by})`, async (world) => {
+    const person = world.people[index % world.people.length]
+    if (!person || person.erasedAt !== undefined) return
+    // By an address D1 links to the person (an operator names one from a record), else by the user id.
+    const known = await env.DB.prepare(
+      `SELECT email FROM contacts WHERE user_id = ?1
+       UNION ALL SELECT recipient_email FROM notifications WHERE recipient_user_id = ?1 AND recipient_email IS NOT NULL
+       LIMIT 1`,
+    )
+      .bind(person.userId)
+      .first<{ email: string }>()
+    const address = known?.email
+    const response = await world.operator(
+      'POST',
+      '/v1/erasures',
+      by === 'address' && address ? { address } : { userId: person.userId },
+    )
+    if (response.ok) person.erasedAt = world.clock.now
+    else world.note(`  erasure answered ${response.status}`)
+  })
+}
+
+/** A person's address changes: their next events carry the new one (their contact too, when it comes). */
+export function changeAddress(index: number): Command {
+  return new Step(`changeAddress(person ${index})`, async (world) => {
+    const person = world.people[index % world.people.length]
+    if (!person || person.erasedAt !== undefined) return
+    person.formerEmails = [...(person.formerEmails ?? []), person.email]
+    person.email = `New${person.formerEmails.length}.${person.email}`
+  })
+}
+
+const QUEUE = fc.constantFrom<QueueBinding>('EVENTS', 'DISPATCH', 'EMAIL_EVENTS', 'DLQ')
+const PERSON = fc.nat({ max: PEOPLE - 1 })
+
+/** Every command, weighted as a run should meet them: mostly traffic and deliveries, now and then a fault. */
+export const commandArbitraries: fc.Arbitrary<Command>[] = [
+  fc
+    .tuple(
+      fc.constantFrom<EventKind>('response', 'response', 'invitation', 'authoritative', 'fallback', 'contact'),
+      PERSON,
+      fc.nat({ max: 1 }),
+    )
+    .map(([kind, person, request]) => emit(kind, person, request)),
+  fc
+    .tuple(QUEUE, fc.constantFrom<Pick>('all', 'all', 'oldest', 'newest', 'reversed', 'odd'))
+    .map(([queue, pick]) => deliver(queue, pick)),
+  fc.constantFrom<QueueBinding>('DISPATCH', 'DISPATCH', 'EVENTS').map((queue) => deliver(queue)),
+  fc.tuple(QUEUE, fc.nat({ max: 5 })).map(([queue, index]) => redeliver(queue, index)),
+  fc.constant(cron()),
+  fc.constantFrom(1, 5, 31, 61, 125, 301, 601, 1801, 3601, 7201, 86_401, 90_001).map(advance),
+  fc.nat({ max: 20 }).map(providerFault),
+  fc
+    .tuple(fc.constantFrom<ProviderCondition>('revoked', 'quota', 'down'), fc.boolean())
+    .map(([condition, on]) => providerState(condition, on)),
+  fc.integer({ min: 1, max: 8 }).map(failD1),
+  fc
+    .tuple(fc.constantFrom<QueueBinding>('DLQ', 'DISPATCH', 'EMAIL_EVENTS'), fc.boolean())
+    .map(([queue, on]) => refuseQueue(queue, on)),
+  fc
+    .tuple(fc.nat({ max: 20 }), fc.constantFrom<ReportKind>('sent', 'delivered', 'delivered', 'bounced', 'complained'))
+    .map(([index, kind]) => report(index, kind)),
+  fc
+    .tuple(fc.constantFrom<'replay' | 'discard'>('replay', 'replay', 'discard'), fc.nat({ max: 5 }))
+    .map(([action, index]) => operate(action, index)),
+  fc.tuple(PERSON, fc.constantFrom<'userId' | 'address'>('userId', 'address')).map(([person, by]) => erase(person, by)),
+  PERSON.map(changeAddress),
+]

@@ -1,0 +1,372 @@
+import { env } from 'cloudflare:workers'
+import { afterEach, describe, expect, it } from 'vitest'
+import { registerEventType } from '../../src/events/registry.ts'
+import { taskReminder } from '../event-types/task-reminder.ts'
+import {
+  advance,
+  type Command,
+  changeAddress,
+  cron,
+  deliver,
+  emit,
+  erase,
+  play,
+  providerFault,
+  providerState,
+  refuseQueue,
+  report,
+  step,
+} from './commands.ts'
+import type { ModelTransport } from './world.ts'
+import { World } from './world.ts'
+
+registerEventType(taskReminder)
+
+/**
+ * The sequences where two features meet and a guarantee broke, each played
+ * through the lifecycle model's world (./world.ts) and judged by its
+ * invariants (./invariants.ts), with what the sequence is about asserted
+ * besides. Each failed on the code before its fix.
+ */
+
+// Resend's faults by name, as providerFault takes them (./commands.ts RESEND_FAULTS).
+const LOSE = 0
+const FAIL_5XX = 1
+const REFUSE_422 = 2
+// The binding's (BINDING_FAULTS).
+const BINDING_LOSE = 0
+
+let world: World | undefined
+
+afterEach(() => {
+  world?.close()
+  world = undefined
+})
+
+/** Plays `steps` in a new world of `transport`. */
+async function run(
+  transport: ModelTransport,
+  steps: readonly Command[],
+  options: ConstructorParameters<typeof World>[1] = {},
+): Promise<{ violations: string[]; world: World }> {
+  world = new World(transport, options)
+  const violations = await play(world, steps)
+  return { violations, world }
+}
+
+type Row = {
+  id: string
+  status: string
+  error_code: string | null
+  recipient_user_id: string
+  status_reason: string | null
+}
+
+async function rows(): Promise<Row[]> {
+  const { results } = await env.DB.prepare(
+    'SELECT id, status, error_code, recipient_user_id, status_reason FROM notifications WHERE is_digest = 0 ORDER BY created_at, id',
+  ).all<Row>()
+  return results
+}
+
+/** Delivers only the dispatch messages of one person's notifications. */
+function deliverFor(person: number): Command {
+  return step(`deliver(DISPATCH, person ${person}'s only)`, async (w) => {
+    const ids = new Set(
+      (await rows()).filter((row) => row.recipient_user_id === w.people[person]?.userId).map((row) => row.id),
+    )
+    await w.deliver('DISPATCH', (visible) =>
+      visible.filter((message) => ids.has((message.body as { notificationId: string }).notificationId)),
+    )
+  })
+}
+
+/** Two invitations, to person 0 and person 2, sent in one Resend batch. */
+const BATCH_OF_TWO = [emit('invitation', 0), emit('invitation', 2), deliver('EVENTS')]
+
+describe('guarantees where features meet', () => {
+  it.each([
+    ['the key revoked', providerState('revoked', true), providerState('revoked', false)],
+    ['the batch refused as invalid', providerFault(REFUSE_422), cron()],
+  ])(
+    'a batch whose answer was lost, then a 4xx on its retry (%s): every member emailed once',
+    async (_, fault, fix) => {
+      const { violations, world } = await run('resend', [
+        ...BATCH_OF_TWO,
+        providerFault(LOSE),
+        deliver('DISPATCH'),
+        fault,
+        advance(6),
+        deliver('DISPATCH'),
+        fix,
+      ])
+      expect(violations).toEqual([])
+      for (const row of await rows()) expect(world.resend.emailsOf(row.id)).toHaveLength(1)
+    },
+  )
+
+  it('a batch held for its retry meets a pause begun by another send: the pause ends, every email goes once', async () => {
+    const { violations, world } = await run('resend', [
+      // One after the other, so that the first is the oldest paused notification: the next probe.
+      emit('invitation', 0),
+      deliver('EVENTS'),
+      advance(1),
+      emit('invitation', 2),
+      deliver('EVENTS'),
+      providerFault(FAIL_5XX),
+      deliver('DISPATCH'),
+      advance(1),
+      emit('invitation', 1),
+      deliver('EVENTS'),
+      providerState('revoked', true),
+      deliver('DISPATCH'),
+      advance(5),
+      deliver('DISPATCH'),
+      step('the batch is paused, still a batch', async () => {
+        const paused = (await rows()).filter((row) => row.status === 'paused')
+        expect(paused).toHaveLength(3)
+      }),
+      providerState('revoked', false),
+    ])
+    expect(violations).toEqual([])
+    for (const row of await rows()) {
+      expect(row.status).toBe('sent')
+      expect(world.resend.emailsOf(row.id)).toHaveLength(1)
+    }
+  })
+
+  it.each([
+    ['no event came: an operator’s dead letter says why', false],
+    ['its email.sent webhook came: sent', true],
+  ])(
+    'a retry after a lost answer that would come past Resend’s 24-hour window is not sent blindly (%s)',
+    async (_, reported) => {
+      const { violations, world } = await run('resend', [
+        emit('invitation', 0),
+        deliver('EVENTS'),
+        providerFault(LOSE),
+        deliver('DISPATCH'),
+        ...(reported ? [report(0, 'sent'), deliver('EMAIL_EVENTS')] : []),
+        providerState('quota', true),
+        advance(6),
+        deliver('DISPATCH'),
+        advance(90_001),
+        providerState('quota', false),
+      ])
+      expect(violations).toEqual([])
+      const [row] = await rows()
+      expect(world.resend.emailsOf(row?.id ?? '')).toHaveLength(1)
+      if (reported) expect(row?.status).toBe('sent')
+      else {
+        expect(row).toMatchObject({ status: 'failed', error_code: 'NTF_SEND_UNKNOWN' })
+        const letter = await env.DB.prepare(
+          "SELECT status, code, error FROM dead_letters WHERE json_extract(body, '$.notificationId') = ?1",
+        )
+          .bind(row?.id)
+          .first<{ status: string; code: string; error: string }>()
+        expect(letter).toMatchObject({ status: 'open', code: 'NTF_SEND_UNKNOWN' })
+        expect(letter?.error).toMatch(/idempotency window/)
+      }
+    },
+  )
+
+  it('a verification decision whose fallback’s answer was lost under Resend: one email for the decision', async () => {
+    const { violations } = await run('resend', [
+      emit('fallback', 0, 0),
+      deliver('EVENTS'),
+      advance(601),
+      providerFault(LOSE),
+      deliver('DISPATCH'),
+      emit('authoritative', 0, 0),
+      deliver('EVENTS'),
+      deliver('DISPATCH', 'newest'),
+    ])
+    expect(violations).toEqual([])
+  })
+
+  it('a send refused for good while notify-dlq refuses its dead letter: the failed notification has its dead letter', async () => {
+    const { violations } = await run('resend', [
+      emit('invitation', 0),
+      deliver('EVENTS'),
+      providerFault(REFUSE_422),
+      refuseQueue('DLQ', true),
+      deliver('DISPATCH'),
+      refuseQueue('DLQ', false),
+    ])
+    expect(violations).toEqual([])
+    expect((await rows())[0]).toMatchObject({ status: 'failed', error_code: 'NTF_SEND_PERMANENT' })
+  })
+
+  it.each([
+    ['its first request failed', FAIL_5XX],
+    ['its first request was taken, the answer lost', LOSE],
+  ])('erasing one member of a batch waiting for its retry (%s): the others get their email, once', async (_, fault) => {
+    const { violations, world } = await run('resend', [
+      ...BATCH_OF_TWO,
+      providerFault(fault),
+      deliver('DISPATCH'),
+      erase(0, 'userId'),
+    ])
+    expect(violations).toEqual([])
+    const other = (await rows()).find((row) => row.recipient_user_id === world.people[2]?.userId)
+    expect(other?.status).toBe('sent')
+    expect(world.resend.emailsOf(other?.id ?? '')).toHaveLength(1)
+  })
+
+  it('a bounce that arrives after its recipient was erased keeps the address suppressed under its pseudonym only', async () => {
+    const { violations, world } = await run('resend', [
+      emit('invitation', 0),
+      deliver('EVENTS'),
+      deliver('DISPATCH'),
+      erase(0, 'address'),
+      report(0, 'bounced'),
+      deliver('EMAIL_EVENTS'),
+    ])
+    expect(violations).toEqual([])
+    const suppressions = await env.DB.prepare('SELECT address FROM suppressions').all<{ address: string }>()
+    expect(suppressions.results).toHaveLength(1)
+    expect(suppressions.results[0]?.address).toMatch(/^hmac:/)
+    world.note('the erased address is suppressed when it comes back')
+  })
+
+  it('erasing by user id reaches an address the person had before, after retention took it off their notifications', async () => {
+    const { violations } = await run(
+      'resend',
+      [
+        emit('invitation', 0),
+        deliver('EVENTS'),
+        deliver('DISPATCH'),
+        report(0, 'bounced'),
+        deliver('EMAIL_EVENTS'),
+        changeAddress(0),
+        emit('contact', 0),
+        emit('invitation', 0),
+        deliver('EVENTS'),
+        deliver('DISPATCH'),
+        advance(8 * 86_400),
+        cron(),
+        erase(0, 'userId'),
+      ],
+      { vars: { NOTIFICATION_CONTENT_RETENTION_DAYS: '7' } },
+    )
+    expect(violations).toEqual([])
+  })
+
+  it('the throttle holds in any sliding hour: no nine emails across the edge of a fixed window', async () => {
+    const five = (count: number) => Array.from({ length: count }, () => emit('response', 0))
+    const { violations } = await run('resend', [
+      ...five(1),
+      deliver('EVENTS'),
+      deliver('DISPATCH'),
+      advance(58 * 60),
+      ...five(4),
+      deliver('EVENTS'),
+      deliver('DISPATCH'),
+      advance(3 * 60),
+      ...five(5),
+      deliver('EVENTS'),
+      deliver('DISPATCH'),
+    ])
+    expect(violations).toEqual([])
+  })
+
+  it('reminders that waited for their contact are released through the throttle and the digest, as planning writes them', async () => {
+    const reminder = (userId: string, task: string) => ({
+      source: 'http',
+      origin: `model:reminder:${task}`,
+      sourceMessageId: crypto.randomUUID(),
+      receivedAt: new Date().toISOString(),
+      headers: {},
+      body: JSON.stringify({
+        envelope: {
+          eventId: crypto.randomUUID(),
+          eventType: 'task.reminder',
+          schemaVersion: 1,
+          occurredAt: new Date().toISOString(),
+          producer: 'arthunt-api',
+        },
+        data: { userId, task },
+      }),
+    })
+    const remind = (count: number) =>
+      step(`${count} reminders to person 1 (no contact yet)`, async (w) => {
+        const userId = w.people[1]?.userId as string
+        const status = await w.ingest(Array.from({ length: count }, (_, index) => reminder(userId, `Задача ${index}`)))
+        expect(status).toBe(202)
+      })
+    const { violations, world } = await run('resend', [
+      remind(5),
+      deliver('EVENTS'),
+      step('all five wait for the contact', async () => {
+        expect((await rows()).map((row) => row.status)).toEqual(Array(5).fill('awaiting-contact'))
+      }),
+      emit('contact', 1),
+      deliver('EVENTS'),
+      deliver('DISPATCH'),
+    ])
+    expect(violations).toEqual([])
+    // The throttle allows two an hour: two go at once, three are told in one digest.
+    const statuses = (await rows()).map((row) => row.status).sort()
+    expect(statuses).toEqual(['digested', 'digested', 'digested', 'sent', 'sent'])
+    const digests = await env.DB.prepare('SELECT status, digest_size FROM notifications WHERE is_digest = 1').all()
+    expect(digests.results).toEqual([{ status: 'sent', digest_size: 3 }])
+    expect(world.resend.emails).toHaveLength(3)
+  })
+
+  it('a delivery event that arrives after an unknown outcome went back to pending settles it: no second email', async () => {
+    const { violations, world } = await run('cloudflare', [
+      emit('invitation', 0),
+      deliver('EVENTS'),
+      providerFault(BINDING_LOSE),
+      deliver('DISPATCH'),
+      // Late, past the wait for it (the clock moved without Cloudflare's event being taken).
+      step('advance(601 s) with the delivery event still on its queue', async (w) => w.clock.advance(601)),
+      cron(),
+      deliver('EMAIL_EVENTS'),
+      advance(5),
+      deliver('EMAIL_EVENTS'),
+      advance(11),
+      deliver('EMAIL_EVENTS'),
+      cron(),
+      deliver('DISPATCH'),
+    ])
+    expect(violations).toEqual([])
+    const [row] = await rows()
+    expect(world.binding.emailsOf(row?.id ?? '')).toHaveLength(1)
+    expect(row?.status).toBe('sent')
+  })
+
+  it('a batch member failed for good without a message of its own, while notify-dlq refuses: its dead letter is kept', async () => {
+    // Its tenth try, the last the policy allows, with notify-dlq refusing.
+    const tries = Array.from({ length: 9 }, () => [advance(3601), deliverFor(0)]).flat()
+    const { violations } = await run('resend', [
+      ...BATCH_OF_TWO,
+      providerState('down', true),
+      deliver('DISPATCH'),
+      ...tries.slice(0, -1),
+      refuseQueue('DLQ', true),
+      tries.at(-1) as Command,
+      refuseQueue('DLQ', false),
+    ])
+    expect(violations).toEqual([])
+    expect((await rows()).map((row) => row.status)).toEqual(['failed', 'failed'])
+  })
+
+  it('a PIN decision whose contact never came is a dead letter its event’s story shows', async () => {
+    const { violations, world } = await run('resend', [
+      emit('authoritative', 1, 0),
+      deliver('EVENTS'),
+      advance(86_401),
+      cron(),
+      deliver('DLQ'),
+    ])
+    expect(violations).toEqual([])
+    const eventId = await env.DB.prepare('SELECT event_id FROM notifications').first<string>('event_id')
+    const story = (await (await world.operator('GET', `/v1/events/${eventId}`)).json()) as {
+      deadLetters: { code: string }[]
+    }
+    expect(story.deadLetters.map((letter) => letter.code)).toEqual(['NTF_CONTACT_NOT_FOUND'])
+    const found = (await (await world.operator('GET', `/v1/dead-letters?q=${eventId}`)).json()) as { items: unknown[] }
+    expect(found.items).toHaveLength(1)
+  })
+})
