@@ -10,7 +10,10 @@
  * (CHAOS_OUTAGE_SECONDS) with `idle_in_transaction_session_timeout = 5s` on
  * the outbox database, fails 25 % of email sends transiently and 5 % with a
  * 429 and a `retry-after`, revokes the provider's API key for a while, sends
- * PIN decisions whose owners' contacts arrive later, and for a phase makes
+ * PIN decisions whose owners' contacts arrive later, loses the answers of
+ * some batches after taking them and refuses others 503 right before the key
+ * is revoked (their retries meet the refusals and the pause), erases the
+ * owners of some batches waiting for their retry, and for a phase makes
  * every send slow — near the transport's timeout, every third past it — while
  * the cron runs. Among the
  * single events (each to an owner of its own: one email each), some owners get
@@ -24,8 +27,11 @@
  * fake provider keeps Resend's idempotency rules), a valid event dead-lettered, a
  * source stalled behind a bad record, a dead letter's bytes differ from what
  * was published, a bad record ended anywhere but where it should, a
- * notification was ended by the revoked key (`burned`: it must pause), or a
- * retry came before the time a 429 named (`early_retries`).
+ * notification was ended by the revoked key (`burned`: it must pause), a
+ * retry came before the time a 429 named (`early_retries`), a pause never
+ * ended (`stalled_paused`), a notification failed without its dead letter
+ * (`failed_without_dead_letter`), or an erased owner was emailed after the
+ * erasure (`emails_after_erasure`).
  */
 import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
@@ -390,6 +396,43 @@ async function decisionsBeforeContacts(): Promise<void> {
     progress(`  ${owners.length} late contacts published`)
   })()
 }
+/**
+ * Batches meeting faults, as the lifecycle model found them broken: batches whose answers were
+ * lost after Resend took them, and batches refused 503, just before the key is refused — their
+ * retries meet the 403s and the pause — and, while they wait for their retry, the owners of some
+ * of them erased (each single event is an owner of its own). Nobody is emailed twice, the pause
+ * ends, every failed notification has its dead letter, and an erased owner gets nothing after
+ * the erasure.
+ */
+const BATCH_FAULTS = 4
+const ERASED_OWNERS = 3
+const erased: { to: string; at: number }[] = []
+let erasuresOver: Promise<void> = Promise.resolve()
+function batchesMeetFaults(): void {
+  provider.loseBatchAnswers(BATCH_FAULTS)
+  provider.failBatches(BATCH_FAULTS)
+  erasuresOver = (async () => {
+    const until = Date.now() + 60_000
+    while (erased.length < ERASED_OWNERS && Date.now() < until) {
+      const waiting = await worker.query(
+        `SELECT recipient_user_id AS user, recipient_email AS address FROM notifications
+         WHERE batch_id IS NOT NULL AND status IN ('pending', 'paused') AND maybe_sent_at IS NOT NULL
+           AND recipient_email LIKE 'chaos+%' AND recipient_email NOT LIKE 'chaos+burst-%'
+           AND recipient_email NOT LIKE 'chaos+late-%' LIMIT ${ERASED_OWNERS - erased.length}`,
+      )
+      for (const row of waiting) {
+        const answer = await worker.request('/v1/erasures', {
+          method: 'POST',
+          headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ userId: row.user }),
+        })
+        if (answer.ok) erased.push({ to: String(row.address), at: Date.now() })
+      }
+      await sleep(250)
+    }
+    progress(`  ${erased.length} owners erased while their batch waited for its retry`)
+  })()
+}
 const schedule: [number, string, () => Promise<void> | void][] = [
   [0.1, 'SIGKILL the bridge, restart it', restartBridge],
   [
@@ -420,6 +463,11 @@ const schedule: [number, string, () => Promise<void> | void][] = [
     0.2,
     `${LATE_CONTACTS} PIN decisions whose contacts arrive ${LATE_CONTACT_DELAY_MS / 1000} s later`,
     decisionsBeforeContacts,
+  ],
+  [
+    0.44,
+    `batches meet faults: the answers of the next ${BATCH_FAULTS} batches lost after they were taken, the next ${BATCH_FAULTS} refused 503, then the key refused (below), and the owners of up to ${ERASED_OWNERS} batches waiting for their retry erased`,
+    batchesMeetFaults,
   ],
   [0.45, `the provider refuses the API key for ${KEY_REVOKED_SECONDS} s (403 invalid_api_key)`, revokeTheKey],
   [0.5, 'SIGKILL the bridge, restart it', restartBridge],
@@ -522,10 +570,12 @@ for (let index = 0; index < EVENTS; index += 1) {
   for (const { owner, member } of burstAt.get(index) ?? []) await sendBurst(owner, member, index)
   if (index % 500 === 499) progress(`  sent ${index + 1}`)
 }
-await Promise.all([outageOver, slowOver, keyOver, lateOver])
+await Promise.all([outageOver, slowOver, keyOver, lateOver, erasuresOver])
 
 // ── reconcile ────────────────────────────────────────────────────────────────
 const valid = planned.filter((event) => event.valid)
+// An erased owner may have been emailed before the erasure, and must not be after it.
+const erasedAddresses = new Set(erased.map(({ to }) => to.toLowerCase()))
 const expectedEmails = new Map<string, { source: Source; index: number }>([
   ...valid.map((event) => [event.to, { source: event.source, index: event.index }] as const),
   ...behind.map(
@@ -536,6 +586,7 @@ const expectedEmails = new Map<string, { source: Source; index: number }>([
   ),
   ...lateContacts.map(({ to }) => [to, { source: 'kafka' as Source, index: -1 }] as const),
 ])
+for (const to of expectedEmails.keys()) if (erasedAddresses.has(to.toLowerCase())) expectedEmails.delete(to)
 // A burst's owner may get more than one email (a digest closed inside the burst): its emails are
 // counted by the events they name, not by address.
 const burstAddresses = new Set(burstOwners.map((owner) => owner.to))
@@ -629,6 +680,23 @@ const burned = Number(
     )
   )[0]?.n ?? 0,
 )
+// The transport still paused at the end, or notifications left waiting for a probe: a pause that never ended.
+const stalledPaused =
+  Number((await worker.query("SELECT count(*) AS n FROM notifications WHERE status = 'paused'"))[0]?.n ?? 0) +
+  Number((await worker.query('SELECT count(*) AS n FROM transport_pauses'))[0]?.n ?? 0)
+// Every failed notification has its dead letter, whose message names it.
+const failedWithoutDeadLetter = Number(
+  (
+    await worker.query(
+      `SELECT count(*) AS n FROM notifications n WHERE status = 'failed' AND NOT EXISTS (
+         SELECT 1 FROM dead_letters d WHERE d.queue = 'notify-dispatch'
+           AND json_extract(d.body, '$.notificationId') = n.id)`,
+    )
+  )[0]?.n ?? 0,
+)
+const emailsAfterErasure = [...provider.emails.values()].filter((email) =>
+  erased.some(({ to, at }) => to.toLowerCase() === email.to.toLowerCase() && email.at > at),
+).length
 const waitingAtTheEnd = await worker.query(
   "SELECT status, count(*) AS n FROM notifications WHERE status IN ('paused', 'awaiting-contact', 'unknown') GROUP BY status",
 )
@@ -683,6 +751,11 @@ const result = {
   emails_sent: expectedEmails.size - (lost.length - burstLost.length),
   lost: lost.length,
   duplicates,
+  // A pause still on, or a notification still waiting for one, once everything else arrived.
+  stalled_paused: stalledPaused,
+  failed_without_dead_letter: failedWithoutDeadLetter,
+  owners_erased_during_a_batch_retry: erased.length,
+  emails_after_erasure: emailsAfterErasure,
   duplicate_details: duplicateDetails,
   burst_owners: burstOwners.length,
   burst_events: bursts.length,
@@ -713,6 +786,10 @@ const result = {
   provider_409_running_after_timeout: stats.concurrentAfterTimeout,
   provider_two_senders_at_once: stats.concurrentSenders,
   provider_key_reused_with_other_payload: stats.otherPayload,
+  // A batch asked again without the members erased since: answered 409, its first request had gone out.
+  provider_batches_asked_again_reduced: stats.reducedRepeats,
+  provider_batch_answers_lost: stats.batchAnswersLost,
+  provider_batches_refused_503: stats.batchesFailed,
   provider_refused_for_key: stats.refusedForKey,
   provider_refused_without_user_agent: stats.missingUserAgent,
   // Requests Resend's published OpenAPI document does not allow.
@@ -760,6 +837,12 @@ provider.close()
 const ok =
   lost.length === 0 &&
   duplicates === 0 &&
+  stalledPaused === 0 &&
+  failedWithoutDeadLetter === 0 &&
+  emailsAfterErasure === 0 &&
+  // Batches met the faults: answers lost, batches refused, the key refused after them.
+  stats.batchAnswersLost > 0 &&
+  stats.batchesFailed > 0 &&
   eventsInTwo.length === 0 &&
   burstLost.length === 0 &&
   burstToAnotherOwner.length === 0 &&

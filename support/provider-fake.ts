@@ -30,6 +30,16 @@ export type ProviderStats = {
   concurrentAfterTimeout: number
   /** A key repeated with a different payload: answered 409 invalid_idempotent_request. */
   otherPayload: number
+  /**
+   * Of the 409s, a batch's key repeated with fewer of its emails (members that went their own way
+   * since, an erasure): the way the Worker learns that the first request went out, not a repeat
+   * with another payload.
+   */
+  reducedRepeats: number
+  /** Batch requests accepted and then answered 502, as a proxy that lost the answer does. */
+  batchAnswersLost: number
+  /** Batch requests refused 503 before anything was accepted, by `failBatches`. */
+  batchesFailed: number
   /** Refused for a missing `User-Agent` (403, error 1010), as Resend does. */
   missingUserAgent: number
   /** Refused for the API key: missing (401) or not the one the fake knows, or revoked for a phase (403). */
@@ -50,7 +60,7 @@ export type ProviderStats = {
  * One email the provider accepted: keyed by its Idempotency-Key, a batch's members by `key#index`;
  * `text` is its plain-text body (what the chaos run reads to tell which events a digest carried).
  */
-export type AcceptedEmail = { to: string; payloadSha256: string; id: string; text: string }
+export type AcceptedEmail = { to: string; payloadSha256: string; id: string; text: string; at: number }
 
 /**
  * A stand-in for Resend's `POST /emails` and `POST /emails/batch`, for the
@@ -99,6 +109,9 @@ export async function startProviderFake(options: {
     concurrentSenders: 0,
     concurrentAfterTimeout: 0,
     otherPayload: 0,
+    reducedRepeats: 0,
+    batchAnswersLost: 0,
+    batchesFailed: 0,
     missingUserAgent: 0,
     refusedForKey: 0,
     rateLimited: 0,
@@ -115,6 +128,10 @@ export async function startProviderFake(options: {
   })
   // Resend's idempotency rules, its 24-hour window among them (./resend-idempotency.ts), over the payload's sha256.
   const keys = resendIdempotency<unknown>()
+  /** The emails of each accepted batch, each as its JSON: a repeat with a subset of them is a reduced batch. */
+  const batchEmails = new Map<string, Set<string>>()
+  let loseBatchAnswers = 0
+  let failNextBatches = 0
   const lostAnswers = new Set<string>()
   const notBefore = new Map<string, number>()
   let slowPattern: readonly number[] = []
@@ -168,7 +185,16 @@ export async function startProviderFake(options: {
     const payloadSha256 = createHash('sha256').update(raw).digest('hex')
     const done = keys.decide(key, payloadSha256)
     if (done.kind === 'replay' || done.kind === 'other-payload') {
-      if (done.kind === 'other-payload') {
+      if (done.kind === 'other-payload' && batch && isSubset(raw, batchEmails.get(key))) {
+        stats.reducedRepeats += 1
+        if (lostAnswers.delete(key)) stats.lostAnswersReplayed += 1
+        answer(
+          response,
+          409,
+          { name: 'invalid_idempotent_request', message: 'key used with another payload' },
+          rate.headers,
+        )
+      } else if (done.kind === 'other-payload') {
         stats.otherPayload += 1
         answer(
           response,
@@ -193,6 +219,12 @@ export async function startProviderFake(options: {
         { name: 'concurrent_idempotent_requests', message: 'a request with this key is running' },
         rate.headers,
       )
+      return
+    }
+    if (batch && failNextBatches > 0) {
+      failNextBatches -= 1
+      stats.batchesFailed += 1
+      answer(response, 503, { name: 'internal_server_error', message: 'try again' })
       return
     }
     const draw = Math.random()
@@ -233,16 +265,27 @@ export async function startProviderFake(options: {
         payloadSha256,
         id,
         text: email.text ?? '',
+        at: Date.now(),
       })
       return id
     })
     const body = batch ? { data: ids.map((id) => ({ id })) } : { id: ids[0] }
     keys.accept(key, payloadSha256, body)
-    if (flight.clientGone) {
+    if (batch) batchEmails.set(key, new Set(members.map((email) => JSON.stringify(email))))
+    if (batch && loseBatchAnswers > 0) {
+      // Taken, and the answer lost on its way back (a proxy's 502).
+      loseBatchAnswers -= 1
+      stats.batchAnswersLost += 1
       stats.answersLost += 1
       lostAnswers.add(key)
+      answer(response, 502, { name: 'bad_gateway', message: 'upstream answer lost' })
+    } else {
+      if (flight.clientGone) {
+        stats.answersLost += 1
+        lostAnswers.add(key)
+      }
+      answer(response, 200, body, rate.headers)
     }
-    answer(response, 200, body, rate.headers)
     if (webhook) {
       for (const [index, email] of members.entries()) void deliverEvents(webhook, ids[index] as string, email)
     }
@@ -262,6 +305,10 @@ export async function startProviderFake(options: {
           from: email.from,
           to: email.to,
           subject: email.subject,
+          // "Custom headers included with the email" (OutboundEmailEventData), ours among them.
+          ...(email.headers
+            ? { headers: Object.entries(email.headers).map(([name, value]) => ({ name, value })) }
+            : {}),
         },
       })
       const svixId = `msg_${createHash('sha256').update(`${id}/${type}`).digest('hex').slice(0, 24)}`
@@ -307,6 +354,14 @@ export async function startProviderFake(options: {
     setWebhook(to: { url: string; secret: string }) {
       webhook = to
     },
+    /** Accepts the next `count` batch requests and answers each 502: their answers are lost. */
+    loseBatchAnswers(count: number) {
+      loseBatchAnswers = count
+    },
+    /** Refuses the next `count` batch requests 503, accepting nothing. */
+    failBatches(count: number) {
+      failNextBatches = count
+    },
     /** Holds the sends from now on for these durations in turn, in ms (none: fast again). */
     setSlow(pattern: readonly number[]) {
       slowPattern = pattern
@@ -315,7 +370,14 @@ export async function startProviderFake(options: {
   }
 }
 
-type SentEmail = { from: string; to: string[]; subject: string; text?: string }
+type SentEmail = { from: string; to: string[]; subject: string; text?: string; headers?: Record<string, string> }
+
+/** Whether a batch request's emails are all among those of the batch first taken under its key. */
+function isSubset(raw: Buffer, first: ReadonlySet<string> | undefined): boolean {
+  if (!first) return false
+  const emails = JSON.parse(raw.toString()) as unknown[]
+  return emails.length > 0 && emails.every((email) => first.has(JSON.stringify(email)))
+}
 
 async function readBody(request: IncomingMessage): Promise<Buffer> {
   const chunks: Buffer[] = []

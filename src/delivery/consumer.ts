@@ -3,7 +3,7 @@ import { type EventWrite, persistEvents } from '../d1-batch.ts'
 import { pseudonymOf } from '../erasure/pseudonym.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
-import { applyDeliveryStatus, settleUnknownOutcome } from '../notifications/delivery.ts'
+import { applyDeliveryStatus, discardSettled, settleUnknownOutcome } from '../notifications/delivery.ts'
 import { type Settlement, settle, settleFailure } from '../queue/policy.ts'
 import { settleBatch } from '../queue/settle.ts'
 import { suppressAutomatically } from '../suppression/store.ts'
@@ -113,7 +113,9 @@ function statementsOf(env: Env, item: Decoded, notificationId: string | null, no
   const { event } = item
   const at = now.toISOString()
   const statements = [insertDeliveryEvent(env.DB, event, notificationId, at, item.pseudonym)]
-  if (notificationId) statements.push(settleUnknownOutcome(env.DB, notificationId, event, at))
+  if (notificationId) {
+    statements.push(settleUnknownOutcome(env.DB, notificationId, event, at), discardSettled(env.DB, notificationId, at))
+  }
   if (notificationId && event.status !== 'accepted') {
     statements.push(applyDeliveryStatus(env.DB, notificationId, event, at))
   }

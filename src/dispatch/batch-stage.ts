@@ -40,7 +40,14 @@ export async function batchStage(
     if (item.row.batch_id) retries.set(item.row.batch_id, [...(retries.get(item.row.batch_id) ?? []), item])
     // Only a first try joins a batch: after a try whose outcome is not known (a lost answer), the
     // retry must be the very request it was, under its own key, or the provider could send it twice.
-    else if (options.canBatch && options.size > 1 && item.row.send_alone === 0 && item.row.send_attempts === 1)
+    // Nor does a verification decision: a batch's retry takes its members without the claim's decision holds.
+    else if (
+      options.canBatch &&
+      options.size > 1 &&
+      item.row.send_alone === 0 &&
+      item.row.send_attempts === 1 &&
+      item.row.decision_person === null
+    )
       fresh.push(item)
     else alone.push(item)
   }

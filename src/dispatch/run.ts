@@ -38,7 +38,10 @@ export class DispatchRun {
    * under the dispatch retry policy: a `retry` code is retried while attempts remain, then a dead letter.
    */
   fail(message: Message<unknown>, error: unknown): void {
-    this.settle(message, settleFailure(error, message.attempts, this.config.DISPATCH_RETRY_DELAYS_SECONDS))
+    const settlement = settleFailure(error, message.attempts, this.config.DISPATCH_RETRY_DELAYS_SECONDS)
+    // A failure of ours (D1, the queue) is otherwise seen only in what it settles to.
+    this.log.warn('dispatch.failed', { messageId: message.id, code: settlement.code, error: settlement.error })
+    this.settle(message, settlement)
   }
 
   /** Ends a message by a failure of a known code, as the error table decides (as `fail` does). */

@@ -37,9 +37,8 @@ export function joinBatch(db: D1Database, id: string, batchId: string, position:
  * Members this claim already holds are left as they are. Without the claim's
  * gates and decision holds (src/notifications/claim.ts): the members were
  * judged when the batch was made, and a batch is sent whole or not at all. A
- * held verification decision never reaches here — the fallback that holds one
- * has a provider id only from a transport without an idempotency key, which
- * makes no batches.
+ * verification decision never reaches here: it joins no batch
+ * (src/dispatch/batch-stage.ts), its claim's holds decide it alone.
  * Parameters: batch id, now, lease until, claim token.
  */
 export function claimBatch(db: D1Database, batchId: string, now: string, leaseUntil: string, token: string) {

@@ -24,14 +24,16 @@ export type ClaimedRow = {
   batch_position: number | null
   /** 1 when it must not join a batch (one it was in was refused as invalid). */
   send_alone: number
-  /** When a request carrying it may have reached the provider without our knowing (`MAY_HAVE_GONE_OUT`), or null. */
+  /** When a request carrying it may have reached the provider without our knowing (`mayHaveGoneOut`), or null. */
   maybe_sent_at: string | null
+  /** The person of a verification decision it announces, or null: such a one is sent alone (its claim's holds). */
+  decision_person: string | null
 }
 
 /** The columns of a `ClaimedRow`, as every statement that hands a claimed notification to a send returns them. */
 export const CLAIMED_COLUMNS = `id, kind, channel, status, event_id, source, recipient_email, recipient_name, subject,
   text_body, html_body, scheduled_at, lease_until, send_attempts, trace_id, unsubscribe_url, batch_id, batch_position,
-  send_alone, maybe_sent_at`
+  send_alone, maybe_sent_at, decision_person`
 
 // A row is a fallback (is_fallback = 1) or not, so at most one of the two ends it.
 const FALLBACK_SUPERSEDED = `is_fallback = 1

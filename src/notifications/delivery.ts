@@ -26,7 +26,8 @@ export function applyDeliveryStatus(
  * `unknown` (a lost answer through a transport without a key), or went back
  * to `pending` or `paused` for a retry after a lost answer (the retry would
  * only be answered, or, past the provider's window or without a key, be a
- * second email). Its provider id is kept when it had none (the lost answer
+ * second email), or failed because no event had come in time
+ * (NTF_SEND_UNKNOWN: its dead letter goes, `discardSettled`). Its provider id is kept when it had none (the lost answer
  * never said it). Parameters: id, event time, now, provider message id.
  */
 export function settleUnknownOutcome(
@@ -40,7 +41,25 @@ export function settleUnknownOutcome(
       `UPDATE notifications SET status = 'sent', sent_at = min(?2, ?3), updated_at = ?3, error_code = NULL,
          provider_id = coalesce(provider_id, ?4), lease_until = NULL,
          status_reason = 'the provider reported the message: the send had gone out'
-       WHERE id = ?1 AND (status = 'unknown' OR (status IN ('pending', 'paused') AND ${mayHaveGoneOut('notifications')}))`,
+       WHERE id = ?1 AND (status = 'unknown' OR (status IN ('pending', 'paused') AND ${mayHaveGoneOut('notifications')})
+                          OR (status = 'failed' AND error_code = 'NTF_SEND_UNKNOWN'))`,
     )
     .bind(notificationId, event.occurredAt, now, event.providerMessageId)
+}
+
+/**
+ * The open dead letter of a notification a delivery event just settled as
+ * sent (`settleUnknownOutcome`, before it in the same D1 batch): discarded,
+ * so that a replay does not send it again. Parameters: notification id, now.
+ */
+export function discardSettled(db: D1Database, notificationId: string, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE dead_letters SET status = 'discarded', resolved_at = ?2,
+         discard_reason = 'a delivery event showed the send had gone out'
+       WHERE queue = 'notify-dispatch' AND status = 'open' AND code = 'NTF_SEND_UNKNOWN'
+         AND json_extract(body, '$.notificationId') = ?1
+         AND EXISTS (SELECT 1 FROM notifications WHERE id = ?1 AND status = 'sent' AND updated_at = ?2)`,
+    )
+    .bind(notificationId, now)
 }

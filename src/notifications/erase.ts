@@ -63,7 +63,7 @@ function erasedContent(now: string, addresses: string): string {
  * An event that was on its way when its recipient was erased — received
  * before the erasure, written after it — is out of the erasure's reach, and
  * would write the address back and email it. So each event's write ends with
- * this: its notifications (and a digest this write opened for them) whose
+ * this: its notifications (and a digest this write opened for them alone) whose
  * address or recipient was erased at or after `receivedAt` (`erased_addresses`,
  * by pseudonym) are erased as they are written — nothing kept, nothing sent.
  * An event received after the erasure is new data, and goes as any.
@@ -81,7 +81,8 @@ export function eraseLateArrivals(
   return db
     .prepare(
       `UPDATE notifications SET ${erasedContent('?4', "'[]'")}
-       WHERE (event_id = ?3 OR (is_digest = 1 AND created_at = ?4))
+       WHERE (event_id = ?3 OR (is_digest = 1 AND created_at = ?4
+                                AND id IN (SELECT digest_id FROM notifications WHERE event_id = ?3)))
          AND (recipient_hash IN (SELECT pseudonym FROM erased_addresses
                                  WHERE erased_at >= ?2 AND pseudonym IN (SELECT value FROM json_each(?1)))
               OR recipient_user_id IN (SELECT json_extract(u.value, '$[0]') FROM json_each(?5) u

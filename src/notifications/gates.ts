@@ -1,5 +1,5 @@
 import { STATUS_AS_FILTER } from '../sql.ts'
-import { claimable, heldBy, IN_CLAIM_BATCH } from './sql.ts'
+import { claimable, heldBy, IN_CLAIM_BATCH, maybeSentAt } from './sql.ts'
 
 /**
  * The recipient's side of a send, checked in the claim's D1 batch right before
@@ -117,7 +117,7 @@ export function idempotencyWindowGate(
   return db
     .prepare(
       `UPDATE notifications SET ${PAST_WINDOW}, scheduled_at = ?4, updated_at = ?2
-       WHERE ?5 = 1 AND ${CLAIMABLE} AND maybe_sent_at <= ?3
+       WHERE ?5 = 1 AND ${CLAIMABLE} AND ${maybeSentAt('notifications')} <= ?3
        RETURNING id, kind, channel`,
     )
     .bind(claims, now, edge, decideAt, enabled ? 1 : 0)
@@ -141,7 +141,7 @@ export function batchWindowGate(
     .prepare(
       `UPDATE notifications SET ${PAST_WINDOW}, scheduled_at = ?4, updated_at = ?2
        WHERE batch_id = ?1 AND (${claimable('?2', '?2')} OR ${heldBy('?5')})
-         AND EXISTS (SELECT 1 FROM notifications b WHERE b.batch_id = ?1 AND b.maybe_sent_at <= ?3)
+         AND EXISTS (SELECT 1 FROM notifications b WHERE b.batch_id = ?1 AND ${maybeSentAt('b')} <= ?3)
        RETURNING id`,
     )
     .bind(batchId, now, edge, decideAt, token)

@@ -1,5 +1,5 @@
 import { STATUS_AS_FILTER } from '../sql.ts'
-import { claimable, heldBy, IN_CLAIM_BATCH, TRY_NOT_COUNTED } from './sql.ts'
+import { claimable, heldBy, IN_CLAIM_BATCH, TAKEN_OVER, TRY_NOT_COUNTED } from './sql.ts'
 
 /**
  * The notification's side of a paused transport (src/dispatch/pause.ts keeps
@@ -9,14 +9,19 @@ import { claimable, heldBy, IN_CLAIM_BATCH, TRY_NOT_COUNTED } from './sql.ts'
  * released when the provider accepts again.
  */
 
-// The pause's probe, and the members of its batch (a batch is sent whole: its probe is all of it).
+// The pause's probe, and the members of its batch while the probe itself is still to be sent (a batch is
+// sent whole: its probe is all of it). A probe that went its own way meanwhile takes no batch with it. Never
+// NULL (a probe without a batch, a member without one): `NOT` of it must be true for every other row.
 const PROBE_OF = (p: string, row: string) =>
   `(${p}.probe_id = ${row}.id
-    OR (${row}.batch_id IS NOT NULL AND ${row}.batch_id = (SELECT n.batch_id FROM notifications n WHERE n.id = ${p}.probe_id)))`
+    OR coalesce(${row}.batch_id = (SELECT n.batch_id FROM notifications n
+        WHERE n.id = ${p}.probe_id AND n.status IN ('paused', 'pending', 'sending')), 0))`
 
 /**
  * Ends the claim of a claimable notification as `paused` when its transport is
  * paused and this notification is not the probe (nor in the probe's batch).
+ * One left `sending` by a claim whose lease ran out may have gone out: it is
+ * marked so (`TAKEN_OVER`), as a claim taking it over would.
  * Runs in the claim's batch right before the claim, so nothing is sent
  * through a paused transport but the probe. Parameters: the claim batch's
  * JSON (`IN_CLAIM_BATCH`), now, transport.
@@ -24,7 +29,7 @@ const PROBE_OF = (p: string, row: string) =>
 export function pauseGate(db: D1Database, claims: string, now: string, transport: string): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE notifications SET status = 'paused', lease_until = NULL, updated_at = ?2,
+      `UPDATE notifications SET status = 'paused', lease_until = NULL, updated_at = ?2, ${TAKEN_OVER},
          error_code = 'NTF_TRANSPORT_PAUSED',
          status_reason = (SELECT 'waiting: the ' || p.transport || ' transport is paused (' || p.code || ')'
                           FROM transport_pauses p WHERE p.transport = ?3)

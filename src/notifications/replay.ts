@@ -13,7 +13,10 @@
  * own id as the key — the key of its earlier lone tries, so Resend still
  * answers one of those it took instead of sending again: an operator's replay
  * is a decision to send again, and a batch cannot be sent whole once a member
- * went its own way. Parameters: id, now, the end of a new wait.
+ * went its own way. For the same reason it no longer counts as a send that
+ * may have gone out (`maybe_sent_at`): one whose outcome was left unknown past
+ * the provider's window (NTF_SEND_UNKNOWN) is sent again when replayed.
+ * Parameters: id, now, the end of a new wait.
  */
 export function resetForReplay(db: D1Database, id: string, now: string, waitUntil: string): D1PreparedStatement {
   return db
@@ -23,7 +26,8 @@ export function resetForReplay(db: D1Database, id: string, now: string, waitUnti
                        WHEN model IS NOT NULL THEN 'awaiting-contact' ELSE 'pending' END,
          scheduled_at = CASE WHEN model IS NOT NULL AND is_digest = 0 THEN ?3 ELSE ?2 END,
          enqueued_at = ?2, error_code = NULL, status_reason = 'replayed by an operator', lease_until = NULL,
-         updated_at = ?2, send_attempts = 0, batch_id = NULL, batch_position = NULL, send_alone = 1
+         updated_at = ?2, send_attempts = 0, batch_id = NULL, batch_position = NULL, send_alone = 1,
+         maybe_sent_at = NULL
        WHERE id = ?1 AND content_removed_at IS NULL
          AND (status = 'failed'
               OR (status = 'undeliverable' AND error_code = 'NTF_CONTACT_NOT_FOUND' AND model IS NOT NULL))`,

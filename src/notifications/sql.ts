@@ -61,7 +61,18 @@ export function mayHaveGoneOut(alias: string): string {
  * claimed. An assignment for the `SET` list of a claim (SQLite computes it
  * from the row as it was).
  */
-export const TAKEN_OVER = `maybe_sent_at = coalesce(maybe_sent_at, CASE WHEN status = 'sending' THEN claimed_at END)`
+export const TAKEN_OVER = `maybe_sent_at = ${maybeSentAt('notifications')}`
+
+/**
+ * `maybe_sent_at` of the row `alias` as a claim would leave it: a `sending`
+ * row whose claim is being taken over may have gone out from its claim's
+ * time (`TAKEN_OVER`). What the gates that run before the claim compare.
+ *
+ * @param alias - the notifications row as the statement names it
+ */
+export function maybeSentAt(alias: string): string {
+  return `coalesce(${alias}.maybe_sent_at, CASE WHEN ${alias}.status = 'sending' THEN ${alias}.claimed_at END)`
+}
 
 /**
  * Takes back the try the claim counted (`claimNotifications` adds one): for a

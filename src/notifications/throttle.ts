@@ -155,8 +155,9 @@ const plus = (base: string, seconds: string) => `strftime('%Y-%m-%dT%H:%M:%fZ', 
 /**
  * The throttle held at the claim: a notification that took a place when it
  * was written (`throttled` = 1) goes out only while its recipient got fewer
- * than `max` of its kind on its channel in the window before now — sent, or
- * being sent under a live lease — counting those before it in the same
+ * than `max` of its kind on its channel in the window before now — sent,
+ * being sent under a live lease, or gone out for all we know (`unknown`) —
+ * counting those before it in the same
  * claim batch. One that would exceed it is not claimed: it stays `pending`,
  * due when the oldest of those emails leaves the window (in a minute, when
  * all of them are in flight), and goes then. A notification delayed past its
@@ -190,7 +191,8 @@ export function throttleGate(
          FROM due d
          WHERE d.rank + (SELECT count(*) FROM notifications s WHERE ${ofTriple}
                            AND ((s.status = 'sent' AND s.sent_at > d.floor)
-                                OR (s.status = 'sending' AND s.lease_until >= ?2))) > d.max)
+                                OR (s.status = 'sending' AND s.lease_until >= ?2) OR s.status = 'unknown'))
+               > d.max)
        UPDATE notifications SET updated_at = ?2,
          scheduled_at = (SELECT CASE WHEN o.oldest IS NULL THEN ${plus('?2', "'+60'")}
                                      ELSE ${plus('o.oldest', "'+' || (o.seconds + 1)")} END

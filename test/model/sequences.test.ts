@@ -10,6 +10,8 @@ import {
   deliver,
   emit,
   erase,
+  failD1,
+  operate,
   play,
   providerFault,
   providerState,
@@ -135,6 +137,35 @@ describe('guarantees where features meet', () => {
     }
   })
 
+  it('a batch taken whose marks were lost meets a pause that outlasts Resend’s window: not sent again', async () => {
+    const { violations, world } = await run('resend', [
+      ...BATCH_OF_TWO,
+      // The dispatch's third D1 call is the write of the batch's result: Resend took it, nothing recorded it.
+      failD1(3),
+      deliver('DISPATCH'),
+      advance(1),
+      emit('invitation', 1),
+      deliver('EVENTS'),
+      providerState('revoked', true),
+      deliver('DISPATCH', 'newest'),
+      // Past the lease: the cron takes the batch up again, and the pause holds it.
+      advance(125),
+      cron(),
+      deliver('DISPATCH'),
+      step('the pause holds the batch, which may have gone out', async () => {
+        const held = await env.DB.prepare(
+          'SELECT status, maybe_sent_at FROM notifications WHERE batch_id IS NOT NULL',
+        ).all<{ status: string; maybe_sent_at: string | null }>()
+        expect(held.results.map((row) => row.status)).toEqual(['paused', 'paused'])
+        for (const row of held.results) expect(row.maybe_sent_at).not.toBeNull()
+      }),
+      advance(90_001),
+      providerState('revoked', false),
+    ])
+    expect(violations).toEqual([])
+    for (const row of await rows()) expect(world.resend.emailsOf(row.id)).toHaveLength(1)
+  })
+
   it.each([
     ['no event came: an operator’s dead letter says why', false],
     ['its email.sent webhook came: sent', true],
@@ -169,6 +200,33 @@ describe('guarantees where features meet', () => {
       }
     },
   )
+
+  it('an operator’s replay of a send left unknown past the window sends it again: the operator decided', async () => {
+    const { violations, world } = await run('resend', [
+      emit('invitation', 0),
+      deliver('EVENTS'),
+      providerFault(LOSE),
+      deliver('DISPATCH'),
+      providerState('quota', true),
+      advance(6),
+      deliver('DISPATCH'),
+      advance(90_001),
+      providerState('quota', false),
+      cron(),
+      deliver('DISPATCH'),
+      advance(601),
+      cron(),
+      step('it failed as a dead letter', async () => {
+        expect((await rows())[0]).toMatchObject({ status: 'failed', error_code: 'NTF_SEND_UNKNOWN' })
+      }),
+      operate('replay', 0),
+      deliver('DISPATCH'),
+    ])
+    expect(violations).toEqual([])
+    const [row] = await rows()
+    expect(row?.status).toBe('sent')
+    expect(world.resend.emailsOf(row?.id ?? '')).toHaveLength(2)
+  })
 
   it('a verification decision whose fallback’s answer was lost under Resend: one email for the decision', async () => {
     const { violations } = await run('resend', [

@@ -9,6 +9,7 @@ import { env } from 'cloudflare:workers'
 import { Webhook } from 'svix'
 import { vi } from 'vitest'
 import worker from '../../src/index.ts'
+import { finalStatusSql } from '../../src/notifications/sql.ts'
 import { BindingStandIn } from './binding-stand-in.ts'
 import { ModelClock } from './clock.ts'
 import { FaultyD1 } from './faulty-d1.ts'
@@ -427,7 +428,9 @@ export class World {
    */
   async drain(rounds = 400): Promise<void> {
     this.heal()
-    const healedAt = this.clock.now
+    // A pause's next probe may be later than now (a quota's reset): the bound runs from then.
+    const due = await env.DB.prepare('SELECT max(probe_at) AS at FROM transport_pauses').first<{ at: string | null }>()
+    const healedAt = Math.max(this.clock.now, due?.at ? Date.parse(due.at) : 0)
     for (let round = 0; round < rounds; round += 1) {
       for (const binding of ['EVENTS', 'DISPATCH', 'EMAIL_EVENTS', 'DLQ'] as const) {
         for (let step = 0; step < 20 && (await this.deliver(binding)) > 0; step += 1);
@@ -435,16 +438,15 @@ export class World {
       await this.cron()
       const open = await env.DB.prepare(
         `SELECT min(scheduled_at) AS next, count(*) AS n FROM notifications
-         WHERE status NOT IN ('sent', 'failed', 'undeliverable', 'superseded', 'suppressed', 'opted-out', 'digested', 'throttled')`,
+         WHERE NOT ${finalStatusSql()}`,
       ).first<{ next: string | null; n: number }>()
       const waiting = Object.values(this.queues).some((queue) => queue.waiting.length > 0)
       const pause = await env.DB.prepare('SELECT probe_at FROM transport_pauses LIMIT 1').first<{ probe_at: string }>()
       if ((open?.n ?? 0) === 0 && !waiting && !pause) return
       // Probes come at most 10 minutes apart, and one that never reports back is replaced after two leases.
       if (pause && this.clock.now - healedAt > PAUSE_ENDS_WITHIN_MS) {
-        this.stalls.push(
-          `no stall: the transport is still paused ${(this.clock.now - healedAt) / 60_000} min after the provider works again`,
-        )
+        const minutes = Math.round((this.clock.now - healedAt) / 60_000)
+        this.stalls.push(`no stall: the transport is still paused ${minutes} min after its probe was due`)
         return
       }
       const candidates = [

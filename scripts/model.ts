@@ -1,0 +1,51 @@
+/**
+ * `npm run model -- --runs N [--commands C] [--seed S] [--path P] [--no-shrink]`:
+ * the lifecycle model (test/model/lifecycle.test.ts) for longer than `npm
+ * test` runs it (100 runs of up to 30 commands), inside workerd like every
+ * Worker test. It prints the seed, the runs and the commands it ran; a
+ * failure prints the seed and path that replay it (`--seed S --path P`) and
+ * the shrunk command list. Exits non-zero when an invariant broke.
+ */
+import { spawnSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+
+const ROOT = join(import.meta.dirname, '..')
+const { values } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '1000' },
+    commands: { type: 'string', default: '30' },
+    seed: { type: 'string' },
+    path: { type: 'string' },
+    'no-shrink': { type: 'boolean', default: false },
+  },
+})
+const seed = values.seed ?? String(Math.floor(Math.random() * 2 ** 31))
+const runs = Number(values.runs)
+// About 0.2 s a run here, with room: a run's drain may move the clock a day and more.
+const timeoutMs = Math.max(900_000, runs * 2_000)
+process.stdout.write(`[model] ${runs} runs of up to ${values.commands} commands, seed ${seed}\n`)
+const started = Date.now()
+const result = spawnSync('npx', ['vitest', 'run', 'test/model/lifecycle.test.ts'], {
+  cwd: ROOT,
+  stdio: 'inherit',
+  env: {
+    ...process.env,
+    MODEL_RUNS: String(runs),
+    MODEL_COMMANDS: values.commands,
+    MODEL_SEED: seed,
+    MODEL_PATH: values.path ?? '',
+    MODEL_SHRINK: values['no-shrink'] ? 'no' : 'yes',
+    MODEL_TIMEOUT_MS: String(timeoutMs),
+  },
+})
+// The test writes its summary to the captured console (test/log-privacy.ts); the last one is this run's.
+const summary = readFileSync(join(ROOT, '.wrangler', 'test-console.log'), 'utf8')
+  .split('\n')
+  .filter((line) => line.startsWith('model: seed '))
+  .at(-1)
+process.stdout.write(
+  `[model] ${summary ?? 'no summary (the run did not finish)'} in ${Math.round((Date.now() - started) / 1000)} s\n`,
+)
+process.exit(result.status ?? 1)
