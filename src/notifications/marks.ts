@@ -153,7 +153,8 @@ export function markUnknown(
  * The cron's resolution of unknown outcomes: first, those a stored delivery
  * event is about — by the Message-ID the event names (one that arrived
  * before the notification was marked unknown: a crash right after the send),
- * or linked to it when it was recorded (src/delivery/) — are `sent`; then,
+ * or linked to it when it was recorded (src/delivery/), or to a member of its
+ * batch (one request carried them all) — are `sent`; then,
  * through a transport without an idempotency key (`sendAgain`), those whose
  * time passed with no such event go back to `pending`, due now and not
  * enqueued, so the cron sends them again (the same Message-ID). Through a
@@ -182,7 +183,10 @@ export async function resolveUnknownOutcomes(db: D1Database, now: string, sendAg
         `UPDATE notifications SET status = 'sent', sent_at = ?1, updated_at = ?1, error_code = NULL,
            status_reason = 'a delivery event had named its message: the send had gone out'
          WHERE status = 'unknown'
-           AND EXISTS (SELECT 1 FROM delivery_events d WHERE d.notification_id = notifications.id OR ${messageIdOfRow})`,
+           AND (EXISTS (SELECT 1 FROM delivery_events d WHERE d.notification_id = notifications.id OR ${messageIdOfRow})
+                OR (batch_id IS NOT NULL AND EXISTS (
+                  SELECT 1 FROM notifications m JOIN delivery_events d ON d.notification_id = m.id
+                  WHERE m.batch_id = notifications.batch_id AND m.status IN ('unknown', 'sent'))))`,
       )
       .bind(now),
     db

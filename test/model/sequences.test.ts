@@ -201,6 +201,33 @@ describe('guarantees where features meet', () => {
     },
   )
 
+  it('a batch left unknown past the window is settled whole by a delivery event about one member', async () => {
+    const { violations, world } = await run('resend', [
+      ...BATCH_OF_TWO,
+      providerFault(LOSE),
+      deliver('DISPATCH'),
+      providerState('quota', true),
+      advance(6),
+      deliver('DISPATCH'),
+      advance(90_001),
+      providerState('quota', false),
+      cron(),
+      deliver('DISPATCH'),
+      step('both wait for delivery events', async () => {
+        expect((await rows()).map((row) => row.status)).toEqual(['unknown', 'unknown'])
+      }),
+      report(0, 'delivered'),
+      deliver('EMAIL_EVENTS'),
+      advance(601),
+      cron(),
+    ])
+    expect(violations).toEqual([])
+    for (const row of await rows()) {
+      expect(row.status).toBe('sent')
+      expect(world.resend.emailsOf(row.id)).toHaveLength(1)
+    }
+  })
+
   it('an operator’s replay of a send left unknown past the window sends it again: the operator decided', async () => {
     const { violations, world } = await run('resend', [
       emit('invitation', 0),
