@@ -3,7 +3,6 @@ import { z } from 'zod'
 import { CLOCK_PATTERN, Locale, TimeZone } from './contracts/fields.ts'
 import { ApiError } from './errors.ts'
 import { MAX_DELAY_SECONDS } from './queue/policy.ts'
-import type { TemplateLimits } from './templates/render.ts'
 
 const DelayList = z
   .string()
@@ -416,6 +415,26 @@ export const ConfigSchema = z
   })
   .superRefine(leaseOutlastsASend)
   .superRefine((config, context) => noExampleSecrets(config, context))
+
+/**
+ * How much one template may cost (the TEMPLATE_* variables). A template that
+ * needs more fails with the limit it broke: a 400 when it is saved or
+ * previewed, `NTF_TEMPLATE_INVALID` for the one event that makes it expensive.
+ */
+export type TemplateLimits = {
+  /** Characters of Liquid source parsed per part (LiquidJS `parseLimit`). */
+  parseChars: number
+  /** Milliseconds of rendering per part (LiquidJS `renderLimit`; see TEMPLATE_RENDER_LIMIT_MS in docs/configuration.md). */
+  renderMs: number
+  /** Template nodes rendered per part — tags, outputs and text, counted each time a loop repeats them: the render limit that holds where the clock stands still. */
+  steps: number
+  /** Allocation units per part: loop iterations, range sizes, strings built by filters (LiquidJS `memoryLimit`, plus loops). */
+  memory: number
+  /** UTF-8 bytes of a rendered text or HTML part; the subject holds at most SUBJECT_MAX_CHARS. */
+  outputBytes: number
+  /** Set on the limits of a preview or a save (`previewLimits`), so that an error names the share it broke. */
+  preview?: true
+}
 
 /** The Worker's configuration, parsed from its variables and secrets. */
 export type Config = z.infer<typeof ConfigSchema> & {

@@ -1,13 +1,13 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
+import { pauseGate } from '../src/dispatch/pause.ts'
 import { claimNotifications, supersedeDecision } from '../src/notifications/claim.ts'
 import { recipientGate, unknownOutcomeGate } from '../src/notifications/gates.ts'
-import { pauseGate } from '../src/notifications/pause.ts'
 import { dispatchBatch, guid, pendingNotification } from './helpers.ts'
 
 /**
  * The claim runs each of its statements once over the whole consumer batch
- * (src/dispatch/claim-stage.ts), not once per message: these batches mix what
+ * (src/dispatch/stages/claim.ts), not once per message: these batches mix what
  * a per-message claim kept apart — the same notification twice, a stale
  * message beside its current one, a gate beside a claim, and the two
  * notifications of one verification decision.
@@ -159,8 +159,8 @@ describe('one email per decision across claims', () => {
   })
 })
 
-/** The claim's statements (src/dispatch/claim-stage.ts, in its order) over `claims`, as one D1 batch. */
-function claimBatch(claims: { id: string; due: string | null }[], token: string): Promise<D1Result[]> {
+/** The claim's statements (src/dispatch/stages/claim.ts, in its order) over `claims`, as one D1 batch. */
+function claimBundle(claims: { id: string; due: string | null }[], token: string): Promise<D1Result[]> {
   const now = new Date().toISOString()
   const batch = JSON.stringify(claims.map((claim) => ({ ...claim, messageId: `<${claim.id}@notify-edge.example>` })))
   const lease = new Date(Date.now() + 60_000).toISOString()
@@ -218,7 +218,7 @@ describe('what a claim reads (D1 bills rows read)', () => {
       await pendingNotification(`one-${tag}@example.com`),
       await pendingNotification(`two-${tag}@example.com`),
     ]
-    const results = await claimBatch(
+    const results = await claimBundle(
       ids.map((id) => ({ id, due: null })),
       `token-${tag}`,
     )
@@ -240,7 +240,7 @@ describe('what a claim reads (D1 bills rows read)', () => {
     )
       .bind(JSON.stringify(ids))
       .all<{ id: string; scheduled_at: string }>()
-    const results = await claimBatch(
+    const results = await claimBundle(
       rows.map((row) => ({ id: row.id, due: row.scheduled_at })),
       `token-${tag}`,
     )

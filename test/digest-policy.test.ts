@@ -7,7 +7,7 @@ import { defineEventType } from '../src/events/define.ts'
 import { deliveryModeOf, deliveryOf, kindOf, registerEventType } from '../src/events/registry.ts'
 import { digestCloseAt } from '../src/materialize/digest-schedule.ts'
 import { exampleModelOf } from '../src/templates/examples.ts'
-import { render } from '../src/templates/render.ts'
+import { render } from '../src/templates/sandbox.ts'
 import { ADMIN_TOKEN } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 

@@ -28,7 +28,7 @@ import { fetchWorker } from './worker-fetch.ts'
 /**
  * Digests inside workerd with the real local D1 and queues: membership is
  * written with the event (src/notifications/digest.ts), the close is fenced
- * and rendered by the dispatch consumer (src/dispatch/close-stage.ts), and the
+ * and rendered by the dispatch consumer (src/dispatch/stages/close-digests.ts), and the
  * digest's email is then sent like any notification.
  */
 

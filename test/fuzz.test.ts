@@ -9,7 +9,8 @@
 import { env } from 'cloudflare:workers'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { decodeInbound, type InboundEvent } from '../src/contracts/index.ts'
+import type { InboundEvent } from '../src/contracts/index.ts'
+import { decodeInbound } from '../src/events/decode.ts'
 import {
   deliverBatch,
   eventually,

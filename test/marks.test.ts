@@ -1,6 +1,6 @@
 import { env } from 'cloudflare:workers'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { MarkWriter } from '../src/dispatch/marks.ts'
+import { GroupCommit } from '../src/d1/group-commit.ts'
 import { countRoundTrips } from '../src/metrics/round-trips.ts'
 
 const insert = (db: D1Database, id: string) => db.prepare('INSERT INTO mark_writer_test (id) VALUES (?1)').bind(id)
@@ -15,7 +15,7 @@ async function rows(): Promise<{ id: string; touched: number }[]> {
   return results
 }
 
-describe('MarkWriter (the dispatch marks, group commit)', () => {
+describe('GroupCommit (the dispatch marks, group commit)', () => {
   beforeAll(async () => {
     await env.DB.exec(
       'CREATE TABLE IF NOT EXISTS mark_writer_test (id TEXT PRIMARY KEY, touched INTEGER NOT NULL DEFAULT 0)',
@@ -25,7 +25,7 @@ describe('MarkWriter (the dispatch marks, group commit)', () => {
   it('marks that arrive while a write is in flight go together in the next batch; each caller gets its own results', async () => {
     await env.DB.exec("DELETE FROM mark_writer_test; INSERT INTO mark_writer_test (id) VALUES ('a'), ('b')")
     const { db, roundTrips } = countRoundTrips(env.DB)
-    const writer = new MarkWriter(db)
+    const writer = new GroupCommit(db)
     const [first, second, third] = await Promise.all([
       writer.write([touch(db, 'a')]),
       writer.write([touch(db, 'b'), touch(db, 'b')]),
@@ -45,7 +45,7 @@ describe('MarkWriter (the dispatch marks, group commit)', () => {
   it('a group with a mark that cannot be written: the others are written, only its own caller sees the error', async () => {
     await env.DB.exec("DELETE FROM mark_writer_test; INSERT INTO mark_writer_test (id) VALUES ('taken')")
     const { db, roundTrips } = countRoundTrips(env.DB)
-    const writer = new MarkWriter(db)
+    const writer = new GroupCommit(db)
     const results = await Promise.allSettled([
       writer.write([insert(db, 'one')]),
       writer.write([insert(db, 'two')]),

@@ -59,7 +59,7 @@ describe('materialize stages', () => {
     ])
     const deadLetter = { action: 'dead-letter', code: 'NTF_INVALID_PAYLOAD' }
     // The first event and the ignored one are still on their way: a later stage settles them.
-    expect(messages.map((message) => run.settlements().get(message))).toEqual([
+    expect(messages.map((message) => run.settlements.of(message))).toEqual([
       undefined,
       { action: 'ack' },
       expect.objectContaining(deadLetter),
@@ -87,7 +87,7 @@ describe('materialize stages', () => {
       const [record] = written
       expect(record?.message).toBe(messages[1])
       expect(record?.type === 'record' && record.written).toMatchObject({ committed: true, won: true })
-      expect(messages.map((message) => run.settlements().get(message))).toEqual([
+      expect(messages.map((message) => run.settlements.of(message))).toEqual([
         expect.objectContaining({ action: 'retry', code: 'NTF_DEPENDENCY_FAILED' }),
         undefined,
       ])

@@ -8,8 +8,8 @@ import {
   MAX_LINE_CHARACTERS,
   MAX_MESSAGE_BYTES,
   MAX_SUBJECT_CHARACTERS,
-} from '../src/dispatch/limits.ts'
-import { buildMime, type Mail } from '../src/dispatch/mime.ts'
+} from '../src/mail/limits.ts'
+import { buildMime, type Mail } from '../src/mail/mime.ts'
 import { maskUnsubscribeTokensInMime } from '../src/preferences/mask.ts'
 import { signUnsubscribe } from '../src/preferences/token.ts'
 

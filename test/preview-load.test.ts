@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest'
 import { AT_ONCE, TURN_STALE_MS, takeTurn } from '../src/api/render-turns.ts'
 import { configOf } from '../src/config.ts'
 import worker from '../src/index.ts'
-import { PREVIEW_SHARE, previewLimits, render, TemplateError, type TemplateSource } from '../src/templates/render.ts'
+import { PREVIEW_SHARE, previewLimits, render, TemplateError, type TemplateSource } from '../src/templates/sandbox.ts'
 import { ADMIN_TOKEN, eventually } from './helpers.ts'
 
 const VIEWER_TOKEN = 'test-viewer-token-for-previews-0123456789'

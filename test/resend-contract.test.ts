@@ -5,9 +5,9 @@
  * support/provider-fake.ts) refuse what the same check refuses.
  */
 import { describe, expect, it } from 'vitest'
-import type { Mail } from '../src/dispatch/mime.ts'
 import { resendTransport } from '../src/dispatch/transports/resend.ts'
 import { checkResendDomain } from '../src/health/resend-domains.ts'
+import type { Mail } from '../src/mail/mime.ts'
 import { schemaValidator } from '../support/openapi-check.ts'
 import { type ResendDocument, type ResendRequest, resendContract } from '../support/resend-contract.ts'
 import { FAKE_RESEND_DOMAINS, FAKE_RESEND_KEYS, FAKE_RESEND_URL } from './fake-resend.ts'

@@ -9,9 +9,9 @@
  */
 import type { Schema } from '@cfworker/json-schema'
 import { afterEach, describe, expect, it } from 'vitest'
-import type { Mail } from '../src/dispatch/mime.ts'
 import { resendTransport } from '../src/dispatch/transports/resend.ts'
 import { SendError } from '../src/dispatch/transports/types.ts'
+import type { Mail } from '../src/mail/mime.ts'
 import { schemaValidator } from '../support/openapi-check.ts'
 import type { ResendDocument } from '../support/resend-contract.ts'
 import { RESEND_DEFAULT_REQUESTS_PER_SECOND, resendRateLimiter } from '../support/resend-rate.ts'

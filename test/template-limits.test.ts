@@ -1,6 +1,7 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
-import { render, type TemplateLimits, type TemplateSource } from '../src/templates/render.ts'
+import type { TemplateLimits } from '../src/config.ts'
+import { render, type TemplateSource } from '../src/templates/sandbox.ts'
 import { ADMIN_TOKEN, deliverBatch, eventually, freshInbound, guid, seedContact } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 

@@ -1,10 +1,10 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import { configOf } from '../src/config.ts'
-import { quietHoursEnd } from '../src/materialize/quiet-hours.ts'
-import { scheduleFor } from '../src/materialize/render-notification.ts'
-import { render } from '../src/templates/render.ts'
+import { quietHoursEnd } from '../src/templates/quiet-hours.ts'
+import { scheduleFor } from '../src/templates/render-notification.ts'
 import { localeChain } from '../src/templates/resolve.ts'
+import { render } from '../src/templates/sandbox.ts'
 import { deliver, eventually, freshInbound, guid, notificationsOf, seedContact } from './helpers.ts'
 
 const QUIET = { start: 22 * 60, end: 8 * 60 }

@@ -7,8 +7,7 @@
  */
 import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it } from 'vitest'
-import { pauseTransport, takeProbe } from '../src/dispatch/pause.ts'
-import { releaseProbe } from '../src/notifications/pause.ts'
+import { pauseTransport, releaseProbe, takeProbe } from '../src/dispatch/pause.ts'
 import { FAKE_RESEND_URL } from './fake-resend.ts'
 import { ADMIN_TOKEN, dispatchOnce, eventually, guid, runCron } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'

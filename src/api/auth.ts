@@ -1,4 +1,5 @@
 import { createMiddleware } from 'hono/factory'
+import type { Operator } from '../audit/operator.ts'
 import { type Config, configOf, TOKEN_NAMES, tokensOf } from '../config.ts'
 import { secretsEqual } from '../crypto.ts'
 import { ApiError } from '../errors.ts'
@@ -6,15 +7,6 @@ import { clientOf, failedAttempt, refuseIfThrottled } from './attempts.ts'
 
 /** The scopes of the bearer tokens: `ingest` may only post events, `viewer` may read, `admin` may do the rest. */
 export type Scope = 'ingest' | 'viewer' | 'admin'
-
-/** Who is making an operator request, as the audit trail records it. */
-export type Operator = {
-  /** `admin token`, `viewer token`, or the e-mail of a Cloudflare Access identity. */
-  name: string
-  role: 'admin' | 'viewer'
-  /** Where the request came from: the CLI says so in its User-Agent; the console sets its own. */
-  via: 'api' | 'cli' | 'console'
-}
 
 const SCOPE_OF: Record<(typeof TOKEN_NAMES)[number], Scope> = {
   INGEST_TOKEN: 'ingest',

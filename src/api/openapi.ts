@@ -1,7 +1,7 @@
 import { OpenAPIHono, z } from '@hono/zod-openapi'
 import { type Refusal, toFieldIssues } from '@notify-edge/contracts'
+import type { Operator } from '../audit/operator.ts'
 import { ApiError } from '../errors.ts'
-import type { Operator } from './auth.ts'
 
 /** Hono environment of every route; `operator` is set on the operator routes (auth.ts). */
 export type AppEnv = { Bindings: Env; Variables: { operator: Operator } }

@@ -1,7 +1,8 @@
 import type { OpenAPIHono } from '@hono/zod-openapi'
 import { createMiddleware } from 'hono/factory'
+import type { Operator } from '../audit/operator.ts'
 import { maskUnsubscribeTokens } from '../preferences/mask.ts'
-import { isRead, type Operator, requireOperator } from './auth.ts'
+import { isRead, requireOperator } from './auth.ts'
 import { type AppEnv, createRouter } from './openapi.ts'
 
 /**

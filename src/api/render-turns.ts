@@ -15,8 +15,8 @@
  * meet the refusal unless a render outlasts the pause.
  */
 import { createMiddleware } from 'hono/factory'
+import type { Operator } from '../audit/operator.ts'
 import { ApiError } from '../errors.ts'
-import type { Operator } from './auth.ts'
 
 /** Renders in flight in this isolate, by operator name: since when (ms), one object per turn. */
 const rendering = new Map<string, { since: number }>()

@@ -1,4 +1,4 @@
-import type { Operator } from '../api/auth.ts'
+import type { Operator } from './operator.ts'
 import type { AuditRecord } from './record.ts'
 
 export type { AuditRecord }

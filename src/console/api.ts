@@ -1,5 +1,6 @@
 import type { Context } from 'hono'
-import { CONSOLE_OPERATOR, type EnvWithOperator, type Operator } from '../api/auth.ts'
+import { CONSOLE_OPERATOR, type EnvWithOperator } from '../api/auth.ts'
+import type { Operator } from '../audit/operator.ts'
 
 /** An answer of the API: its status and its JSON body (or null). */
 export type Answer<T = Record<string, unknown>> = { status: number; body: T & { error?: ApiErrorBody } }

@@ -1,5 +1,5 @@
 import type { Context } from 'hono'
-import type { Operator } from '../api/auth.ts'
+import type { Operator } from '../audit/operator.ts'
 import type { ConsoleApi } from './api.ts'
 import type { PageContext } from './layout.tsx'
 import type { Session } from './session.ts'

@@ -9,7 +9,7 @@
  * findings tell which secrets are set, and the route that lists them is an
  * admin's.
  */
-import type { Operator } from '../api/auth.ts'
+import type { Operator } from '../audit/operator.ts'
 import { describeWorker } from '../health/describe.ts'
 import { type Finding, findingsOf } from '../health/findings.ts'
 import type { Deployment } from '../health/types.ts'

@@ -1,7 +1,7 @@
 /** The console's page shell and the small pieces every page uses. */
 import { html, raw } from 'hono/html'
 import type { Child } from 'hono/jsx'
-import type { Operator } from '../api/auth.ts'
+import type { Operator } from '../audit/operator.ts'
 import { CHART_CSS } from './charts/style.ts'
 import { HealthBanner, type PageHealth } from './health.tsx'
 import { REFRESH_SCRIPT, RefreshMeta } from './refresh.tsx'

@@ -7,8 +7,8 @@
  * declares none.
  */
 import { createMiddleware } from 'hono/factory'
-import type { Operator } from '../api/auth.ts'
 import type { Role } from '../api/roles.ts'
+import type { Operator } from '../audit/operator.ts'
 import { secretsEqual } from '../crypto.ts'
 import { maskUnsubscribeTokens, maskUnsubscribeTokensInMime } from '../preferences/mask.ts'
 import { consoleApi } from './api.ts'

@@ -1,14 +1,16 @@
 import { utf8Length } from '@notify-edge/contracts'
-import { InboundEventSchema, peekIdentity } from '../contracts/index.ts'
+import { InboundEventSchema } from '../contracts/index.ts'
 import { sha256Hex } from '../crypto.ts'
-import { persistEvents } from '../d1-batch.ts'
-import { DispatchMessageSchema } from '../dispatch/message.ts'
+import { persistEvents } from '../d1/transactions.ts'
+import { peekIdentity } from '../events/decode.ts'
 import { onlyKindOf } from '../events/registry.ts'
 import type { Logger } from '../log.ts'
 import { COUNTERS, canonicalLabels, incrementCounter } from '../metrics/counters.ts'
 import { DeadLetterEnvelopeSchema } from '../queue/dead-letter-envelope.ts'
+import { DispatchMessageSchema } from '../queue/dispatch-message.ts'
 import { QUEUES } from '../queue/names.ts'
 import { deadLetterStoreDelay, describeError } from '../queue/policy.ts'
+import { Settlements } from '../queue/settlements.ts'
 import { type DeadLetterRow, type ReducedBody, upsertDeadLetter, upsertReducedDeadLetter } from './store.ts'
 
 /**
@@ -48,23 +50,34 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env,
     rows.map((row, index) => ({ item: index, statements: [upsertDeadLetter(env.DB, row)] })),
     [],
   )
+  // No retry policy of its own: every retry names its delay (deadLetterStoreDelay), and nothing is
+  // settled as a dead letter here (this is the dead-letter queue).
+  const settlements = new Settlements([])
   const unstored: Unstored[] = []
   batch.messages.forEach((message, index) => {
     const row = rows[index] as DeadLetterRow
     const result = results.get(index)
     if (result?.committed) {
-      message.ack()
+      settlements.ack(message)
       log.warn('dead-letter.stored', logFields(row))
     } else unstored.push({ message, row, cause: result?.cause })
   })
-  if (unstored.length === 0) return
-  log.error('dead-letter.store-failed', { count: unstored.length, of: rows.length, error: unstored[0]?.cause })
-  await Promise.all(unstored.map((entry) => settleUnstored(env.DB, entry, log)))
+  if (unstored.length > 0) {
+    log.error('dead-letter.store-failed', { count: unstored.length, of: rows.length, error: unstored[0]?.cause })
+    await Promise.all(unstored.map((entry) => settleUnstored(env.DB, entry, settlements, log)))
+  }
+  await settlements.finish(batch, { dlq: env.DLQ, log })
 }
 
 /** A dead letter D1 did not store: retried, stored reduced, or counted as dropped on its last delivery. */
-async function settleUnstored(db: D1Database, { message, row, cause }: Unstored, log: Logger): Promise<void> {
-  const retry = () => message.retry({ delaySeconds: deadLetterStoreDelay(message.attempts) })
+async function settleUnstored(
+  db: D1Database,
+  { message, row, cause }: Unstored,
+  settlements: Settlements,
+  log: Logger,
+): Promise<void> {
+  const failure = { code: 'NTF_DEPENDENCY_FAILED', error: describeError(cause) } as const
+  const retry = () => settlements.retry(message, failure, deadLetterStoreDelay(message.attempts))
   if (message.attempts < WHOLE_ROW_ATTEMPTS) return retry()
   const reduced: ReducedBody = {
     notifyEdgeReduced: 1,
@@ -78,7 +91,7 @@ async function settleUnstored(db: D1Database, { message, row, cause }: Unstored,
       upsertReducedDeadLetter(db, row, reduced),
       incrementCounter(db, COUNTERS.deadLettersUnstorable, canonicalLabels({ ...labels, outcome: 'reduced' }), 1),
     ])
-    message.ack()
+    settlements.ack(message)
     log.error('dead-letter.stored-reduced', { ...logFields(row), cause: reduced.cause, bytes: reduced.bytes })
     return
   } catch (error) {

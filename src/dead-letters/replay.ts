@@ -1,7 +1,7 @@
 import { configOf } from '../config.ts'
-import { DispatchMessageSchema, dispatchFor } from '../dispatch/message.ts'
 import { resetForReplay } from '../notifications/replay.ts'
 import { WORKER_LIMITS } from '../platform-limits.ts'
+import { DispatchMessageSchema, dispatchFor } from '../queue/dispatch-message.ts'
 import { QUEUES } from '../queue/names.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
 import { markReplayed } from './resolve.ts'

@@ -1,11 +1,10 @@
 import { configOf } from '../config.ts'
-import { type EventWrite, persistEvents } from '../d1-batch.ts'
+import { type EventWrite, persistEvents } from '../d1/transactions.ts'
 import { pseudonymOf } from '../erasure/pseudonym.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import { applyDeliveryStatus, discardSettled, settleUnknownOutcome } from '../notifications/delivery.ts'
-import { type Settlement, settle, settleFailure } from '../queue/policy.ts'
-import { settleBatch } from '../queue/settle.ts'
+import { Settlements } from '../queue/settlements.ts'
 import { suppressAutomatically } from '../suppression/store.ts'
 import { decodeDeliveryEvent } from './decode.ts'
 import type { DeliveryEvent } from './model.ts'
@@ -34,13 +33,13 @@ const LINK_WAIT_SECONDS = [2, 10]
  */
 export async function consumeEmailEvents(batch: MessageBatch<unknown>, env: Env, log: Logger): Promise<void> {
   const config = configOf(env)
-  const settlements = new Map<Message<unknown>, Settlement>()
+  const settlements = new Settlements(config.RETRY_DELAYS_SECONDS)
   const decoded: Decoded[] = []
   for (const message of batch.messages) {
     const result = decodeDeliveryEvent(message.body)
     if ('error' in result) {
       const failure = { code: 'NTF_INVALID_PAYLOAD', error: result.error } as const
-      settlements.set(message, settle(failure, message.attempts, config.RETRY_DELAYS_SECONDS))
+      settlements.failWith(message, failure)
       log.warn('delivery.invalid', { messageId: message.id, code: 'NTF_INVALID_PAYLOAD' })
     } else {
       const { recipient } = result.event
@@ -48,17 +47,11 @@ export async function consumeEmailEvents(batch: MessageBatch<unknown>, env: Env,
       decoded.push({ message, event: result.event, pseudonym })
     }
   }
-  if (decoded.length > 0) await record(decoded, env, log, settlements, config.RETRY_DELAYS_SECONDS)
-  await settleBatch(batch, settlements, { dlq: env.DLQ, log })
+  if (decoded.length > 0) await record(decoded, env, log, settlements)
+  await settlements.finish(batch, { dlq: env.DLQ, log })
 }
 
-async function record(
-  decoded: readonly Decoded[],
-  env: Env,
-  log: Logger,
-  settlements: Map<Message<unknown>, Settlement>,
-  delays: readonly number[],
-): Promise<void> {
+async function record(decoded: readonly Decoded[], env: Env, log: Logger, settlements: Settlements): Promise<void> {
   const now = new Date()
   let matched: Awaited<ReturnType<typeof notificationsOfEvents>>
   try {
@@ -69,7 +62,7 @@ async function record(
     )
   } catch (cause) {
     const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 read: ${(cause as Error).message}`, { cause })
-    for (const { message } of decoded) settlements.set(message, settleFailure(error, message.attempts, delays))
+    for (const { message } of decoded) settlements.fail(message, error)
     return
   }
   // An event may beat the `sent` mark of its notification by a moment: it waits for it (a retry or
@@ -91,7 +84,7 @@ async function record(
     const result = results.get(item)
     const { message, event } = item
     if (result?.committed) {
-      settlements.set(message, { action: 'ack' })
+      settlements.ack(message)
       const notificationId = notificationOf(item)
       log.info(result.won ? 'delivery.recorded' : 'delivery.duplicate', {
         provider: event.provider,
@@ -103,7 +96,7 @@ async function record(
     } else {
       const cause = result?.cause
       const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 write: ${(cause as Error)?.message}`, { cause })
-      settlements.set(message, settleFailure(error, message.attempts, delays))
+      settlements.fail(message, error)
     }
   }
 }
@@ -114,10 +107,13 @@ function statementsOf(env: Env, item: Decoded, notificationId: string | null, no
   const at = now.toISOString()
   const statements = [insertDeliveryEvent(env.DB, event, notificationId, at, item.pseudonym)]
   if (notificationId) {
-    statements.push(settleUnknownOutcome(env.DB, notificationId, event, at), discardSettled(env.DB, notificationId, at))
+    statements.push(
+      settleUnknownOutcome(env.DB, notificationId, event.occurredAt, at, event.providerMessageId),
+      discardSettled(env.DB, notificationId, at),
+    )
   }
   if (notificationId && event.status !== 'accepted') {
-    statements.push(applyDeliveryStatus(env.DB, notificationId, event, at))
+    statements.push(applyDeliveryStatus(env.DB, notificationId, event.status, event.occurredAt, at))
   }
   return [...statements, ...suppressionOf(env, item, notificationId, now, true)]
 }
@@ -177,7 +173,7 @@ function suppressionOf(
 async function holdForLink(
   env: Env,
   waiting: readonly EventWrite<Decoded>[],
-  settlements: Map<Message<unknown>, Settlement>,
+  settlements: Settlements,
   log: Logger,
 ): Promise<void> {
   if (waiting.length === 0) return
@@ -191,7 +187,7 @@ async function holdForLink(
   }
   const error = new PipelineError('NTF_DELIVERY_NOT_LINKED', 'no notification records this message id yet')
   for (const { item } of waiting) {
-    settlements.set(item.message, settleFailure(error, item.message.attempts, LINK_WAIT_SECONDS))
+    settlements.fail(item.message, error, LINK_WAIT_SECONDS)
     log.info('delivery.not-linked-yet', { provider: item.event.provider, attempts: item.message.attempts })
   }
 }

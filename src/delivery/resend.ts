@@ -46,7 +46,7 @@ export const ResendEnvelopeSchema = z.object({
   event: z.unknown(),
 })
 
-/** The header of every email this Worker sends that names its notification (src/dispatch/mime.ts). */
+/** The header of every email this Worker sends that names its notification (src/mail/mime.ts). */
 const NOTIFICATION_HEADER = 'x-notify-edge-notification'
 
 /** A Resend event in the common model. */

@@ -1,5 +1,5 @@
 import type { Logger } from '../log.ts'
-import { renewLease } from '../notifications/lease.ts'
+import { heldBy } from '../notifications/sql.ts'
 
 /**
  * The lease of one dispatch batch: a fresh token (the lease token, kept in the
@@ -62,4 +62,17 @@ export class DispatchLease {
       this.#log.warn('dispatch.lease-renewal-failed', { error })
     }
   }
+}
+
+/**
+ * Extends the lease of every notification still `sending` under `token`.
+ * Parameters: claim token, lease until, now.
+ */
+export function renewLease(db: D1Database, token: string, leaseUntil: string, now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET lease_until = ?2, updated_at = ?3
+       WHERE ${heldBy('?1')}`,
+    )
+    .bind(token, leaseUntil, now)
 }

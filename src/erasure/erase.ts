@@ -1,4 +1,4 @@
-import type { Operator } from '../api/auth.ts'
+import type { Operator } from '../audit/operator.ts'
 import { normalizeAddress } from '../suppression/store.ts'
 import type { ErasureParameters } from './parameters.ts'
 import { PSEUDONYM_PREFIX, pseudonymOf, userPseudonymOf } from './pseudonym.ts'

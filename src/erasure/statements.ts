@@ -4,7 +4,7 @@ import {
   NOTIFICATIONS_TO_ERASE,
   notificationsOfPerson,
   SENT_MESSAGES_TO_ERASE,
-} from '../notifications/erase.ts'
+} from './notification-statements.ts'
 import { bindErasure, type ErasureParameters } from './parameters.ts'
 
 /**

@@ -8,7 +8,7 @@
  */
 import { configOf } from '../config.ts'
 import { exampleModelOf } from '../templates/examples.ts'
-import { type Part, parsePart, render, TemplateError } from '../templates/render.ts'
+import { type Part, parsePart, render, TemplateError } from '../templates/sandbox.ts'
 import { type TemplateRow, templateFromRow } from '../templates/store.ts'
 import type { TemplateRefusal } from './types.ts'
 

@@ -2,8 +2,7 @@
  * What the chosen transport needs to send and to hear back: its secrets, no
  * pause, and a way for delivery events to come back.
  */
-import type { TransportPause } from '../dispatch/pause-row.ts'
-import type { Deployment, Finding } from './types.ts'
+import type { Deployment, Finding, PauseShown } from './types.ts'
 
 /** The configured transport (the schema's default when unset). */
 export function transportOf(deployment: Pick<Deployment, 'vars'>): 'cloudflare' | 'resend' {
@@ -93,7 +92,7 @@ export function pauseFixOf(code: string): string {
 }
 
 /** A paused transport: nothing is sent but one probe at a time until the cause is fixed. */
-export function pauseFindings(pause: TransportPause | null | undefined): Finding[] {
+export function pauseFindings(pause: PauseShown | null | undefined): Finding[] {
   if (!pause) return []
   return [
     {

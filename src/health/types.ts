@@ -5,7 +5,6 @@
  * ./findings.ts, one home for the Worker, the console and the CLI.
  */
 import type { ConfigIssue } from '../config.ts'
-import type { TransportPause } from '../dispatch/pause-row.ts'
 
 /** `blocker`: no email is delivered until it is fixed; `warning`: something else breaks; `info`: worth knowing. */
 export type Severity = 'blocker' | 'warning' | 'info'
@@ -66,10 +65,29 @@ export type Deployment = {
   /** Why the Worker's D1 database could not be read (the pause and the cron's last run are then unknown). */
   databaseError?: string
   /** The configured transport's pause: null none, undefined unknown. */
-  pause?: TransportPause | null
+  pause?: PauseShown | null
   /** Resend's answer about the sender's domain, when it was asked. */
   domain?: DomainCheck
   /** Stored templates in effect that do not render their example; undefined where not checked (a wrangler.toml, the console's banner). */
   templatesRefused?: readonly TemplateRefusal[]
   now: Date
+}
+
+/**
+ * A transport's pause as the health report shows it: the fields of its row
+ * (src/dispatch/pause.ts) that the findings and the console read. Kept here,
+ * free of the Worker's types, because the CLI's doctor applies the same
+ * findings to the report it fetched.
+ */
+export type PauseShown = {
+  /** The paused transport's name. */
+  transport: string
+  /** The provider's code of the refusal that paused it. */
+  code: string
+  /** The refusal in the provider's words, addresses masked. */
+  reason: string
+  /** When the pause began. */
+  since: string
+  /** When the next probe may be sent. */
+  probe_at: string
 }

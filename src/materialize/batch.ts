@@ -1,11 +1,12 @@
 import { type Config, configOf } from '../config.ts'
-import type { DecodedEvent, InboundEvent } from '../contracts/index.ts'
+import type { InboundEvent } from '../contracts/index.ts'
 import type { PipelineCode } from '../errors.ts'
+import type { DecodedEvent } from '../events/decode.ts'
 import type { Intent } from '../events/define.ts'
 import type { Logger } from '../log.ts'
 import { COUNTERS, CounterBatch } from '../metrics/counters.ts'
 import { countRoundTrips } from '../metrics/round-trips.ts'
-import { type Settlement, settle, settleFailure } from '../queue/policy.ts'
+import { Settlements } from '../queue/settlements.ts'
 
 /** A valid event with what it asks for: what planning reads. */
 export type Work = { event: DecodedEvent; source: string; intent: Intent }
@@ -39,7 +40,8 @@ export class BatchRun {
   readonly env: Env
   /** How many messages the batch holds. */
   readonly size: number
-  readonly #settlements = new Map<Message<unknown>, Settlement>()
+  /** Each message's settlement, under the events retry policy (RETRY_DELAYS_SECONDS). */
+  readonly settlements: Settlements
 
   constructor(batch: MessageBatch<unknown>, env: Env, log: Logger) {
     this.config = configOf(env)
@@ -51,6 +53,7 @@ export class BatchRun {
     this.log = log
     this.env = env
     this.size = batch.messages.length
+    this.settlements = new Settlements(this.config.RETRY_DELAYS_SECONDS)
   }
 
   /** Counts an outcome of `notify_events_total` (written with the batch, or after it). */
@@ -60,16 +63,15 @@ export class BatchRun {
 
   /** Ends a message that cannot succeed (its codes are `dead-letter` codes): a dead letter, as the error table decides. */
   deadLetter(item: Received, code: PipelineCode, error: string, fields: Record<string, unknown>): void {
-    const settled = settle({ code, error }, item.message.attempts, this.config.RETRY_DELAYS_SECONDS)
-    this.#settlements.set(item.message, settled)
+    const settled = this.settlements.failWith(item.message, { code, error })
     if (settled.action === 'dead-letter') this.count(item.inbound?.source ?? 'unknown', 'dead-lettered')
     this.log.warn('event.invalid', { ...fields, code, error })
   }
 
   /** Ends a message by the retry policy: retried while attempts remain, then a dead letter. */
   fail(item: Received, error: unknown, fields: Record<string, unknown>, kind?: string): void {
-    const settled = settleFailure(error, item.message.attempts, this.config.RETRY_DELAYS_SECONDS)
-    this.#settlements.set(item.message, settled.action === 'dead-letter' && kind ? { ...settled, kind } : settled)
+    const settled = this.settlements.fail(item.message, error)
+    if (settled.action === 'dead-letter' && kind) this.settlements.settle(item.message, { ...settled, kind })
     if (settled.action === 'dead-letter') this.count(String(fields.source ?? item.inbound?.source), 'dead-lettered')
     this.log.warn(`event.${settled.action}`, {
       ...fields,
@@ -81,12 +83,7 @@ export class BatchRun {
 
   /** Ends a message that is done with (processed, ignored, or a duplicate). */
   ack(item: Received): void {
-    this.#settlements.set(item.message, { action: 'ack' })
-  }
-
-  /** Every message's settlement. */
-  settlements(): ReadonlyMap<Message<unknown>, Settlement> {
-    return this.#settlements
+    this.settlements.ack(item.message)
   }
 }
 

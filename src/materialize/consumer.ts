@@ -1,5 +1,4 @@
 import type { Logger } from '../log.ts'
-import { settleBatch } from '../queue/settle.ts'
 import { BatchRun } from './batch.ts'
 import { decodeStage } from './stages/decode.ts'
 import { enqueueStage } from './stages/enqueue.ts'
@@ -31,5 +30,5 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
   const enqueued = await enqueueStage(run, written)
   await releaseStage(run, written)
   await finishStage(run, enqueued)
-  await settleBatch(batch, run.settlements(), { dlq: env.DLQ, log })
+  await run.settlements.finish(batch, { dlq: env.DLQ, log })
 }

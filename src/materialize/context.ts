@@ -2,7 +2,7 @@ import type { DeliveryMode } from '../events/define.ts'
 import type { DecisionRef } from '../notifications/decision.ts'
 import { optOutKey } from '../preferences/store.ts'
 import { STATUS_AS_FILTER } from '../sql.ts'
-import type { TemplateSource } from '../templates/render.ts'
+import type { TemplateSource } from '../templates/sandbox.ts'
 import { activeTemplatesOf, templatesOf } from '../templates/store.ts'
 import { type Contact, type ContactRow, contactFromRow } from './contacts.ts'
 

@@ -1,5 +1,5 @@
 import type { DigestSchedule } from '../events/define.ts'
-import { localSeconds } from './quiet-hours.ts'
+import { localSeconds } from '../templates/quiet-hours.ts'
 
 const DAY_SECONDS = 86_400
 

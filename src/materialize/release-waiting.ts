@@ -1,6 +1,5 @@
 import type { Config } from '../config.ts'
 import { notificationDeadLetter } from '../dead-letters/notification.ts'
-import { dispatchFor } from '../dispatch/message.ts'
 import { pseudonymOf } from '../erasure/pseudonym.ts'
 import type { PipelineError } from '../errors.ts'
 import type { Urgency } from '../events/define.ts'
@@ -14,11 +13,12 @@ import {
   selectReleasable,
   takeAwaiting,
 } from '../notifications/contact-wait.ts'
+import { dispatchFor } from '../queue/dispatch-message.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
+import { renderNotification } from '../templates/render-notification.ts'
 import { loadContext } from './context.ts'
 import { notificationWrites } from './notification-writes.ts'
 import { type NotificationSource, notificationFor } from './plan-event.ts'
-import { renderNotification } from './render-notification.ts'
 
 /** Waiting notifications released per call; the cron takes the rest a minute later. */
 const RELEASE_BATCH = 200

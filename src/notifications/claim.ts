@@ -19,7 +19,7 @@ export type ClaimedRow = {
   send_attempts: number
   trace_id: string | null
   unsubscribe_url: string | null
-  /** The batch it is sent with (src/notifications/batch.ts), or null when it is sent alone. */
+  /** The batch it is sent with (src/notifications/bundles.ts), or null when it is sent alone. */
   batch_id: string | null
   batch_position: number | null
   /** 1 when it must not join a batch (one it was in was refused as invalid). */

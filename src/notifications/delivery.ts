@@ -1,15 +1,15 @@
-import type { DeliveryEvent } from '../delivery/model.ts'
 import { mayHaveGoneOut } from './sql.ts'
 
 /**
  * Sets a notification's delivery status unless a later event set it already:
  * providers do not promise order, and a `deferred` that arrives after the
- * `delivered` it preceded must not win. Parameters: id, status, event time, now.
+ * `delivered` it preceded must not win. Parameters: id, the delivery status, event time, now.
  */
 export function applyDeliveryStatus(
   db: D1Database,
   notificationId: string,
-  event: DeliveryEvent,
+  status: string,
+  occurredAt: string,
   now: string,
 ): D1PreparedStatement {
   return db
@@ -17,7 +17,7 @@ export function applyDeliveryStatus(
       `UPDATE notifications SET delivery_status = ?2, delivery_at = ?3, updated_at = ?4
        WHERE id = ?1 AND (delivery_at IS NULL OR delivery_at <= ?3)`,
     )
-    .bind(notificationId, event.status, event.occurredAt, now)
+    .bind(notificationId, status, occurredAt, now)
 }
 
 /**
@@ -33,8 +33,9 @@ export function applyDeliveryStatus(
 export function settleUnknownOutcome(
   db: D1Database,
   notificationId: string,
-  event: DeliveryEvent,
+  occurredAt: string,
   now: string,
+  providerMessageId: string,
 ): D1PreparedStatement {
   return db
     .prepare(
@@ -44,7 +45,7 @@ export function settleUnknownOutcome(
        WHERE id = ?1 AND (status = 'unknown' OR (status IN ('pending', 'paused') AND ${mayHaveGoneOut('notifications')})
                           OR (status = 'failed' AND error_code = 'NTF_SEND_UNKNOWN'))`,
     )
-    .bind(notificationId, event.occurredAt, now, event.providerMessageId)
+    .bind(notificationId, occurredAt, now, providerMessageId)
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Urgency } from '../events/define.ts'
 import { STATUS_AS_FILTER } from '../sql.ts'
+import { insertInto, own, RECIPIENT_COLUMNS, valuesOf } from './insert.ts'
 import type { NotificationRow } from './row.ts'
 
 /**
@@ -18,47 +19,38 @@ export type DigestMember = NotificationRow & { status: 'digested'; digest: { id:
  * open (the partial unique index `notifications_collecting` makes the insert
  * do nothing then) or the member already exists. The digest row takes the
  * member's recipient snapshot and unsubscribe link; it is `collecting` until
- * `scheduled_at`, its close. `onlyIf`: one more SQL condition over these
- * parameters and `extra`'s, from ?16 (the throttle's: ./throttle.ts).
- * Parameters: see the binding below.
+ * `scheduled_at`, its close. `onlyIf`: one more SQL condition over the
+ * insert's named values and `extra` (the throttle's: ./throttle.ts).
  */
 export function openDigest(
   db: D1Database,
   member: DigestMember,
   now: string,
   onlyIf = 'true',
-  extra: readonly unknown[] = [],
+  extra: Readonly<Record<string, unknown>> = {},
 ): D1PreparedStatement {
-  return db
-    .prepare(
-      `INSERT INTO notifications
-         (id, idempotency_key, event_id, source, kind, channel, urgency, recipient_user_id, recipient_email,
-          recipient_name, locale, time_zone, status, scheduled_at, enqueued_at, created_at, updated_at,
-          unsubscribe_url, recipient_hash, is_digest)
-       SELECT ?1, 'digest:' || ?1, 'digest:' || ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'collecting', ?11, ?12, ?12,
-          ?12, ?13, ?14, 1
-       WHERE NOT EXISTS (SELECT 1 FROM notifications WHERE id = ?15) AND ${onlyIf}
-       ON CONFLICT DO NOTHING`,
-    )
-    .bind(
-      member.digest.id,
-      member.source,
-      member.kind,
-      member.channel,
-      member.urgency,
-      member.recipientUserId,
-      member.recipientEmail,
-      member.recipientName,
-      member.locale,
-      member.timeZone,
-      member.digest.closesAt,
-      now,
-      member.unsubscribeUrl,
-      member.recipientHash,
-      member.id,
-      ...extra,
-    )
+  return insertInto(db, {
+    values: { ...valuesOf(member, now), digest_id: member.digest.id, closes_at: member.digest.closesAt, ...extra },
+    columns: {
+      id: '{digest_id}',
+      idempotency_key: "'digest:' || {digest_id}",
+      event_id: "'digest:' || {digest_id}",
+      ...own(...RECIPIENT_COLUMNS),
+      status: "'collecting'",
+      scheduled_at: '{closes_at}',
+      enqueued_at: '{now}',
+      created_at: '{now}',
+      updated_at: '{now}',
+      ...own('unsubscribe_url', 'recipient_hash'),
+      is_digest: '1',
+    },
+    where: `NOT EXISTS (SELECT 1 FROM notifications WHERE id = {id}) AND ${onlyIf}`,
+  })
 }
+
+/** The digest open for the recipient, kind and channel of the row being inserted (its named values). */
+export const OPEN_DIGEST = `(SELECT id FROM notifications
+  WHERE recipient_user_id = {recipient_user_id} AND kind = {kind} AND channel = {channel} AND status = 'collecting')`
 
 /**
  * Inserts a member into the digest open for its recipient, kind and channel —
@@ -69,37 +61,22 @@ export function openDigest(
  * conflict is seen).
  */
 export function insertMember(db: D1Database, member: DigestMember, now: string): D1PreparedStatement {
-  return db
-    .prepare(
-      `INSERT INTO notifications
-         (id, idempotency_key, event_id, source, kind, channel, urgency, recipient_user_id, recipient_email,
-          recipient_name, locale, time_zone, status, is_fallback, scheduled_at, trace_id, enqueued_at, created_at,
-          updated_at, unsubscribe_url, model, recipient_hash, digest_id)
-       SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'digested', 0, ?13, ?14, NULL, ?13, ?13, ?15, ?16, ?17,
-          (SELECT id FROM notifications
-           WHERE recipient_user_id = ?8 AND kind = ?5 AND channel = ?6 AND status = 'collecting')
-       WHERE NOT EXISTS (SELECT 1 FROM notifications WHERE id = ?1)
-       ON CONFLICT DO NOTHING`,
-    )
-    .bind(
-      member.id,
-      member.idempotencyKey,
-      member.eventId,
-      member.source,
-      member.kind,
-      member.channel,
-      member.urgency,
-      member.recipientUserId,
-      member.recipientEmail,
-      member.recipientName,
-      member.locale,
-      member.timeZone,
-      now,
-      member.traceId,
-      member.unsubscribeUrl,
-      member.model,
-      member.recipientHash,
-    )
+  return insertInto(db, {
+    values: valuesOf(member, now),
+    columns: {
+      ...own('id', 'idempotency_key', 'event_id', ...RECIPIENT_COLUMNS),
+      status: "'digested'",
+      is_fallback: '0',
+      scheduled_at: '{now}',
+      trace_id: '{trace_id}',
+      enqueued_at: 'NULL',
+      created_at: '{now}',
+      updated_at: '{now}',
+      ...own('unsubscribe_url', 'model', 'recipient_hash'),
+      digest_id: OPEN_DIGEST,
+    },
+    where: 'NOT EXISTS (SELECT 1 FROM notifications WHERE id = {id})',
+  })
 }
 
 /** Whether a planned notification is told in a digest. */

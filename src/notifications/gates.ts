@@ -124,12 +124,12 @@ export function idempotencyWindowGate(
 }
 
 /**
- * `PAST_WINDOW` for a whole batch (src/notifications/batch.ts): its members
+ * `PAST_WINDOW` for a whole batch (src/notifications/bundles.ts): its members
  * share one key, so when any may have gone out before `edge`, every member
  * not yet final — claimable, or held by this claim — waits.
  * Parameters: batch id, now, edge, decide at, claim token.
  */
-export function batchWindowGate(
+export function bundleWindowGate(
   db: D1Database,
   batchId: string,
   now: string,

@@ -1,51 +1,116 @@
 import type { NotificationRow } from './row.ts'
 
 /**
- * Inserts a notification unless (event, recipient, channel, kind) already has
- * one (INV-NTF-1). Parameters: the fields of `NotificationRow`, now, decision time, unsubscribe link,
- * the address's pseudonym.
+ * An insert of one notification: the columns it writes, each as an SQL
+ * expression over named values (`{name}`, bound as parameters), an optional
+ * `from` (a row the expressions may read) and a guard (`where`). Every kind of
+ * notification row — one to send, a digest opened, a digest's member, one of
+ * a throttled kind — is written by this one statement shape, its columns
+ * named rather than bound by position.
  */
-export function insertNotification(db: D1Database, row: NotificationRow, now: string): D1PreparedStatement {
+export type NotificationInsert = {
+  /** The values the expressions name; only those named are bound. */
+  values: Readonly<Record<string, unknown>>
+  /** Each column written, with the SQL of its value. */
+  columns: Readonly<Record<string, string>>
+  from?: string
+  where?: string
+}
+
+/** Each of these columns written with the value of its own name. */
+export function own(...names: readonly string[]): Record<string, string> {
+  return Object.fromEntries(names.map((name) => [name, `{${name}}`]))
+}
+
+/** The columns a planned notification shares with every row it can become, written with their own values. */
+export const RECIPIENT_COLUMNS = [
+  'source',
+  'kind',
+  'channel',
+  'urgency',
+  'recipient_user_id',
+  'recipient_email',
+  'recipient_name',
+  'locale',
+  'time_zone',
+] as const
+
+/** A planned notification's values, each under its column's name, and `now`. */
+export function valuesOf(row: NotificationRow, now: string): Record<string, unknown> {
+  return {
+    id: row.id,
+    idempotency_key: row.idempotencyKey,
+    event_id: row.eventId,
+    source: row.source,
+    kind: row.kind,
+    channel: row.channel,
+    urgency: row.urgency,
+    recipient_user_id: row.recipientUserId,
+    recipient_email: row.recipientEmail,
+    recipient_name: row.recipientName,
+    locale: row.locale,
+    time_zone: row.timeZone,
+    subject: row.subject,
+    text_body: row.textBody,
+    html_body: row.htmlBody,
+    template_version: row.templateVersion,
+    status: row.status,
+    status_reason: row.statusReason,
+    error_code: row.errorCode,
+    is_fallback: row.isFallback ? 1 : 0,
+    decision_person: row.decisionPerson,
+    decision_request: row.decisionRequest,
+    decision_at: row.decisionAt,
+    scheduled_at: row.scheduledAt,
+    trace_id: row.traceId,
+    unsubscribe_url: row.unsubscribeUrl,
+    model: row.model,
+    recipient_hash: row.recipientHash,
+    now,
+  }
+}
+
+/**
+ * The statement of an insert: `INSERT … SELECT … WHERE … ON CONFLICT DO
+ * NOTHING`, so that a notification that exists already — by its id, or its
+ * (event, recipient, channel, kind) (INV-NTF-1) — is never written twice.
+ * The `WHERE` is always there: SQLite needs it to read `ON CONFLICT` after a
+ * `SELECT` as the upsert clause.
+ */
+export function insertInto(db: D1Database, insert: NotificationInsert): D1PreparedStatement {
+  const bound: string[] = []
+  const fill = (sql: string) =>
+    sql.replace(/\{(\w+)\}/g, (_, name: string) => {
+      if (!(name in insert.values)) throw new Error(`notification insert: no value named ${name}`)
+      const at = bound.includes(name) ? bound.indexOf(name) : bound.push(name) - 1
+      return `?${at + 1}`
+    })
+  const columns = Object.keys(insert.columns)
+  const select = columns.map((column) => fill(insert.columns[column] as string)).join(', ')
+  const from = insert.from ? ` FROM ${fill(insert.from)}` : ''
+  const where = fill(insert.where ?? 'true')
   return db
     .prepare(
-      `INSERT INTO notifications
-         (id, idempotency_key, event_id, source, kind, channel, urgency, recipient_user_id,
-          recipient_email, recipient_name, locale, time_zone, subject, text_body, html_body, template_version,
-          status, status_reason, error_code, is_fallback, decision_person, decision_request, scheduled_at,
-          trace_id, enqueued_at, created_at, updated_at, decision_at, unsubscribe_url, model, recipient_hash)
-       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,
-          ?22, ?23, ?24, ?25, ?25, ?25, ?26, ?27, ?28, ?29)
-       ON CONFLICT DO NOTHING`,
+      `INSERT INTO notifications (${columns.join(', ')}) SELECT ${select}${from} WHERE ${where} ON CONFLICT DO NOTHING`,
     )
-    .bind(
-      row.id,
-      row.idempotencyKey,
-      row.eventId,
-      row.source,
-      row.kind,
-      row.channel,
-      row.urgency,
-      row.recipientUserId,
-      row.recipientEmail,
-      row.recipientName,
-      row.locale,
-      row.timeZone,
-      row.subject,
-      row.textBody,
-      row.htmlBody,
-      row.templateVersion,
-      row.status,
-      row.statusReason,
-      row.errorCode,
-      row.isFallback ? 1 : 0,
-      row.decisionPerson,
-      row.decisionRequest,
-      row.scheduledAt,
-      row.traceId,
-      now,
-      row.decisionAt,
-      row.unsubscribeUrl,
-      row.model,
-      row.recipientHash,
-    )
+    .bind(...bound.map((name) => insert.values[name]))
+}
+
+/**
+ * Inserts a notification as planned — to send, awaiting its contact, opted
+ * out — unless (event, recipient, channel, kind) already has one (INV-NTF-1).
+ */
+export function insertNotification(db: D1Database, row: NotificationRow, now: string): D1PreparedStatement {
+  return insertInto(db, {
+    values: valuesOf(row, now),
+    columns: {
+      ...own('id', 'idempotency_key', 'event_id', ...RECIPIENT_COLUMNS),
+      ...own('subject', 'text_body', 'html_body', 'template_version', 'status', 'status_reason', 'error_code'),
+      ...own('is_fallback', 'decision_person', 'decision_request', 'decision_at', 'scheduled_at', 'trace_id'),
+      enqueued_at: '{now}',
+      created_at: '{now}',
+      updated_at: '{now}',
+      ...own('unsubscribe_url', 'model', 'recipient_hash'),
+    },
+  })
 }

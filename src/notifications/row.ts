@@ -1,7 +1,6 @@
 import { sha256Hex } from '../crypto.ts'
 import type { Urgency } from '../events/define.ts'
 import type { NotificationStatus } from './status.ts'
-import type { Throttle } from './throttle.ts'
 
 /** A notification as materialize writes it. */
 export type NotificationRow = {
@@ -61,4 +60,16 @@ export async function notificationId(eventId: string, userId: string, channel: s
  */
 export function newNotificationId(): string {
   return `ntf_${crypto.randomUUID().replaceAll('-', '')}`
+}
+
+/** A kind's throttle as a planned notification carries it. */
+export type Throttle = {
+  max: number
+  windowMinutes: number
+  /** When the current window must have begun to still run: now minus the window. */
+  windowFloor: string
+  /** The digest it folds into past the throttle, opened with this id and close if none is open. */
+  digest?: { id: string; closesAt: string }
+  /** Its template model (JSON), kept should it fold into the digest. */
+  model: string
 }

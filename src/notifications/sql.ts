@@ -21,7 +21,7 @@ export function claimable(due: string, leaseEnded: string, status = 'status'): s
 
 /**
  * The notifications a claim batch is about: `?1` is a JSON array of
- * `{id, due, messageId}` (src/dispatch/claim-stage.ts), one per message of the
+ * `{id, due, messageId}` (src/dispatch/stages/claim.ts), one per message of the
  * consumer batch, so each claim statement runs once per batch, not once per
  * message. The subquery is not correlated, so SQLite looks each id up by the
  * primary key — as long as the statement names its status `STATUS_AS_FILTER`

@@ -1,5 +1,6 @@
-import { type DigestMember, openDigest } from './digest.ts'
-import type { NotificationRow } from './row.ts'
+import { type DigestMember, OPEN_DIGEST, openDigest } from './digest.ts'
+import { insertInto, own, RECIPIENT_COLUMNS, valuesOf } from './insert.ts'
+import type { NotificationRow, Throttle } from './row.ts'
 
 /**
  * A kind's throttle — at most `max` notifications of it to one recipient on
@@ -28,18 +29,6 @@ import type { NotificationRow } from './row.ts'
  * recipient gets keep the limit too.
  */
 
-/** A kind's throttle as a planned notification carries it. */
-export type Throttle = {
-  max: number
-  windowMinutes: number
-  /** When the current window must have begun to still run: now minus the window. */
-  windowFloor: string
-  /** The digest it folds into past the throttle, opened with this id and close if none is open. */
-  digest?: { id: string; closesAt: string }
-  /** Its template model (JSON), kept should it fold into the digest. */
-  model: string
-}
-
 /** A notification of a throttled kind as planned: pending, with its throttle. */
 export type ThrottledRow = NotificationRow & { status: 'pending'; throttle: Throttle }
 
@@ -54,6 +43,14 @@ const windowFull = (user: string, kind: string, channel: string, max: string, fl
   `(SELECT count(*) FROM throttle_windows t, json_each(t.places) p
     WHERE t.user_id = ${user} AND t.kind = ${kind} AND t.channel = ${channel} AND p.value > ${floor}) >= ${max}`
 
+/** The window of the row being inserted is full (over its named values and `max`, `window_floor`). */
+const FULL = windowFull('{recipient_user_id}', '{kind}', '{channel}', '{max}', '{window_floor}')
+
+/** The throttle's own values, beside the row's, for `FULL`. */
+function throttleValues(row: ThrottledRow): Record<string, unknown> {
+  return { max: row.throttle.max, window_floor: row.throttle.windowFloor }
+}
+
 /**
  * Opens the recipient's digest of the kind when the window is full, none is
  * open, and the notification does not exist yet (`openDigest`, under one more
@@ -62,70 +59,48 @@ const windowFull = (user: string, kind: string, channel: string, max: string, fl
 export function openDigestOverThrottle(db: D1Database, row: ThrottledRow, now: string): D1PreparedStatement {
   const digest = row.throttle.digest as { id: string; closesAt: string }
   const member: DigestMember = { ...row, status: 'digested', digest }
-  return openDigest(db, member, now, windowFull('?6', '?3', '?4', String(row.throttle.max), '?16'), [
-    row.throttle.windowFloor,
-  ])
+  return openDigest(db, member, now, FULL, throttleValues(row))
 }
 
 /**
  * Inserts the notification as `pending` while its window has room; past it,
  * as a member of the open digest when the kind has one (its model kept, its
  * own rendering dropped), else `throttled` (its rendering kept: what it would
- * have said). Nothing when it exists. Parameters: see the binding.
+ * have said). Nothing when it exists.
  */
 export function insertThrottled(db: D1Database, row: ThrottledRow, now: string): D1PreparedStatement {
-  const folds = row.throttle.digest ? 1 : 0
-  const over = windowFull('?8', '?5', '?6', '?23', '?26')
-  const reason = `over the throttle of ${row.throttle.max} per ${row.throttle.windowMinutes} min`
-  return db
-    .prepare(
-      `INSERT INTO notifications
-         (id, idempotency_key, event_id, source, kind, channel, urgency, recipient_user_id,
-          recipient_email, recipient_name, locale, time_zone, subject, text_body, html_body, template_version,
-          status, status_reason, is_fallback, scheduled_at, trace_id, enqueued_at, created_at, updated_at,
-          unsubscribe_url, model, recipient_hash, digest_id, throttled)
-       SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
-          CASE WHEN fold THEN NULL ELSE ?13 END, CASE WHEN fold THEN NULL ELSE ?14 END,
-          CASE WHEN fold THEN NULL ELSE ?15 END, CASE WHEN fold THEN NULL ELSE ?16 END,
-          CASE WHEN fold THEN 'digested' WHEN over THEN 'throttled' ELSE 'pending' END,
-          CASE WHEN fold THEN ?25 || ': told in the next digest' WHEN over THEN ?25 ELSE NULL END,
-          0, ?17, ?18, ?19, ?19, ?19, ?20, CASE WHEN fold THEN ?21 ELSE NULL END, ?22,
-          CASE WHEN fold THEN (SELECT id FROM notifications
-                               WHERE recipient_user_id = ?8 AND kind = ?5 AND channel = ?6 AND status = 'collecting')
-          END,
-          CASE WHEN over THEN 0 ELSE 1 END
-       FROM (SELECT ${over} AS over, ${over} AND ?24 = 1 AS fold)
-       WHERE NOT EXISTS (SELECT 1 FROM notifications WHERE id = ?1)
-       ON CONFLICT DO NOTHING`,
-    )
-    .bind(
-      row.id,
-      row.idempotencyKey,
-      row.eventId,
-      row.source,
-      row.kind,
-      row.channel,
-      row.urgency,
-      row.recipientUserId,
-      row.recipientEmail,
-      row.recipientName,
-      row.locale,
-      row.timeZone,
-      row.subject,
-      row.textBody,
-      row.htmlBody,
-      row.templateVersion,
-      row.scheduledAt,
-      row.traceId,
-      now,
-      row.unsubscribeUrl,
-      row.throttle.model,
-      row.recipientHash,
-      row.throttle.max,
-      folds,
-      reason,
-      row.throttle.windowFloor,
-    )
+  const unlessFolded = (column: string) => `CASE WHEN fold THEN NULL ELSE {${column}} END`
+  return insertInto(db, {
+    values: {
+      ...valuesOf(row, now),
+      ...throttleValues(row),
+      model: row.throttle.model,
+      folds: row.throttle.digest ? 1 : 0,
+      reason: `over the throttle of ${row.throttle.max} per ${row.throttle.windowMinutes} min`,
+    },
+    columns: {
+      ...own('id', 'idempotency_key', 'event_id', ...RECIPIENT_COLUMNS),
+      subject: unlessFolded('subject'),
+      text_body: unlessFolded('text_body'),
+      html_body: unlessFolded('html_body'),
+      template_version: unlessFolded('template_version'),
+      status: "CASE WHEN fold THEN 'digested' WHEN over THEN 'throttled' ELSE 'pending' END",
+      status_reason:
+        "CASE WHEN fold THEN {reason} || ': told in the next digest' WHEN over THEN {reason} ELSE NULL END",
+      is_fallback: '0',
+      ...own('scheduled_at', 'trace_id'),
+      enqueued_at: '{now}',
+      created_at: '{now}',
+      updated_at: '{now}',
+      unsubscribe_url: '{unsubscribe_url}',
+      model: 'CASE WHEN fold THEN {model} ELSE NULL END',
+      recipient_hash: '{recipient_hash}',
+      digest_id: `CASE WHEN fold THEN ${OPEN_DIGEST} END`,
+      throttled: 'CASE WHEN over THEN 0 ELSE 1 END',
+    },
+    from: `(SELECT ${FULL} AS over, ${FULL} AND {folds} = 1 AS fold)`,
+    where: 'NOT EXISTS (SELECT 1 FROM notifications WHERE id = {id})',
+  })
 }
 
 /**

@@ -6,7 +6,7 @@
  * MIME, not in a dead letter. Only an admin's revealed (and audited) read
  * carries the real link.
  */
-import { unstructuredBody } from '../dispatch/header-fields.ts'
+import { unstructuredBody } from '../mail/header-fields.ts'
 
 /**
  * A token as `signUnsubscribe` makes it, of any version: `v{n}.{payload}.{MAC}`

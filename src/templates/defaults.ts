@@ -1,5 +1,5 @@
 import { templateKeys } from '../events/registry.ts'
-import type { TemplateSource } from './render.ts'
+import type { TemplateSource } from './sandbox.ts'
 
 /**
  * The default templates of `kinds` — kind names, or a digest's key

@@ -1,4 +1,4 @@
-import type { TemplateSource } from './render.ts'
+import type { TemplateSource } from './sandbox.ts'
 
 /**
  * Locales to try for a recipient, most specific first: `ru-RU → ru → DEFAULT_LOCALE`

@@ -1,5 +1,5 @@
 import { defaultTemplates } from './defaults.ts'
-import type { TemplateSource } from './render.ts'
+import type { TemplateSource } from './sandbox.ts'
 
 /** A `templates` row as D1 returns it. */
 export type TemplateRow = {

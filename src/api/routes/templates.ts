@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi'
 import { auditChange } from '../../audit/store.ts'
+import type { TemplateLimits } from '../../config.ts'
 import { configOf } from '../../config.ts'
 import { Locale } from '../../contracts/fields.ts'
 import { ApiError, type FieldIssue } from '../../errors.ts'
@@ -12,9 +13,8 @@ import {
   previewLimits,
   render,
   TemplateError,
-  type TemplateLimits,
   type TemplateSource,
-} from '../../templates/render.ts'
+} from '../../templates/sandbox.ts'
 import { saveTemplate, templateInEffect } from '../../templates/store.ts'
 import { ADMIN_ERRORS, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
 import { oneRenderAtATime } from '../render-turns.ts'

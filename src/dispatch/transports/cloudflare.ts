@@ -1,6 +1,6 @@
 import { EmailMessage } from 'cloudflare:email'
-import { checkMessageLimits } from '../limits.ts'
-import { buildMime, messageIdOf } from '../mime.ts'
+import { checkMessageLimits } from '../../mail/limits.ts'
+import { buildMime, messageIdOf } from '../../mail/mime.ts'
 import { meaningOf } from './cloudflare-errors.ts'
 import { SendError, type Transport } from './types.ts'
 

@@ -1,6 +1,6 @@
 import { RESEND_TIMEOUT_DEFAULT_SECONDS } from '../../config.ts'
+import { buildMime, listHeadersOf, type Mail, messageIdOf } from '../../mail/mime.ts'
 import { USER_AGENT } from '../../version.ts'
-import { buildMime, listHeadersOf, type Mail, messageIdOf } from '../mime.ts'
 import type { PaceObserver } from '../pace/answer.ts'
 import { SendError, type SendOutcome, type Transport } from './types.ts'
 

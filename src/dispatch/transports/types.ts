@@ -1,5 +1,5 @@
 import type { PipelineCode } from '../../errors.ts'
-import type { Mail } from '../mime.ts'
+import type { Mail } from '../../mail/mime.ts'
 
 /** What a transport reports for a message it accepted. */
 export type Sent = { providerId: string; raw: string; messageId: string }

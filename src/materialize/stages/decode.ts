@@ -1,11 +1,5 @@
-import {
-  decodeInbound,
-  describeIssues,
-  type EventIdentity,
-  type InboundEvent,
-  InboundEventSchema,
-  toFieldIssues,
-} from '../../contracts/index.ts'
+import { describeIssues, type InboundEvent, InboundEventSchema, toFieldIssues } from '../../contracts/index.ts'
+import { decodeInbound, type EventIdentity } from '../../events/decode.ts'
 import { type BatchRun, describe, type EventItem, identityOf, type Work } from '../batch.ts'
 import type { ProcessedEvent } from '../processed.ts'
 

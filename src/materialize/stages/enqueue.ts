@@ -1,5 +1,5 @@
-import { dispatchFor } from '../../dispatch/message.ts'
 import { PipelineError } from '../../errors.ts'
+import { dispatchFor } from '../../queue/dispatch-message.ts'
 import { type Outgoing, sendAll } from '../../queue/send.ts'
 import type { BatchRun } from '../batch.ts'
 import type { Written } from './write.ts'

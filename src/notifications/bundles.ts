@@ -2,27 +2,27 @@ import { CLAIMED_COLUMNS } from './claim.ts'
 import { claimable, heldBy, TAKEN_OVER, TRY_NOT_COUNTED } from './sql.ts'
 
 /**
- * Batches of notifications sent in one provider request under one
+ * Bundles of notifications sent in one provider request under one
  * idempotency key (`send_batches`). Membership is written once, before the
- * first request, under the claim that made the batch; from then on a member
- * is only ever sent with its whole batch, in the same order, so a retry is
+ * first request, under the claim that made the bundle; from then on a member
+ * is only ever sent with its whole bundle, in the same order, so a retry is
  * the same request and the provider answers it instead of sending again. A
- * batch the provider refused as a whole — nothing was sent under its key —
- * lets its members go (`leaveBatch`), and they are sent again like any other.
+ * bundle the provider refused as a whole — nothing was sent under its key —
+ * lets its members go (`leaveBundle`), and they are sent again like any other.
  */
 
-/** A new batch. Parameters: id (its idempotency key), transport, size, now. */
-export function createBatch(db: D1Database, id: string, transport: string, size: number, now: string) {
+/** A new bundle. Parameters: id (its idempotency key), transport, size, now. */
+export function createBundle(db: D1Database, id: string, transport: string, size: number, now: string) {
   return db
     .prepare('INSERT INTO send_batches (id, transport, size, created_at) VALUES (?1, ?2, ?3, ?4)')
     .bind(id, transport, size, now)
 }
 
 /**
- * Puts a notification this claim holds into a batch at `position`, unless it is
- * in one already or must be sent alone. Parameters: id, batch id, position, claim token.
+ * Puts a notification this claim holds into a bundle at `position`, unless it is
+ * in one already or must be sent alone. Parameters: id, bundle id, position, claim token.
  */
-export function joinBatch(db: D1Database, id: string, batchId: string, position: number, token: string) {
+export function joinBundle(db: D1Database, id: string, batchId: string, position: number, token: string) {
   return db
     .prepare(
       `UPDATE notifications SET batch_id = ?2, batch_position = ?3
@@ -32,16 +32,16 @@ export function joinBatch(db: D1Database, id: string, batchId: string, position:
 }
 
 /**
- * Claims every member of a batch a delivery may take (`claimable`, as a single
+ * Claims every member of a bundle a delivery may take (`claimable`, as a single
  * claim would), under this claim's token and lease, and counts the attempt.
  * Members this claim already holds are left as they are. Without the claim's
  * gates and decision holds (src/notifications/claim.ts): the members were
- * judged when the batch was made, and a batch is sent whole or not at all. A
- * verification decision never reaches here: it joins no batch
- * (src/dispatch/batch-stage.ts), its claim's holds decide it alone.
- * Parameters: batch id, now, lease until, claim token.
+ * judged when the bundle was made, and a bundle is sent whole or not at all. A
+ * verification decision never reaches here: it joins no bundle
+ * (src/dispatch/stages/bundle.ts), its claim's holds decide it alone.
+ * Parameters: bundle id, now, lease until, claim token.
  */
-export function claimBatch(db: D1Database, batchId: string, now: string, leaseUntil: string, token: string) {
+export function claimBundle(db: D1Database, batchId: string, now: string, leaseUntil: string, token: string) {
   return db
     .prepare(
       `UPDATE notifications SET status = 'sending', lease_until = ?3, claim_token = ?4,
@@ -51,8 +51,8 @@ export function claimBatch(db: D1Database, batchId: string, now: string, leaseUn
     .bind(batchId, now, leaseUntil, token)
 }
 
-/** Every member of a batch in its order, with the claim token that holds it. Parameters: batch id. */
-export function batchMembers(db: D1Database, batchId: string) {
+/** Every member of a bundle in its order, with the claim token that holds it. Parameters: bundle id. */
+export function bundleMembers(db: D1Database, batchId: string) {
   return db
     .prepare(`SELECT ${CLAIMED_COLUMNS}, claim_token FROM notifications WHERE batch_id = ?1 ORDER BY batch_position`)
     .bind(batchId)
@@ -60,7 +60,7 @@ export function batchMembers(db: D1Database, batchId: string) {
 
 /**
  * A member this claim took but cannot send, because another delivery holds a
- * part of its batch: back to `pending` at the time it had, its attempt not
+ * part of its bundle: back to `pending` at the time it had, its attempt not
  * counted, so its own dispatch message still finds it.
  * Parameters: id, now, claim token.
  */
@@ -74,12 +74,12 @@ export function giveBackMember(db: D1Database, id: string, now: string, token: s
 }
 
 /**
- * The members this claim holds leave their batch: the provider refused the
- * batch's request itself, so nothing was sent under its key. With `alone`,
- * they are sent alone from now on (the batch was refused as invalid: one of
- * them is, and it must fail by itself). Parameters: batch id, claim token, alone (0 or 1).
+ * The members this claim holds leave their bundle: the provider refused the
+ * bundle's request itself, so nothing was sent under its key. With `alone`,
+ * they are sent alone from now on (the bundle was refused as invalid: one of
+ * them is, and it must fail by itself). Parameters: bundle id, claim token, alone (0 or 1).
  */
-export function leaveBatch(db: D1Database, batchId: string, token: string, alone: boolean) {
+export function leaveBundle(db: D1Database, batchId: string, token: string, alone: boolean) {
   return db
     .prepare(
       `UPDATE notifications SET batch_id = NULL, batch_position = NULL, send_alone = max(send_alone, ?3)

@@ -1,9 +1,6 @@
 import { z } from '@hono/zod-openapi'
 import { Hono } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
-import { requireIngest } from '../api/auth.ts'
-import { errors, json } from '../api/openapi.ts'
-import { SECURITY_OF } from '../api/roles.ts'
 import {
   INBOUND_EVENT_MAX_BYTES,
   INGEST_MAX_BYTES,
@@ -11,10 +8,13 @@ import {
   IngestRequestSchema,
   toFieldIssues,
   utf8Length,
-} from '../contracts/index.ts'
-import { ApiError, type FieldIssue } from '../errors.ts'
-import { loggerFor } from '../log.ts'
-import { sendAll } from '../queue/send.ts'
+} from '../../contracts/index.ts'
+import { ApiError, type FieldIssue } from '../../errors.ts'
+import { loggerFor } from '../../log.ts'
+import { sendAll } from '../../queue/send.ts'
+import { requireIngest } from '../auth.ts'
+import { errors, json } from '../openapi.ts'
+import { SECURITY_OF } from '../roles.ts'
 
 /** The OpenAPI description of `POST /v1/ingest` (the route validates its body itself: its size before parsing it). */
 export const ingestDoc = {

@@ -1,48 +1,48 @@
-import { PipelineError } from '../errors.ts'
-import { batchMembers, claimBatch, createBatch, giveBackMember, joinBatch, leaveBatch } from '../notifications/batch.ts'
-import type { ClaimedRow } from '../notifications/claim.ts'
-import { batchWindowGate } from '../notifications/gates.ts'
-import { FINAL_STATUSES } from '../notifications/status.ts'
-import type { Later, ToSend } from './claim-stage.ts'
-import { dispatchFor } from './message.ts'
-import type { DispatchRun } from './run.ts'
-import { idempotencyEdge } from './transports/index.ts'
+import { PipelineError } from '../../errors.ts'
+import {
+  bundleMembers,
+  claimBundle,
+  createBundle,
+  giveBackMember,
+  joinBundle,
+  leaveBundle,
+} from '../../notifications/bundles.ts'
+import type { ClaimedRow } from '../../notifications/claim.ts'
+import { bundleWindowGate } from '../../notifications/gates.ts'
+import { FINAL_STATUSES } from '../../notifications/status.ts'
+import { dispatchFor } from '../../queue/dispatch-message.ts'
+import type { Bundle, DispatchRun, Later, ToSend } from '../run.ts'
+import { idempotencyEdge } from '../transports/index.ts'
 
-/** One member of a batch to send; `message` is absent for a member claimed with its batch, not by its own message. */
-export type BatchMember = { row: ClaimedRow; message: Message<unknown> | undefined }
-
-/** A batch to send: its idempotency key and its members in their order. */
-export type BatchToSend = { batchId: string; members: BatchMember[] }
-
-/** How soon a member given back (its batch is partly held by another delivery) asks again. */
+/** How soon a member given back (its bundle is partly held by another delivery) asks again. */
 const HELD_RETRY_SECONDS = 30
 
 /**
  * Sorts the claimed notifications into what is sent alone and what is sent in
- * batches. A notification already in a batch (a retry of it) is sent only
- * with its batch, under its key: the rest of the batch is claimed too, and when
+ * bundles. A notification already in a bundle (a retry of it) is sent only
+ * with its bundle, under its key: the rest of the bundle is claimed too, and when
  * another delivery holds a part of it, the part this one took is given back
- * (its attempt not counted) to ask again shortly (`retriedBatches`). New batches, of up to
- * `size`, are made of first tries when the transport can send batches: their
- * membership is written (one D1 batch) before anything is sent, and a
+ * (its attempt not counted) to ask again shortly (`retriedBundles`). New bundles, of up to
+ * `size`, are made of first tries when the transport can send bundles: their
+ * membership is written (one D1 transaction) before anything is sent, and a
  * notification whose membership could not be written is sent alone.
  */
-export async function batchStage(
+export async function bundleStage(
   run: DispatchRun,
   toSend: readonly ToSend[],
-  options: { size: number; transport: string; canBatch: boolean },
-): Promise<{ alone: ToSend[]; batches: BatchToSend[]; later: Later[] }> {
+  options: { size: number; transport: string; canBundle: boolean },
+): Promise<{ alone: ToSend[]; bundles: Bundle[]; later: Later[] }> {
   const alone: ToSend[] = []
   const later: Later[] = []
   const retries = new Map<string, ToSend[]>()
   const fresh: ToSend[] = []
   for (const item of toSend) {
     if (item.row.batch_id) retries.set(item.row.batch_id, [...(retries.get(item.row.batch_id) ?? []), item])
-    // Only a first try joins a batch: after a try whose outcome is not known (a lost answer), the
+    // Only a first try joins a bundle: after a try whose outcome is not known (a lost answer), the
     // retry must be the very request it was, under its own key, or the provider could send it twice.
-    // Nor does a verification decision: a batch's retry takes its members without the claim's decision holds.
+    // Nor does a verification decision: a bundle's retry takes its members without the claim's decision holds.
     else if (
-      options.canBatch &&
+      options.canBundle &&
       options.size > 1 &&
       item.row.send_alone === 0 &&
       item.row.send_attempts === 1 &&
@@ -51,37 +51,37 @@ export async function batchStage(
       fresh.push(item)
     else alone.push(item)
   }
-  const batches = [...(await retriedBatches(run, retries, later))]
+  const bundles = [...(await retriedBundles(run, retries, later))]
   for (let at = 0; at < fresh.length; at += options.size) {
     const chunk = fresh.slice(at, at + options.size)
     if (chunk.length === 1) alone.push(...chunk)
     else {
-      const made = await newBatch(run, chunk, options.transport)
+      const made = await newBundle(run, chunk, options.transport)
       if (made === 'alone') alone.push(...chunk)
-      else if (made !== 'failed') batches.push(made)
+      else if (made !== 'failed') bundles.push(made)
     }
   }
-  return { alone, batches, later }
+  return { alone, bundles, later }
 }
 
 /**
- * The batches whose members came back for another try. A batch whose key may
+ * The bundles whose members came back for another try. A bundle whose key may
  * be past the provider's window waits for delivery events instead
- * (`batchWindowGate`). Otherwise its members are claimed: when every member
- * not yet final is this delivery's, the batch's request goes again with
+ * (`bundleWindowGate`). Otherwise its members are claimed: when every member
+ * not yet final is this delivery's, the bundle's request goes again with
  * them, in their order, under the same key — all of them, or those left
  * when some went their own way meanwhile (an erasure, an operator's replay):
  * the provider answers a repeat with its first answer, refuses a request
  * that lost members (409) when it had taken the first — whose emails then
  * went out — and sends the rest when it had not, so each member goes once.
- * When another delivery holds a part of the batch, or a member waits (paused),
+ * When another delivery holds a part of the bundle, or a member waits (paused),
  * the part this one took is given back, its attempt not counted, to ask again shortly.
  */
-async function retriedBatches(
+async function retriedBundles(
   run: DispatchRun,
   retries: ReadonlyMap<string, ToSend[]>,
   later: Later[],
-): Promise<BatchToSend[]> {
+): Promise<Bundle[]> {
   if (retries.size === 0) return []
   const { env, nowIso, lease, config } = run
   const ids = [...retries.keys()]
@@ -91,9 +91,9 @@ async function retriedBatches(
   try {
     results = await env.DB.batch(
       ids.flatMap((id) => [
-        batchWindowGate(env.DB, id, nowIso, edge, decideAt, lease.token),
-        claimBatch(env.DB, id, nowIso, lease.until, lease.token),
-        batchMembers(env.DB, id),
+        bundleWindowGate(env.DB, id, nowIso, edge, decideAt, lease.token),
+        claimBundle(env.DB, id, nowIso, lease.until, lease.token),
+        bundleMembers(env.DB, id),
       ]),
     )
   } catch (cause) {
@@ -101,7 +101,7 @@ async function retriedBatches(
     for (const items of retries.values()) for (const item of items) run.fail(item.message, error)
     return []
   }
-  const toSend: BatchToSend[] = []
+  const toSend: Bundle[] = []
   const givenBack: D1PreparedStatement[] = []
   ids.forEach((id, index) => {
     const pastWindow = results[index * 3]?.results ?? []
@@ -116,18 +116,18 @@ async function retriedBatches(
       if (mine.length < members.length) {
         run.log.info('dispatch.batch-reduced', { batchId: id, members: members.length, left: mine.length })
       }
-      toSend.push({ batchId: id, members: mine.map((row) => ({ row, message: messages.get(row.id) })) })
+      toSend.push({ id, members: mine.map((row) => ({ row, message: messages.get(row.id) })) })
       for (const [notificationId, message] of messages) {
-        if (!mine.some((member) => member.id === notificationId)) run.settle(message, { action: 'ack' })
+        if (!mine.some((member) => member.id === notificationId)) run.ack(message)
       }
       return
     }
     if (mine.length === 0) {
       // Nothing of it is this delivery's to send: it waits for its outcome (past the window), or is done.
-      for (const message of messages.values()) run.settle(message, { action: 'ack' })
+      for (const message of messages.values()) run.ack(message)
       return
     }
-    // Another delivery holds a part of this batch, or a member waits: not sent from here.
+    // Another delivery holds a part of this bundle, or a member waits: not sent from here.
     run.log.info('dispatch.batch-held', { batchId: id, members: members.length, held: mine.length })
     for (const member of mine) givenBack.push(giveBackMember(env.DB, member.id, nowIso, lease.token))
     for (const [notificationId, message] of messages) {
@@ -148,41 +148,37 @@ function isFinal(status: string): boolean {
 }
 
 /**
- * A new batch of these claimed notifications, written before anything is
+ * A new bundle of these claimed notifications, written before anything is
  * sent; `alone` when it was not written (each is sent alone), `failed` when
  * its membership was written in part and could not be undone (their messages
- * are retried: a notification with a batch is never sent without it).
+ * are retried: a notification with a bundle is never sent without it).
  */
-async function newBatch(
-  run: DispatchRun,
-  chunk: ToSend[],
-  transport: string,
-): Promise<BatchToSend | 'alone' | 'failed'> {
+async function newBundle(run: DispatchRun, chunk: ToSend[], transport: string): Promise<Bundle | 'alone' | 'failed'> {
   const { env, nowIso, lease } = run
   const batchId = `bat_${crypto.randomUUID().replaceAll('-', '')}`
   let results: D1Result[]
   try {
     results = await env.DB.batch([
-      createBatch(env.DB, batchId, transport, chunk.length, nowIso),
-      ...chunk.map((item, position) => joinBatch(env.DB, item.row.id, batchId, position, lease.token)),
+      createBundle(env.DB, batchId, transport, chunk.length, nowIso),
+      ...chunk.map((item, position) => joinBundle(env.DB, item.row.id, batchId, position, lease.token)),
     ])
   } catch (error) {
-    // One D1 batch is one transaction: nothing of the batch was written.
+    // One D1 transaction is one transaction: nothing of the bundle was written.
     run.log.warn('dispatch.batch-not-made', { batchId, error })
     return 'alone'
   }
   if (results.slice(1).every((result) => result.meta.changes === 1)) {
     return {
-      batchId,
+      id: batchId,
       members: chunk.map((item, position) => ({
         row: { ...item.row, batch_id: batchId, batch_position: position },
         message: item.message,
       })),
     }
   }
-  // A member was no longer ours (its lease was taken over): nothing was sent yet, so the batch goes.
+  // A member was no longer ours (its lease was taken over): nothing was sent yet, so the bundle goes.
   try {
-    await env.DB.batch([leaveBatch(env.DB, batchId, lease.token, false)])
+    await env.DB.batch([leaveBundle(env.DB, batchId, lease.token, false)])
     return 'alone'
   } catch (cause) {
     const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 batch: ${(cause as Error).message}`, { cause })

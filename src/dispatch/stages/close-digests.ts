@@ -1,7 +1,6 @@
-import { notificationDeadLetter } from '../dead-letters/notification.ts'
-import { PipelineError } from '../errors.ts'
-import { DIGEST_TEMPLATE_SUFFIX, digestKindNames } from '../events/registry.ts'
-import { renderNotification } from '../materialize/render-notification.ts'
+import { notificationDeadLetter } from '../../dead-letters/notification.ts'
+import { PipelineError } from '../../errors.ts'
+import { DIGEST_TEMPLATE_SUFFIX, digestKindNames } from '../../events/registry.ts'
 import {
   type ClosingDigest,
   closeDigest,
@@ -11,34 +10,33 @@ import {
   endDigest,
   fenceDigests,
   sendMemberAlone,
-} from '../notifications/digest.ts'
-import type { TemplateSource } from '../templates/render.ts'
-import { activeTemplatesOf, templatesOf } from '../templates/store.ts'
-import type { Later } from './claim-stage.ts'
-import { dispatchFor } from './message.ts'
-import type { DispatchRun } from './run.ts'
-
-/** A message whose digest is due to close. */
-export type ToClose = { message: Message<unknown>; id: string }
+} from '../../notifications/digest.ts'
+import { dispatchFor } from '../../queue/dispatch-message.ts'
+import { renderNotification } from '../../templates/render-notification.ts'
+import type { TemplateSource } from '../../templates/sandbox.ts'
+import { activeTemplatesOf, templatesOf } from '../../templates/store.ts'
+import type { DispatchRun, Later, ToClose } from '../run.ts'
 
 type Rendered = Awaited<ReturnType<typeof renderNotification>>
 
 /**
- * Closes the due digests of a dispatch batch, each exactly once: one D1 batch
+ * Closes the due digests of a dispatch batch, each exactly once: one D1 transaction
  * fences them (`collecting → closing`: an event that arrives from now on
  * opens the next digest) and reads, after the fence and in its transaction,
  * exactly the members it closed in, and the templates; each digest is then
  * rendered with its kind's digest template, `items` and `count`, and a
- * second batch writes each `closing → pending` with its content, under the
+ * second transaction writes each `closing → pending` with its content, under the
  * fence — except a digest of one, whose only notification goes out as
  * itself, rendered as it would have gone at once, and supersedes the digest.
  * What a close sends goes back on the queue for its send time (now, or when quiet hours end), where the claim
- * takes it like any notification: gates, pause, pace, batches, retries. A
+ * takes it like any notification: gates, pause, pace, bundles, retries. A
  * close that dies between the two writes leaves `closing`, which a later
- * message (or the cron) closes again with the same content.
+ * message (or the cron) closes again with the same content. Returns the
+ * messages of what the closes send, for their send times.
  */
-export async function closeStage(run: DispatchRun, due: readonly ToClose[], later: Later[]): Promise<void> {
-  if (due.length === 0) return
+export async function closeDigestStage(run: DispatchRun, due: readonly ToClose[]): Promise<Later[]> {
+  const later: Later[] = []
+  if (due.length === 0) return later
   const ids = JSON.stringify([...new Set(due.map((entry) => entry.id))])
   const { env, config, nowIso } = run
   let digests: ClosingDigest[]
@@ -57,7 +55,7 @@ export async function closeStage(run: DispatchRun, due: readonly ToClose[], late
     templates = templatesOf(stored, keys)
   } catch (cause) {
     failAll(run, due, cause, 'D1 digest close')
-    return
+    return later
   }
   const byDigest = Map.groupBy(members, (member) => member.digest_id)
   const writes: D1PreparedStatement[] = []
@@ -79,9 +77,10 @@ export async function closeStage(run: DispatchRun, due: readonly ToClose[], late
     )
   } catch (cause) {
     failAll(run, due, cause, 'D1 digest write')
-    return
+    return later
   }
   settleClosed(run, due, outcomes, sendable, later)
+  return later
 }
 
 /** What the close of one digest writes, and which notification then goes out (the digest, or its only member). */
@@ -169,7 +168,7 @@ function settleClosed(
     const sends = outcome?.sends
     const scheduledAt = sends ? sendable.get(sends) : undefined
     if (settled.has(id) || !outcome) {
-      run.settle(message, { action: 'ack' })
+      run.ack(message)
     } else if (sends && scheduledAt) {
       settled.add(id)
       later.push({ message, outgoing: dispatchFor(sends, scheduledAt, run.now) })
@@ -177,11 +176,11 @@ function settleClosed(
     } else if (outcome.failed) {
       // Its dead letter was written with its status.
       settled.add(id)
-      run.settle(message, { action: 'ack' })
+      run.ack(message)
       const { code, message: error } = outcome.failed
       run.log.error('digest.failed', { notificationId: id, code, error })
     } else {
-      run.settle(message, { action: 'ack' })
+      run.ack(message)
       if (outcome.empty) run.log.warn('digest.empty', { notificationId: id })
     }
   }

@@ -4,9 +4,9 @@ import type { Urgency } from '../events/define.ts'
 import { kindOf } from '../events/registry.ts'
 import type { NotificationRow } from '../notifications/row.ts'
 import { signUnsubscribe, type UnsubscribeScope, unsubscribeUrl } from '../preferences/token.ts'
-import { render, type TemplateSource } from '../templates/render.ts'
-import { localeChain, resolveTemplate } from '../templates/resolve.ts'
 import { quietHoursEnd } from './quiet-hours.ts'
+import { localeChain, resolveTemplate } from './resolve.ts'
+import { render, type TemplateSource } from './sandbox.ts'
 
 /** The rendered columns of a notification row. */
 export type RenderedParts = Pick<NotificationRow, 'locale' | 'subject' | 'textBody' | 'htmlBody' | 'templateVersion'>

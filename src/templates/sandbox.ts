@@ -17,6 +17,8 @@ import {
   toValue,
   toValueSync,
 } from 'liquidjs'
+import type { TemplateLimits } from '../config.ts'
+import { registerLocaleFilters } from './filters.ts'
 
 /** A template as stored: Liquid sources of the three parts. */
 export type TemplateSource = {
@@ -34,26 +36,6 @@ export type Rendered = { subject: string; text: string; html: string }
 
 /** A part of a template, by its field name. */
 export type Part = 'subject' | 'textBody' | 'htmlBody'
-
-/**
- * How much one template may cost (the TEMPLATE_* variables). A template that
- * needs more fails with the limit it broke: a 400 when it is saved or
- * previewed, `NTF_TEMPLATE_INVALID` for the one event that makes it expensive.
- */
-export type TemplateLimits = {
-  /** Characters of Liquid source parsed per part (LiquidJS `parseLimit`). */
-  parseChars: number
-  /** Milliseconds of rendering per part (LiquidJS `renderLimit`; see TEMPLATE_RENDER_LIMIT_MS in docs/configuration.md). */
-  renderMs: number
-  /** Template nodes rendered per part — tags, outputs and text, counted each time a loop repeats them: the render limit that holds where the clock stands still. */
-  steps: number
-  /** Allocation units per part: loop iterations, range sizes, strings built by filters (LiquidJS `memoryLimit`, plus loops). */
-  memory: number
-  /** UTF-8 bytes of a rendered text or HTML part; the subject holds at most SUBJECT_MAX_CHARS. */
-  outputBytes: number
-  /** Set on the limits of a preview or a save (`previewLimits`), so that an error names the share it broke. */
-  preview?: true
-}
 
 /**
  * The share of the pipeline's render limits that a preview, and the render
@@ -101,39 +83,6 @@ export class TemplateError extends Error {
     this.part = part
     this.limit = limit
   }
-}
-
-const DAY_WORDS: Record<string, Partial<Record<Intl.LDMLPluralRule, string>>> = {
-  ru: { one: 'день', few: 'дня', many: 'дней', other: 'дня' },
-  en: { one: 'day', other: 'days' },
-}
-
-// Intl formatters are costly to build and immutable: one per (locale, currency) per isolate,
-// not one per rendered value. The currency comes from event data, so the cache is bounded.
-const FORMATS_LIMIT = 200
-const formats = new Map<string, Intl.NumberFormat | Intl.PluralRules>()
-
-function cachedFormat<T extends Intl.NumberFormat | Intl.PluralRules>(key: string, build: () => T): T {
-  let format = formats.get(key) as T | undefined
-  if (!format) {
-    format = build()
-    if (formats.size >= FORMATS_LIMIT) formats.clear()
-    formats.set(key, format)
-  }
-  return format
-}
-
-const moneyFormat = (locale: string, currency: string) =>
-  cachedFormat(
-    `money|${locale}|${currency}`,
-    () => new Intl.NumberFormat(locale, { style: 'currency', currency, maximumFractionDigits: 0 }),
-  )
-
-const pluralRulesOf = (locale: string) => cachedFormat(`plural|${locale}`, () => new Intl.PluralRules(locale))
-
-function localeOf(scope: { getSync(paths: string[]): unknown }): string {
-  const locale = scope.getSync(['locale'])
-  return typeof locale === 'string' ? locale : 'ru'
 }
 
 /**
@@ -290,32 +239,7 @@ function createEngine(escapeHtml: boolean, parseLimit: number): Liquid {
   engine.registerTag('tablerow', charged(TablerowTag))
   engine.registerTag('case', ChargedCase)
   engine.registerTag('capture', CappedCapture)
-  /** `{{ 45000 | money: 'RUB' }}` → `45 000 ₽` in Russian, `RUB 45,000` in English. */
-  engine.registerFilter('money', function (value: unknown, currency: unknown) {
-    const amount = typeof value === 'number' ? value : Number(value)
-    if (!Number.isFinite(amount)) return ''
-    return moneyFormat(localeOf(this.context), typeof currency === 'string' ? currency : 'RUB').format(amount)
-  })
-  /** `{{ 14 | days }}` → `14 дней` / `14 days`. */
-  engine.registerFilter('days', function (value: unknown) {
-    const count = Number(value)
-    const locale = localeOf(this.context)
-    const words = DAY_WORDS[locale.slice(0, 2)] ?? DAY_WORDS.en
-    const rule = pluralRulesOf(locale).select(count)
-    return `${count} ${words?.[rule] ?? words?.other}`
-  })
-  /**
-   * `{{ 5 | plural: "новый отклик", "новых отклика", "новых откликов" }}` → `новых откликов`;
-   * `{{ 1 | plural: "new response", "new responses" }}` → `new response`. The forms are the
-   * locale's plural categories in the order one, few, many; the last form given stands for every
-   * category without its own (`other`, and `few`/`many` where a language has none).
-   */
-  engine.registerFilter('plural', function (value: unknown, ...forms: unknown[]) {
-    const words = forms.map((form) => (typeof form === 'string' ? form : String(form ?? '')))
-    if (words.length === 0) return ''
-    const index = { one: 0, few: 1, many: 2 }[pluralRulesOf(localeOf(this.context)).select(Number(value)) as string]
-    return words[index ?? words.length - 1] ?? words[words.length - 1]
-  })
+  registerLocaleFilters(engine)
   chargeFilters(engine)
   return engine
 }

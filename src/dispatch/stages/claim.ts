@@ -1,50 +1,23 @@
-import { describeIssues, toFieldIssues } from '../contracts/index.ts'
-import { PipelineError } from '../errors.ts'
-import { optionalKindNames, throttles } from '../events/registry.ts'
-import { type ClaimedRow, claimNotifications, notificationStates, supersedeDecision } from '../notifications/claim.ts'
-import { idempotencyWindowGate, recipientGate, unknownOutcomeGate } from '../notifications/gates.ts'
-import { pauseGate } from '../notifications/pause.ts'
-import { throttleGate } from '../notifications/throttle.ts'
-import type { Outgoing } from '../queue/send.ts'
-import { closeStage, type ToClose } from './close-stage.ts'
-import { DispatchMessageSchema, dispatchFor } from './message.ts'
-import { messageIdOf } from './mime.ts'
-import { readPause, type TransportPause } from './pause.ts'
-import type { DispatchRun } from './run.ts'
-import { hasIdempotencyKey, idempotencyEdge } from './transports/index.ts'
+import { describeIssues, toFieldIssues } from '../../contracts/index.ts'
+import { PipelineError } from '../../errors.ts'
+import { messageIdOf } from '../../mail/mime.ts'
+import { type ClaimedRow, claimNotifications, notificationStates } from '../../notifications/claim.ts'
+import { DispatchMessageSchema, dispatchFor } from '../../queue/dispatch-message.ts'
+import { readPause, type TransportPause } from '../pause.ts'
+import type { DispatchRun, Later, ToClose, ToSend } from '../run.ts'
+import { GATES, gatedOf, type gateStage, type Returned } from './gate.ts'
 
-/** A notification this batch claimed, to send. */
-export type ToSend = { message: Message<unknown>; row: ClaimedRow }
-/** A notification not due yet, to put back on the queue with its delay. */
-export type Later = { message: Message<unknown>; outgoing: Outgoing }
-
-type Claim = { message: Message<unknown>; id: string; due: string | null }
+/** One message's claim: the notification it names, and the due time it was sent for. */
+export type Claim = { message: Message<unknown>; id: string; due: string | null }
 
 /** How soon one side of a verification decision, held while the other is in flight, asks again. */
 const HELD_RETRY_SECONDS = 30
 
-/** What the claim batch did to one notification: ended it (a gate), put it off (the throttle), claimed it, or neither. */
-type Outcome = { ended?: Record<string, unknown>; how?: string; claimed?: ClaimedRow; deferredTo?: string }
-
-/** The rows each claim statement returned, by notification id. */
-type Returned = Map<string, Record<string, unknown>>
-
 /**
- * Claims every notification of the batch in one D1 batch of nine statements,
- * whatever the batch's size — each over every notification of the batch at
- * once: supersede a fallback decision, or an authoritative one already sent
- * from its fallback; end it if its recipient opted out or its address is
- * suppressed; end a send of unknown outcome, or one that may have gone out
- * whose retry would come past the provider's idempotency window; hold it `paused` while its
- * transport is paused (unless it is the probe); put off one whose recipient's
- * throttle is full; claim (`pending → sending`
- * under the batch's token and lease) — and sorts out what to send, what is
- * not due yet, and what is done with. The state of a notification neither
- * claimed nor ended is read after the batch, so the usual batch, where every
- * claim wins, pays no read of it. The batch's first statement reads the
- * transport's pause, so the sends know whether an accepted one ends it.
+ * The claims of a batch's messages; a message that is not a dispatch message
+ * is settled here (NTF_INVALID_PAYLOAD, a dead letter naming the field).
  */
-export async function claimStage(run: DispatchRun, messages: readonly Message<unknown>[]) {
+export function claimsOf(run: DispatchRun, messages: readonly Message<unknown>[]): Claim[] {
   const claims: Claim[] = []
   for (const message of messages) {
     const parsed = DispatchMessageSchema.safeParse(message.body)
@@ -56,19 +29,48 @@ export async function claimStage(run: DispatchRun, messages: readonly Message<un
     const { notificationId: id, due = null } = parsed.data
     claims.push({ message, id, due })
   }
-  if (claims.length === 0) return { toSend: [], later: [] }
+  return claims
+}
+
+/** The claims as the claim's statements take them (`IN_CLAIM_BATCH`): id, due time and Message-ID of each. */
+function claimsJson(run: DispatchRun, claims: readonly Claim[]): string {
+  const from = { address: run.config.EMAIL_FROM, name: run.config.EMAIL_FROM_NAME }
+  return JSON.stringify(
+    claims.map(({ id, due }) => ({ id, due, messageId: messageIdOf({ notificationId: id, from }) })),
+  )
+}
+
+/** What the claim's transaction did to one notification: ended it (a gate), put it off (the throttle), claimed it, or neither. */
+type Outcome = { ended?: Record<string, unknown>; how?: string; claimed?: ClaimedRow; deferredTo?: string }
+
+/**
+ * Claims every notification of the batch in one D1 transaction, whatever the
+ * batch's size: the transport's pause is read (so the sends know whether an
+ * accepted one ends it), the gates run (`gates`: the gate stage's statements over these claims), and
+ * what they let through is claimed (`pending → sending` under the batch's
+ * token and lease) — then sorts out what to send, which digests are due to
+ * close, what is not due yet, and what is done with. The state of a
+ * notification neither claimed nor ended is read after the transaction, so
+ * the usual batch, where every claim wins, pays no read of it.
+ */
+export async function claimStage(
+  run: DispatchRun,
+  claims: readonly Claim[],
+  gates: typeof gateStage,
+): Promise<{ toSend: ToSend[]; toClose: ToClose[]; later: Later[] }> {
+  const toSend: ToSend[] = []
+  const later: Later[] = []
+  if (claims.length === 0) return { toSend, toClose: [], later }
   let results: D1Result[]
   try {
-    results = await run.env.DB.batch(claimStatements(run, claims))
+    results = await run.env.DB.batch(claimStatements(run, claims, gates))
   } catch (cause) {
     const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 claim: ${(cause as Error).message}`, { cause })
     for (const claim of claims) run.fail(claim.message, error)
-    return { toSend: [], later: [] }
+    return { toSend, toClose: [], later }
   }
   run.pause = first(results[0]) as TransportPause | undefined
   const returned = results.slice(1).map(byId)
-  const toSend: ToSend[] = []
-  const later: Later[] = []
   const unclaimed: Claim[] = []
   // A notification named by two messages of the batch: the first message that could have
   // claimed it owns the outcome; the other is sorted as unclaimed (done with, or held).
@@ -77,7 +79,7 @@ export async function claimStage(run: DispatchRun, messages: readonly Message<un
     const outcome = owned.has(claim.id) ? {} : outcomeOf(returned, claim)
     if (outcome.ended) {
       owned.add(claim.id)
-      run.settle(claim.message, { action: 'ack' })
+      run.ack(claim.message)
       run.log.info(`dispatch.${outcome.how}`, { notificationId: claim.id, kind: outcome.ended.kind })
     } else if (outcome.deferredTo) {
       // Its recipient's throttle is full until then: it goes when a place frees.
@@ -91,8 +93,8 @@ export async function claimStage(run: DispatchRun, messages: readonly Message<un
       unclaimed.push(claim)
     }
   }
-  if (unclaimed.length > 0) await closeStage(run, await sortUnclaimed(run, unclaimed, later), later)
-  return { toSend, later }
+  const toClose = unclaimed.length > 0 ? await sortUnclaimed(run, unclaimed, later) : []
+  return { toSend, toClose, later }
 }
 
 /** The rows a statement returned, by notification id. */
@@ -102,28 +104,15 @@ function byId(result: D1Result): Returned {
 }
 
 /**
- * What the claim statements (in `claimStatements`' order, after the pause)
+ * What the claim's transaction (in `claimStatements`' order, after the pause)
  * did to one message's notification. A claimed row goes to a message that
  * named no `due`, or the row's own: a stale message of the same notification
  * in the batch gets nothing, as it claimed nothing.
  */
 function outcomeOf(returned: readonly Returned[], claim: Claim): Outcome {
-  const [superseded, recipient, unknown, pastWindow, paused, deferred, claimedOthers, claimedAuthoritative] =
-    returned.map((rows) => rows.get(claim.id))
-  const ended = superseded ?? recipient ?? paused ?? unknown ?? pastWindow
-  if (ended) {
-    const how = superseded
-      ? 'superseded'
-      : recipient
-        ? String(recipient.status)
-        : paused
-          ? 'paused'
-          : unknown
-            ? 'outcome-unknown'
-            : 'past-idempotency-window'
-    return { ended, how }
-  }
-  if (deferred) return { deferredTo: String(deferred.scheduled_at) }
+  const gated = gatedOf(returned.slice(0, GATES), claim.id)
+  if (gated) return gated
+  const [claimedOthers, claimedAuthoritative] = returned.slice(GATES).map((rows) => rows.get(claim.id))
   const claimed = (claimedOthers ?? claimedAuthoritative) as ClaimedRow | undefined
   if (!claimed || (claim.due !== null && claim.due !== claimed.scheduled_at)) return {}
   return { claimed }
@@ -154,34 +143,17 @@ async function sortUnclaimed(run: DispatchRun, unclaimed: readonly Claim[], late
 }
 
 /**
- * The claim's D1 batch: the transport's pause, then each gate and the claim
- * over the whole claim batch (`IN_CLAIM_BATCH`), in the order `outcomeOf`
- * reads their results.
+ * The claim's transaction: the transport's pause, the gates, then the claim
+ * of the others and of authoritative decisions, each over the whole batch
+ * (`IN_CLAIM_BATCH`), in the order `outcomeOf` reads their results.
  */
-function claimStatements(run: DispatchRun, claims: readonly Claim[]): D1PreparedStatement[] {
+function claimStatements(run: DispatchRun, claims: readonly Claim[], gates: typeof gateStage): D1PreparedStatement[] {
   const { env, nowIso, lease, config } = run
-  const decideAt = new Date(run.now.getTime() + config.UNKNOWN_OUTCOME_SECONDS * 1000).toISOString()
-  const from = { address: config.EMAIL_FROM, name: config.EMAIL_FROM_NAME }
-  const batch = JSON.stringify(
-    claims.map(({ id, due }) => ({ id, due, messageId: messageIdOf({ notificationId: id, from }) })),
-  )
+  const batch = claimsJson(run, claims)
   const window = config.DECISION_MATCH_SECONDS
   return [
     readPause(env.DB, config.EMAIL_TRANSPORT),
-    supersedeDecision(env.DB, batch, nowIso, window),
-    recipientGate(env.DB, batch, nowIso, optionalKindNames()),
-    // Before the pause gate: a send that may have gone out must wait for its outcome, not be held and resent.
-    unknownOutcomeGate(env.DB, batch, nowIso, decideAt, !hasIdempotencyKey(config.EMAIL_TRANSPORT)),
-    idempotencyWindowGate(
-      env.DB,
-      batch,
-      nowIso,
-      idempotencyEdge(config, run.now),
-      decideAt,
-      hasIdempotencyKey(config.EMAIL_TRANSPORT),
-    ),
-    pauseGate(env.DB, batch, nowIso, config.EMAIL_TRANSPORT),
-    throttleGate(env.DB, batch, nowIso, throttles()),
+    ...gates(run, batch),
     claimNotifications(env.DB, batch, nowIso, lease.until, lease.token, window, false),
     claimNotifications(env.DB, batch, nowIso, lease.until, lease.token, window, true),
   ]
@@ -203,11 +175,11 @@ function sortClaim(
   // A pending notification waits for its send; a collecting digest for its close.
   const waiting = state?.status === 'pending' || state?.status === 'collecting'
   if (!state) {
-    run.settle(message, { action: 'ack' })
+    run.ack(message)
     run.log.warn('dispatch.not-found', { notificationId: id })
   } else if (due !== null && waiting && String(state.scheduled_at) !== due) {
     // Rescheduled since this message was sent: the message of the new time is the one that counts.
-    run.settle(message, { action: 'ack' })
+    run.ack(message)
     run.log.info('dispatch.stale', { notificationId: id })
   } else if (waiting && String(state.scheduled_at) > run.nowIso) {
     // Not due yet (a delay longer than Queues allow, or an early redelivery): come back when it is.
@@ -224,7 +196,7 @@ function sortClaim(
     run.log.info('dispatch.held', { notificationId: id })
   } else {
     // Already final, or another delivery holds a live lease (the cron takes over if it dies).
-    run.settle(message, { action: 'ack' })
+    run.ack(message)
     run.log.info('dispatch.skipped', { notificationId: id, status: state.status })
   }
 }

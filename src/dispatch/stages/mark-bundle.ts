@@ -1,6 +1,6 @@
-import { type PipelineCode, PipelineError } from '../errors.ts'
-import { maskEmails } from '../log.ts'
-import { leaveBatch } from '../notifications/batch.ts'
+import { type PipelineCode, PipelineError } from '../../errors.ts'
+import { maskEmails } from '../../log.ts'
+import { leaveBundle } from '../../notifications/bundles.ts'
 import {
   markPaced,
   markRetry,
@@ -8,104 +8,78 @@ import {
   markSent,
   markUnknown,
   recordSentMessage,
-} from '../notifications/marks.ts'
-import { markPaused, releasePaused } from '../notifications/pause.ts'
-import { describeError, type Settlement, settleFailure } from '../queue/policy.ts'
-import type { Outgoing } from '../queue/send.ts'
-import type { BatchMember, BatchToSend } from './batch-stage.ts'
-import { dispatchFor } from './message.ts'
-import { pauseTransport, resumeTransport } from './pause.ts'
-import { nextTryAt } from './retry.ts'
-import { failedDeadLetter, fieldsOf, mailOf, type SendContext, settleOnRow, uncertainOf } from './send.ts'
-import { SendError, type Sent } from './transports/index.ts'
+} from '../../notifications/marks.ts'
+import { dispatchFor } from '../../queue/dispatch-message.ts'
+import { describeError, settleFailure } from '../../queue/policy.ts'
+import { markPaused, pauseTransport, releasePaused, resumeTransport } from '../pause.ts'
+import { nextTryAt } from '../retry.ts'
+import type { Bundle, Marked } from '../run.ts'
+import type { SendError, Sent } from '../transports/index.ts'
+import { failedDeadLetter, fieldsOf, settleOnRow, uncertainOf } from './mark-one.ts'
+import type { SendContext, Tried } from './send.ts'
 
 /**
- * What became of one member of a batch: its message's settlement and its next
- * try's message (for a member claimed with its batch, without a message of
- * its own here, the message of its next try alone).
- */
-export type MemberResult = {
-  member: BatchMember
-  settlement: Settlement
-  next?: Outgoing
-}
-
-/**
- * Sends a batch in one request under its id and records each member's result
- * under the batch's lease token. Accepted: every member `sent` with its own
+ * Records how the send of a bundle ended, each member's result under the
+ * batch's lease token. Accepted: every member `sent` with its own
  * provider id. Refused as a whole (a 4xx: nothing sent by this request), a
- * batch no earlier request of which may have gone out leaves its key: the
- * members are paused, tried again later (a rate limit), or — the batch was
- * invalid — tried again alone. A batch an earlier request of which may have
+ * bundle no earlier request of which may have gone out leaves its key: the
+ * members are paused, tried again later (a rate limit), or — the bundle was
+ * invalid — tried again alone. A bundle an earlier request of which may have
  * gone out keeps its key whatever this one is told (its members leaving it
  * would send them again under keys the provider never saw): it is paused,
  * retried, or — refused as invalid now — waits for the provider's delivery
  * events like any unknown outcome. A 409 `invalid_idempotent_request` says
  * the provider took a request under this key: its emails went out. Any other
- * failure may have come after the emails were taken: the batch stays as it
+ * failure may have come after the emails were taken: the bundle stays as it
  * is, every member waits for the same retry time, and the retry sends the
  * same request under the same key.
  */
-export async function sendBatchAndRecord(context: SendContext, batch: BatchToSend): Promise<MemberResult[]> {
-  const { config, lease, transport, pace } = context
-  if (!lease.canStartSend || !transport.sendBatch) return leaseAtRisk(context, batch)
-  // One request, one slot of the provider's rate, whatever the batch's size.
-  const decision = await pace?.slot()
-  if (decision?.kind === 'later') return recordPaced(context, batch, decision.at)
-  // The wait for the slot may have outlasted failing renewals.
-  if (!lease.canStartSend) return leaseAtRisk(context, batch)
-  try {
-    const sent = await transport.sendBatch(
-      batch.members.map((member) => mailOf(config, member.row)),
-      batch.batchId,
-    )
-    return await recordSent(context, batch, sent)
-  } catch (caught) {
-    const refusal =
-      caught instanceof SendError ? caught : new SendError(describeError(caught), 'transient', { cause: caught })
-    return await recordRefused(context, batch, refusal)
-  }
+export async function markBundle(context: SendContext, bundle: Bundle, tried: Tried): Promise<Marked[]> {
+  if ('leaseAtRisk' in tried) return leaseAtRisk(context, bundle)
+  if ('pacedTo' in tried) return recordPaced(context, bundle, tried.pacedTo)
+  if ('sent' in tried) return recordSent(context, bundle, tried.sent)
+  return recordRefused(context, bundle, tried.refused)
 }
 
 /**
  * Renewals are failing: no request starts. Members without a message of their
  * own here stay held until the lease ends; the cron takes them up then.
  */
-function leaseAtRisk(context: SendContext, batch: BatchToSend): MemberResult[] {
-  context.log.warn('dispatch.lease-at-risk', { batchId: batch.batchId, members: batch.members.length })
+function leaseAtRisk(context: SendContext, bundle: Bundle): Marked[] {
+  context.log.warn('dispatch.lease-at-risk', { batchId: bundle.id, members: bundle.members.length })
   const error = new PipelineError('NTF_DEPENDENCY_FAILED', 'the dispatch lease could not be renewed; not sending')
   const delays = context.config.DISPATCH_RETRY_DELAYS_SECONDS
-  return batch.members.map((member) => ({
+  return bundle.members.map((member) => ({
     member,
     settlement: settleFailure(error, member.message?.attempts ?? 1, delays),
   }))
 }
 
 /**
- * The pace had no slot for the batch soon enough: every member goes back to
- * `pending` at the slot's time, its try not counted, and stays in its batch.
+ * The pace had no slot for the bundle soon enough: every member goes back to
+ * `pending` at the slot's time, its try not counted, and stays in its bundle.
  */
-async function recordPaced(context: SendContext, batch: BatchToSend, at: Date): Promise<MemberResult[]> {
+async function recordPaced(context: SendContext, bundle: Bundle, at: Date): Promise<Marked[]> {
   const { env, log, lease } = context
   const now = new Date()
   const dueAt = at.toISOString()
   const written = await write(
     context,
-    batch.members.map((member) => markPaced(env.DB, member.row.id, dueAt, now.toISOString(), lease.token)),
+    bundle.members.map((member) => markPaced(env.DB, member.row.id, dueAt, now.toISOString(), lease.token)),
   )
-  if (!Array.isArray(written)) return failedWrite(context, batch, written.cause)
-  log.info('notification.paced', { batchId: batch.batchId, members: batch.members.length, dueAt })
-  return batch.members.map((member, index) =>
+  if (!Array.isArray(written)) return failedWrite(context, bundle, written.cause)
+  log.info('notification.paced', { batchId: bundle.id, members: bundle.members.length, dueAt })
+  return bundle.members.map((member, index) =>
     (written[index]?.meta.changes ?? 0) === 0
       ? { member, settlement: { action: 'ack' } }
       : { member, settlement: { action: 'ack' }, next: dispatchFor(member.row.id, dueAt, now) },
   )
 }
 
-async function recordSent(context: SendContext, batch: BatchToSend, sent: Sent[]): Promise<MemberResult[]> {
+async function recordSent(context: SendContext, bundle: Bundle, sent: Sent[]): Promise<Marked[]> {
   const { env, log, lease, transport, pause } = context
   const at = new Date().toISOString()
-  const statements = batch.members.flatMap((member, index) => {
+  const statements = bundle.members.flatMap((member, index) => {
     const one = sent[index] as Sent
     return [
       markSent(env.DB, member.row.id, one.providerId, at, lease.token),
@@ -114,38 +88,38 @@ async function recordSent(context: SendContext, batch: BatchToSend, sent: Sent[]
   })
   if (pause) statements.push(resumeTransport(env.DB, pause.transport), releasePaused(env.DB, at))
   const written = await write(context, statements)
-  if (!Array.isArray(written)) return failedWrite(context, batch, written.cause)
+  if (!Array.isArray(written)) return failedWrite(context, bundle, written.cause)
   if (pause) log.warn('transport.resumed', { transport: pause.transport, code: pause.code, pausedSince: pause.since })
-  return batch.members.map((member, index) => {
+  return bundle.members.map((member, index) => {
     const providerId = sent[index]?.providerId
     if ((written[index * 2]?.meta.changes ?? 0) === 0) {
-      log.error('dispatch.lease-lost', { ...fieldsOf(member.row), transport: transport.name, batchId: batch.batchId })
+      log.error('dispatch.lease-lost', { ...fieldsOf(member.row), transport: transport.name, batchId: bundle.id })
     } else {
       log.info('notification.sent', {
         ...fieldsOf(member.row),
         transport: transport.name,
         providerId,
-        batchId: batch.batchId,
+        batchId: bundle.id,
       })
     }
     return { member, settlement: { action: 'ack' } }
   })
 }
 
-async function recordRefused(context: SendContext, batch: BatchToSend, error: SendError): Promise<MemberResult[]> {
-  if (error.providerCode === 'invalid_idempotent_request') return recordTaken(context, batch, error)
+async function recordRefused(context: SendContext, bundle: Bundle, error: SendError): Promise<Marked[]> {
+  if (error.providerCode === 'invalid_idempotent_request') return recordTaken(context, bundle, error)
   const { env, log, lease, transport, pause } = context
   const now = new Date()
   const at = now.toISOString()
   const reason = describeError(error)
-  const maybeSent = batch.members.some((member) => member.row.maybe_sent_at !== null)
-  // Nothing went out under the batch's key, by this request or any before: its members are free to go out otherwise.
+  const maybeSent = bundle.members.some((member) => member.row.maybe_sent_at !== null)
+  // Nothing went out under the bundle's key, by this request or any before: its members are free to go out otherwise.
   const leave = error.nothingSent && !maybeSent
   const invalid = error.nothingSent && error.outcome === 'permanent'
-  if (invalid && !leave) return recordUnknownBatch(context, batch, error)
-  const statements: D1PreparedStatement[] = leave ? [leaveBatch(env.DB, batch.batchId, lease.token, invalid)] : []
+  if (invalid && !leave) return recordUnknownBatch(context, bundle, error)
+  const statements: D1PreparedStatement[] = leave ? [leaveBundle(env.DB, bundle.id, lease.token, invalid)] : []
   const letters: Promise<D1PreparedStatement>[] = []
-  const plans = batch.members.map((member) => {
+  const plans = bundle.members.map((member) => {
     const { row } = member
     if (error.outcome === 'paused') {
       statements.push(markPaused(env.DB, row.id, 'NTF_TRANSPORT_PAUSED', maskEmails(reason), at, lease.token))
@@ -171,7 +145,7 @@ async function recordRefused(context: SendContext, batch: BatchToSend, error: Se
     const notBefore = error.delaySeconds ? new Date(now.getTime() + error.delaySeconds * 1000) : null
     const code = error.providerCode ?? 'unknown'
     // The refused request was the pause's probe when the probe is one of its members.
-    const probe = batch.members.find((member) => member.row.id === pause?.probe_id) ?? batch.members[0]
+    const probe = bundle.members.find((member) => member.row.id === pause?.probe_id) ?? bundle.members[0]
     statements.push(
       pauseTransport(env.DB, transport.name, code, maskEmails(reason), now, notBefore, probe?.row.id ?? ''),
     )
@@ -179,16 +153,16 @@ async function recordRefused(context: SendContext, batch: BatchToSend, error: Se
       transport: transport.name,
       code,
       error: maskEmails(reason),
-      batchId: batch.batchId,
+      batchId: bundle.id,
     })
   }
   // Each dead letter after the marks: it is written only if its mark applied (src/dead-letters/notification.ts).
   const written = await write(context, [...statements, ...(await Promise.all(letters))])
-  if (!Array.isArray(written)) return failedWrite(context, batch, written.cause)
+  if (!Array.isArray(written)) return failedWrite(context, bundle, written.cause)
   const offset = leave ? 1 : 0
-  return plans.map((plan, index): MemberResult => {
+  return plans.map((plan, index): Marked => {
     const fenced = (written[offset + index]?.meta.changes ?? 0) === 0
-    const fields = { ...fieldsOf(plan.member.row), batchId: batch.batchId, attempts: plan.member.row.send_attempts }
+    const fields = { ...fieldsOf(plan.member.row), batchId: bundle.id, attempts: plan.member.row.send_attempts }
     if (fenced) return { member: plan.member, settlement: { action: 'ack' } }
     if ('paused' in plan) {
       const paused = { code: 'NTF_TRANSPORT_PAUSED', error: maskEmails(reason) } as const
@@ -210,58 +184,58 @@ async function recordRefused(context: SendContext, batch: BatchToSend, error: Se
 
 /**
  * The provider answered 409 `invalid_idempotent_request`: it took a request
- * under this batch's key with another payload — an earlier try of this batch,
+ * under this bundle's key with another payload — an earlier try of this bundle,
  * whose answer was lost, holding these members and those that went their own
  * way since. Every member went out with it: each is `sent`, without the
  * provider's id of it (its delivery events find it by the notification they
  * name, src/delivery/).
  */
-async function recordTaken(context: SendContext, batch: BatchToSend, error: SendError): Promise<MemberResult[]> {
+async function recordTaken(context: SendContext, bundle: Bundle, error: SendError): Promise<Marked[]> {
   const { env, log, lease, transport } = context
   const at = new Date().toISOString()
-  const reason = `the provider had taken an earlier request of batch ${batch.batchId}: sent with it`
+  const reason = `the provider had taken an earlier request of batch ${bundle.id}: sent with it`
   const written = await write(
     context,
-    batch.members.map((member) => markSent(env.DB, member.row.id, null, at, lease.token, reason)),
+    bundle.members.map((member) => markSent(env.DB, member.row.id, null, at, lease.token, reason)),
   )
-  if (!Array.isArray(written)) return failedWrite(context, batch, written.cause)
+  if (!Array.isArray(written)) return failedWrite(context, bundle, written.cause)
   log.warn('dispatch.batch-taken', {
-    batchId: batch.batchId,
-    members: batch.members.length,
+    batchId: bundle.id,
+    members: bundle.members.length,
     error: describeError(error),
   })
-  return batch.members.map((member, index) => {
+  return bundle.members.map((member, index) => {
     if ((written[index]?.meta.changes ?? 0) > 0) {
-      log.info('notification.sent', { ...fieldsOf(member.row), transport: transport.name, batchId: batch.batchId })
+      log.info('notification.sent', { ...fieldsOf(member.row), transport: transport.name, batchId: bundle.id })
     }
     return { member, settlement: { action: 'ack' } }
   })
 }
 
 /**
- * A batch an earlier request of which may have gone out, refused now as
+ * A bundle an earlier request of which may have gone out, refused now as
  * invalid: whether its emails went out is not known, and no request under
  * another key may be made. Its members wait `unknown` for the provider's
  * delivery events (which settle each as sent), and, with none, become dead
  * letters for an operator (src/maintenance/cron.ts).
  */
-async function recordUnknownBatch(context: SendContext, batch: BatchToSend, error: SendError): Promise<MemberResult[]> {
+async function recordUnknownBatch(context: SendContext, bundle: Bundle, error: SendError): Promise<Marked[]> {
   const { env, config, log, lease } = context
   const now = new Date()
   const decideAt = new Date(now.getTime() + config.UNKNOWN_OUTCOME_SECONDS * 1000).toISOString()
   const reason = `${describeError(error)} — refused on a retry of a batch whose first request may have gone out`
   const written = await write(
     context,
-    batch.members.map((member) =>
+    bundle.members.map((member) =>
       markUnknown(env.DB, member.row.id, null, reason, decideAt, now.toISOString(), lease.token),
     ),
   )
-  if (!Array.isArray(written)) return failedWrite(context, batch, written.cause)
-  log.warn('notification.outcome-unknown', { batchId: batch.batchId, code: 'NTF_SEND_UNKNOWN', decideAt })
-  return batch.members.map((member) => ({ member, settlement: { action: 'ack' } }))
+  if (!Array.isArray(written)) return failedWrite(context, bundle, written.cause)
+  log.warn('notification.outcome-unknown', { batchId: bundle.id, code: 'NTF_SEND_UNKNOWN', decideAt })
+  return bundle.members.map((member) => ({ member, settlement: { action: 'ack' } }))
 }
 
-/** Writes a batch's marks (one transaction with whatever shares their group), or says why it could not. */
+/** Writes a bundle's marks (one transaction with whatever shares their group), or says why it could not. */
 async function write(
   context: SendContext,
   statements: D1PreparedStatement[],
@@ -274,15 +248,15 @@ async function write(
 }
 
 /**
- * The batch's result could not be recorded: every member stays `sending`
- * until the lease ends; the retry of a message (or the cron) claims the batch
+ * The bundle's result could not be recorded: every member stays `sending`
+ * until the lease ends; the retry of a message (or the cron) claims the bundle
  * again and sends the same request, which the provider answers with its
  * first answer if it took it.
  */
-function failedWrite(context: SendContext, batch: BatchToSend, cause: unknown): MemberResult[] {
-  context.log.error('dispatch.mark-failed', { error: cause, batchId: batch.batchId })
+function failedWrite(context: SendContext, bundle: Bundle, cause: unknown): Marked[] {
+  context.log.error('dispatch.mark-failed', { error: cause, batchId: bundle.id })
   const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 mark: ${(cause as Error).message}`, { cause })
-  return batch.members.map((member) => ({
+  return bundle.members.map((member) => ({
     member,
     settlement: settleFailure(error, member.message?.attempts ?? 1, context.config.DISPATCH_RETRY_DELAYS_SECONDS),
   }))

@@ -6,16 +6,17 @@ type Pending = {
 }
 
 /**
- * Writes the result marks of one dispatch batch with group commit: marks of
- * sends that finish while a write is in flight go to D1 together in the next
- * batch, so a batch of sends costs a few round trips instead of one per email,
- * and each result is still written as soon as the database is free (never
- * held until the whole batch is sent). Each caller gets the results of its
- * own statements, so a token-guarded mark still tells whether it applied. A
- * group that fails is written again caller by caller: one mark that cannot be
- * written never fails the marks of other notifications.
+ * Writes D1 statements with group commit: the statements of callers that
+ * arrive while a write is in flight go to D1 together in the next batch, so
+ * many small writes cost a few round trips instead of one each, and each is
+ * still written as soon as the database is free (never held back for the
+ * others). The dispatch writes its marks through it: a batch of sends costs a
+ * few round trips, and each result is written as its send finishes. Each
+ * caller gets the results of its own statements, so a token-guarded mark
+ * still tells whether it applied. A group that fails is written again caller
+ * by caller: one write that cannot go through never fails the others.
  */
-export class MarkWriter {
+export class GroupCommit {
   readonly #db: D1Database
   #waiting: Pending[] = []
   #writing = false

@@ -1,5 +1,5 @@
-import { bindErasure, type ErasureParameters } from '../erasure/parameters.ts'
-import { finalStatusSql } from './sql.ts'
+import { finalStatusSql } from '../notifications/sql.ts'
+import { bindErasure, type ErasureParameters } from './parameters.ts'
 
 /**
  * A recipient's erasure, on the notification's side (src/erasure/ runs the

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import type { Outgoing } from '../queue/send.ts'
+import type { Outgoing } from './send.ts'
 
 /**
  * A `notify-dispatch` message: which notification to send, and the due time

@@ -1,9 +1,9 @@
 import { describeIssues, type InboundEvent, MarkerBodySchema, toFieldIssues } from '@notify-edge/contracts'
+import { ArtHuntEnvelopeSchema, artHuntIdempotencyKey } from '../contracts/arthunt.ts'
+import { PIN_CONTRACT_VERSION, PinHeadersSchema, pinIdempotencyKey } from '../contracts/pin.ts'
 import type { FieldIssue, PipelineCode } from '../errors.ts'
-import type { EventTypeDefinition, Family } from '../events/define.ts'
-import { eventTypeOf } from '../events/registry.ts'
-import { ArtHuntEnvelopeSchema, artHuntIdempotencyKey } from './arthunt.ts'
-import { PIN_CONTRACT_VERSION, PinHeadersSchema, pinIdempotencyKey } from './pin.ts'
+import type { EventTypeDefinition, Family } from './define.ts'
+import { eventTypeOf } from './registry.ts'
 
 /** What is known about an event even when it is invalid: enough to find it again. */
 export type EventIdentity = {

@@ -1,8 +1,9 @@
-import type { Config } from '../config.ts'
-import { notificationDeadLetter } from '../dead-letters/notification.ts'
-import { PipelineError } from '../errors.ts'
-import { type Logger, maskEmails } from '../log.ts'
-import type { ClaimedRow } from '../notifications/claim.ts'
+import type { GroupCommit } from '../../d1/group-commit.ts'
+import { notificationDeadLetter } from '../../dead-letters/notification.ts'
+import { PipelineError } from '../../errors.ts'
+import { maskEmails } from '../../log.ts'
+import { messageIdOf } from '../../mail/mime.ts'
+import type { ClaimedRow } from '../../notifications/claim.ts'
 import {
   markPaced,
   markRetry,
@@ -10,8 +11,8 @@ import {
   markSent,
   markUnknown,
   recordSentMessage,
-} from '../notifications/marks.ts'
-import { markPaused, releasePaused } from '../notifications/pause.ts'
+} from '../../notifications/marks.ts'
+import { dispatchFor } from '../../queue/dispatch-message.ts'
 import {
   describeError,
   type Failure,
@@ -20,65 +21,41 @@ import {
   type Settlement,
   settle,
   settleFailure,
-} from '../queue/policy.ts'
-import type { Outgoing } from '../queue/send.ts'
-import { suppressAutomatically } from '../suppression/store.ts'
-import type { DispatchLease } from './lease.ts'
-import type { MarkWriter } from './marks.ts'
-import { dispatchFor } from './message.ts'
-import { type Mail, messageIdOf } from './mime.ts'
-import type { Pace } from './pace/client.ts'
-import { pauseTransport, resumeTransport, type TransportPause } from './pause.ts'
-import { nextTryAt } from './retry.ts'
-import { SendError, type Sent, type Transport } from './transports/index.ts'
-
-/** What sending one claimed notification needs. */
-export type SendContext = {
-  env: Env
-  config: Config
-  log: Logger
-  lease: DispatchLease
-  transport: Transport
-  marks: MarkWriter
-  /** The transport's pause as the claim read it: an accepted send ends it. */
-  pause: TransportPause | undefined
-  /** The account's send pace, for a transport that has one (resend). */
-  pace: Pace | undefined
-}
+} from '../../queue/policy.ts'
+import type { Outgoing } from '../../queue/send.ts'
+import { suppressAutomatically } from '../../suppression/store.ts'
+import { markPaused, pauseTransport, releasePaused, resumeTransport } from '../pause.ts'
+import { nextTryAt } from '../retry.ts'
+import type { Marked, ToSend } from '../run.ts'
+import { SendError, type Sent } from '../transports/index.ts'
+import type { SendContext, Tried } from './send.ts'
 
 /** How one send ended for its queue message, and the message of its next try, if any. */
-export type SendResult = { settlement: Settlement; next?: Outgoing }
+type SendResult = { settlement: Settlement; next?: Outgoing }
 
 /**
- * Sends one notification this batch claimed and records the result at once,
- * under the batch's lease token: `sent` (with the exact MIME), `pending` again
- * at its retry time, `paused` with its transport, `failed` (a dead letter) or
- * `suppressed`. Through a paced transport the send first waits for its slot,
- * or, when that is too far off, goes back `pending` at the slot's time without
- * counting the try. A send is not started when the lease cannot be renewed; a
- * mark that finds the claim taken over changes nothing (logged as `dispatch.lease-lost`).
+ * Records how the send of one notification ended, at once and under the
+ * batch's lease token: `sent` (with the exact MIME), `pending` again at its
+ * retry time (or at the pace's slot, its try not counted), `paused` with its
+ * transport, `unknown`, `failed` (a dead letter) or `suppressed`. A mark that
+ * finds the claim taken over changes nothing (logged as `dispatch.lease-lost`).
  */
-export async function sendAndRecord(
+export async function markOne(context: SendContext, item: ToSend, tried: Tried): Promise<Marked[]> {
+  const { message, row } = item
+  const result = await resultOf(context, message, row, tried)
+  return [{ member: item, ...result }]
+}
+
+async function resultOf(
   context: SendContext,
   message: Message<unknown>,
   row: ClaimedRow,
+  tried: Tried,
 ): Promise<SendResult> {
-  const { config, lease, transport, pace } = context
-  if (!lease.canStartSend) return leaseAtRisk(context, message, row)
-  const decision = await pace?.slot()
-  if (decision?.kind === 'later') return recordPaced(context, message, row, decision.at)
-  // The wait for the slot may have outlasted failing renewals.
-  if (!lease.canStartSend) return leaseAtRisk(context, message, row)
-  let sent: Sent | undefined
-  let error: unknown
-  try {
-    sent = await transport.send(mailOf(config, row))
-  } catch (caught) {
-    error = caught
-  }
-  if (sent) return recordSent(context, message, row, sent)
-  const refusal =
-    error instanceof SendError ? error : new SendError(describeError(error), 'transient', { cause: error })
+  if ('leaseAtRisk' in tried) return leaseAtRisk(context, message, row)
+  if ('pacedTo' in tried) return recordPaced(context, message, row, tried.pacedTo)
+  if ('sent' in tried) return recordSent(context, message, row, tried.sent[0] as Sent)
+  const refusal = tried.refused
   if (refusal.outcome === 'suppressed') return recordSuppressed(context, message, row, refusal)
   if (refusal.outcome === 'paused') return recordPaused(context, message, row, refusal)
   if (refusal.outcome === 'unknown') return recordUnknown(context, message, row, refusal)
@@ -94,19 +71,6 @@ function leaseAtRisk(context: SendContext, message: Message<unknown>, row: Claim
   context.log.warn('dispatch.lease-at-risk', fieldsOf(row))
   const error = new PipelineError('NTF_DEPENDENCY_FAILED', 'the dispatch lease could not be renewed; not sending')
   return { settlement: settleFailure(error, message.attempts, context.config.DISPATCH_RETRY_DELAYS_SECONDS) }
-}
-
-/** The mail of a claimed notification: everything from the stored row, so every attempt sends the same. */
-export function mailOf(config: Config, row: ClaimedRow): Mail {
-  return {
-    notificationId: row.id,
-    from: { address: config.EMAIL_FROM, name: config.EMAIL_FROM_NAME },
-    to: { address: row.recipient_email as string, name: row.recipient_name },
-    subject: row.subject ?? '',
-    text: row.text_body ?? '',
-    html: row.html_body ?? '',
-    unsubscribeUrl: row.unsubscribe_url,
-  }
 }
 
 /** The log fields of a claimed notification (no address, no name). */
@@ -333,7 +297,10 @@ export function settleOnRow(context: SendContext, row: ClaimedRow, failure: Fail
 }
 
 /** Writes a result's marks; `fenced` when the claim was no longer ours (the first statement changed nothing). */
-async function record(writer: MarkWriter, marks: D1PreparedStatement[]): Promise<'ok' | 'fenced' | { cause: unknown }> {
+async function record(
+  writer: GroupCommit,
+  marks: D1PreparedStatement[],
+): Promise<'ok' | 'fenced' | { cause: unknown }> {
   try {
     const [mark] = await writer.write(marks)
     return (mark?.meta.changes ?? 0) > 0 ? 'ok' : 'fenced'
