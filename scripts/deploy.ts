@@ -26,7 +26,7 @@ import { ConfigSchema } from '../src/config.ts'
 /** The ids wrangler.toml ships with: local runs ignore them, a deploy replaces them. */
 export const PLACEHOLDER_D1_ID = '00000000-0000-4000-8000-000000000001'
 export const PLACEHOLDER_KV_ID = '00000000000000000000000000000001'
-/** The dead-letter queue, whose consumer retries for about 94 hours (wrangler.toml, src/dead-letters/consumer.ts). */
+/** The dead-letter queue, whose consumer retries for about 94 hours (wrangler.toml, src/dead-letters/dlq-consumer.ts). */
 export const DEAD_LETTER_QUEUE = 'notify-dlq'
 /** 14 days, the longest message retention Cloudflare Queues allows. */
 export const DEAD_LETTER_RETENTION_SECONDS = 14 * 24 * 60 * 60

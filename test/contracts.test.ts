@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { type Decoded, decodeInbound } from '../src/events/decode.ts'
+import { type Decoded, decodeInbound } from '../src/events/decode-inbound.ts'
 import { example, examples, freshInbound, inbound } from './helpers.ts'
 
 function decodeExample(

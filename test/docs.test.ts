@@ -17,7 +17,7 @@ describe('docs and examples', () => {
     expect(rows).toEqual(expected)
   })
 
-  it("the README's curl posts the response.created sample of examples/arthunt verbatim", () => {
+  it("docs/getting-started.md's curl posts the response.created sample of examples/arthunt verbatim", () => {
     expect(ingestSample.events).toHaveLength(1)
     expect(ingestSample.events[0]?.body).toBe(responseCreated)
   })

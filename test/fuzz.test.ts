@@ -10,7 +10,7 @@ import { env } from 'cloudflare:workers'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import type { InboundEvent } from '../src/contracts/index.ts'
-import { decodeInbound } from '../src/events/decode.ts'
+import { decodeInbound } from '../src/events/decode-inbound.ts'
 import {
   deliverBatch,
   eventually,

@@ -3,7 +3,7 @@ import { env } from 'cloudflare:workers'
 import { describe, expect, expectTypeOf, it } from 'vitest'
 import type { InboundEvent } from '../src/contracts/index.ts'
 import { createLogger } from '../src/log.ts'
-import { BatchRun, type Work } from '../src/materialize/batch.ts'
+import { EventsRun, type Work } from '../src/materialize/run.ts'
 import { type Decoded, decodeStage } from '../src/materialize/stages/decode.ts'
 import { type Enqueued, enqueueStage } from '../src/materialize/stages/enqueue.ts'
 import { finishStage } from '../src/materialize/stages/finish.ts'
@@ -18,7 +18,7 @@ function runOver(bodies: readonly unknown[]) {
     'notify-events',
     bodies.map((body) => ({ id: `msg-${guid()}`, timestamp: new Date(), attempts: 1, body })),
   )
-  return { messages: batch.messages, run: new BatchRun(batch, env, createLogger('error')) }
+  return { messages: batch.messages, run: new EventsRun(batch, env, createLogger('error')) }
 }
 
 function eventIdOf(event: InboundEvent): string {

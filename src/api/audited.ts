@@ -1,5 +1,5 @@
 import type { Context } from 'hono'
-import { type AuditEntry, auditChange } from '../audit/store.ts'
+import { type AuditEntry, auditChange } from '../audit/audit-store.ts'
 import type { AppEnv } from './openapi.ts'
 
 /**

@@ -1,5 +1,5 @@
 import { QUEUES } from '../queue/names.ts'
-import { deadLetterIdOf, upsertNotificationDeadLetter } from './store.ts'
+import { deadLetterIdOf, upsertNotificationDeadLetter } from './dead-letter-store.ts'
 
 /** The notification a dead letter is about, as its row names it. */
 export type FailedNotification = {

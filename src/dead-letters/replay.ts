@@ -4,8 +4,8 @@ import { WORKER_LIMITS } from '../platform-limits.ts'
 import { DispatchMessageSchema, dispatchFor } from '../queue/dispatch-message.ts'
 import { QUEUES } from '../queue/names.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
+import { reducedBodyOf } from './dead-letter-store.ts'
 import { markReplayed } from './resolve.ts'
-import { reducedBodyOf } from './store.ts'
 
 /**
  * Bytes of dead-letter bodies one bulk replay call reads and sends. A body is

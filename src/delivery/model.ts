@@ -1,4 +1,4 @@
-import type { SuppressionCause } from '../suppression/store.ts'
+import type { SuppressionCause } from '../suppression/suppression-store.ts'
 
 /**
  * What a provider last said about a message: the `delivery_status` of a

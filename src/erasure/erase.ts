@@ -1,5 +1,5 @@
 import type { Operator } from '../audit/operator.ts'
-import { normalizeAddress } from '../suppression/store.ts'
+import { normalizeAddress } from '../suppression/suppression-store.ts'
 import type { ErasureParameters } from './parameters.ts'
 import { PSEUDONYM_PREFIX, pseudonymOf, userPseudonymOf } from './pseudonym.ts'
 import { ERASED_TABLES, type ErasedCounts, erasureStatements, recordErased } from './statements.ts'

@@ -1,4 +1,4 @@
-import { normalizeAddress } from '../suppression/store.ts'
+import { normalizeAddress } from '../suppression/suppression-store.ts'
 
 const encoder = new TextEncoder()
 

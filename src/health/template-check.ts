@@ -9,7 +9,7 @@
 import { configOf } from '../config.ts'
 import { exampleModelOf } from '../templates/examples.ts'
 import { type Part, parsePart, render, TemplateError } from '../templates/sandbox.ts'
-import { type TemplateRow, templateFromRow } from '../templates/store.ts'
+import { type TemplateRow, templateFromRow } from '../templates/template-store.ts'
 import type { TemplateRefusal } from './types.ts'
 
 const PARTS: Part[] = ['subject', 'textBody', 'htmlBody']

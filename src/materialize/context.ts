@@ -1,9 +1,9 @@
 import type { DeliveryMode } from '../events/define.ts'
 import type { DecisionRef } from '../notifications/decision.ts'
-import { optOutKey } from '../preferences/store.ts'
+import { optOutKey } from '../preferences/preference-store.ts'
 import { STATUS_AS_FILTER } from '../sql.ts'
 import type { TemplateSource } from '../templates/sandbox.ts'
-import { activeTemplatesOf, templatesOf } from '../templates/store.ts'
+import { activeTemplatesOf, templatesOf } from '../templates/template-store.ts'
 import { type Contact, type ContactRow, contactFromRow } from './contacts.ts'
 
 /** Everything the planner needs from D1 for one batch, read in one round trip. */

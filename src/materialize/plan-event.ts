@@ -6,12 +6,12 @@ import { deliveryModeOf, deliveryOf, kindOf } from '../events/registry.ts'
 import { sameDecision } from '../notifications/decision.ts'
 import type { Throttle } from '../notifications/row.ts'
 import { type NotificationRow, newNotificationId, notificationId } from '../notifications/row.ts'
-import { optOutKey } from '../preferences/store.ts'
+import { optOutKey } from '../preferences/preference-store.ts'
 import { type RenderedParts, renderNotification, unsubscribeLink } from '../templates/render-notification.ts'
-import type { Work } from './batch.ts'
 import type { Contact } from './contacts.ts'
 import type { BatchContext } from './context.ts'
 import { digestCloseAt } from './digest-schedule.ts'
+import type { Work } from './run.ts'
 
 /** How an event ends, as logged and counted. */
 export type Outcome =

@@ -1,4 +1,4 @@
-import { decodeInbound } from '../events/decode.ts'
+import { decodeInbound } from '../events/decode-inbound.ts'
 import type { EventTypeDefinition } from '../events/define.ts'
 import { DIGEST_TEMPLATE_SUFFIX, kinds } from '../events/registry.ts'
 

@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi'
-import { type AuditRow, auditFromRow } from '../../audit/store.ts'
+import { type AuditRow, auditFromRow } from '../../audit/audit-store.ts'
 import { ADMIN_ERRORS, createRouter, errors, json } from '../openapi.ts'
 import { operatorRoute } from '../roles.ts'
 

@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi'
-import { auditChange } from '../../audit/store.ts'
+import { auditChange } from '../../audit/audit-store.ts'
 import {
   bodiesOf,
   type DeadLetterSummaryRow,

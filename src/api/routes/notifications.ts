@@ -1,6 +1,6 @@
 import { z } from '@hono/zod-openapi'
 import { maskEmails } from '@notify-edge/contracts'
-import { timelineOf } from '../../delivery/store.ts'
+import { timelineOf } from '../../delivery/delivery-event-store.ts'
 import { ApiError } from '../../errors.ts'
 import {
   type DigestEventRow,

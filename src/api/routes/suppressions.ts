@@ -10,7 +10,7 @@ import {
   type SuppressionRow,
   suppressionFromRow,
   suppressionOf,
-} from '../../suppression/store.ts'
+} from '../../suppression/suppression-store.ts'
 import { runAudited } from '../audited.ts'
 import { ADMIN_ERRORS, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
 import { operatorRoute } from '../roles.ts'

@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi'
-import { auditChange } from '../../audit/store.ts'
+import { auditChange } from '../../audit/audit-store.ts'
 import type { TemplateLimits } from '../../config.ts'
 import { configOf } from '../../config.ts'
 import { Locale } from '../../contracts/fields.ts'
@@ -15,7 +15,7 @@ import {
   TemplateError,
   type TemplateSource,
 } from '../../templates/sandbox.ts'
-import { saveTemplate, templateInEffect } from '../../templates/store.ts'
+import { saveTemplate, templateInEffect } from '../../templates/template-store.ts'
 import { ADMIN_ERRORS, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
 import { oneRenderAtATime } from '../render-turns.ts'
 import { operatorRoute } from '../roles.ts'

@@ -15,7 +15,7 @@ import {
   refusedChoicePage,
   savedPage,
 } from '../../preferences/page.ts'
-import { optOut, preferencesOf, upsertPreference } from '../../preferences/store.ts'
+import { optOut, preferencesOf, upsertPreference } from '../../preferences/preference-store.ts'
 import { type UnsubscribeScope, verifyUnsubscribe } from '../../preferences/token.ts'
 import { type AppEnv, createRouter, ErrorSchema } from '../openapi.ts'
 import { publicRoute } from '../roles.ts'

@@ -204,64 +204,14 @@ async function notificationOf(c: ConsoleContext, read: Read) {
   return c.get('api')<Notification>('GET', `/v1/notifications/${encodeURIComponent(id)}${READ_QUERY[read]}`)
 }
 
-function NotificationPage(props: { c: ConsoleContext; n: Notification; revealed: boolean }) {
+type NotificationProps = { c: ConsoleContext; n: Notification; revealed: boolean }
+
+/** A notification: what it is and where it stands, the events of its digest, its provider events, and the email. */
+function NotificationPage(props: NotificationProps) {
   const { n, c } = props
-  const id = encodeURIComponent(n.id)
   return (
     <Layout page={c.get('page')} title={`${n.digest ? 'Digest' : 'Notification'} ${n.kind}`}>
-      <dl>
-        {n.digest ? (
-          <>
-            <dt>Digest of</dt>
-            <dd>{n.digest.size} event(s), listed below</dd>
-          </>
-        ) : (
-          <>
-            <dt>Event</dt>
-            <dd>
-              <a href={`/console/events/${encodeURIComponent(n.eventId)}`}>{n.eventId}</a>
-            </dd>
-          </>
-        )}
-        {n.inDigest ? (
-          <>
-            <dt>Told in digest</dt>
-            <dd>
-              <DigestLine digest={n.inDigest} />
-            </dd>
-          </>
-        ) : null}
-        <dt>Status</dt>
-        <dd>
-          {n.status} {n.statusReason ? `— ${n.statusReason}` : ''} {n.errorCode ? <code>{n.errorCode}</code> : null}
-        </dd>
-        <dt>Delivery</dt>
-        <dd>{n.deliveryStatus ?? 'no report yet'}</dd>
-        <dt>Recipient</dt>
-        <dd>
-          {n.contentRemoved ? (
-            <p id="content-removed">
-              The recipient and the content were removed by{' '}
-              {n.contentRemoved.by === 'erasure' ? 'an erasure' : 'retention'} on <Time at={n.contentRemoved.at} />.
-            </p>
-          ) : null}
-          {n.recipientName ? `${n.recipientName} <${n.recipientEmail ?? ''}>` : (n.recipientEmail ?? '')}
-          {props.revealed ? null : (
-            <form method="post" action={`/console/notifications/${id}/reveal`}>
-              <Csrf page={c.get('page')} />
-              <button type="submit" class="secondary">
-                Reveal the address and the email (recorded in the audit trail)
-              </button>
-            </form>
-          )}
-        </dd>
-        <dt>Subject</dt>
-        <dd>{props.revealed ? (n.subject ?? '') : 'shown when revealed'}</dd>
-        <dt>Timeline</dt>
-        <dd>
-          <Timeline n={n} />
-        </dd>
-      </dl>
+      <NotificationFacts {...props} />
       {n.digest ? <DigestEventsSection digest={n.digest} /> : null}
       <h2>Provider events</h2>
       <Table
@@ -269,6 +219,87 @@ function NotificationPage(props: { c: ConsoleContext; n: Notification; revealed:
         head={['At', 'Provider', 'Type', 'Status']}
         rows={n.timeline.map((event) => [<Time at={event.occurredAt} />, event.provider, event.type, event.status])}
       />
+      <TheEmail {...props} />
+    </Layout>
+  )
+}
+
+/** What the notification tells of (an event, or a digest's events), its status, delivery, recipient and timeline. */
+function NotificationFacts(props: NotificationProps) {
+  const { n } = props
+  return (
+    <dl>
+      {n.digest ? (
+        <>
+          <dt>Digest of</dt>
+          <dd>{n.digest.size} event(s), listed below</dd>
+        </>
+      ) : (
+        <>
+          <dt>Event</dt>
+          <dd>
+            <a href={`/console/events/${encodeURIComponent(n.eventId)}`}>{n.eventId}</a>
+          </dd>
+        </>
+      )}
+      {n.inDigest ? (
+        <>
+          <dt>Told in digest</dt>
+          <dd>
+            <DigestLine digest={n.inDigest} />
+          </dd>
+        </>
+      ) : null}
+      <dt>Status</dt>
+      <dd>
+        {n.status} {n.statusReason ? `— ${n.statusReason}` : ''} {n.errorCode ? <code>{n.errorCode}</code> : null}
+      </dd>
+      <dt>Delivery</dt>
+      <dd>{n.deliveryStatus ?? 'no report yet'}</dd>
+      <dt>Recipient</dt>
+      <dd>
+        <Recipient {...props} />
+      </dd>
+      <dt>Subject</dt>
+      <dd>{props.revealed ? (n.subject ?? '') : 'shown when revealed'}</dd>
+      <dt>Timeline</dt>
+      <dd>
+        <Timeline n={n} />
+      </dd>
+    </dl>
+  )
+}
+
+/** The recipient, masked until revealed (a POST, recorded), or why it is gone. */
+function Recipient(props: NotificationProps) {
+  const { n, c } = props
+  return (
+    <>
+      {n.contentRemoved ? (
+        <p id="content-removed">
+          The recipient and the content were removed by {n.contentRemoved.by === 'erasure' ? 'an erasure' : 'retention'}{' '}
+          on <Time at={n.contentRemoved.at} />.
+        </p>
+      ) : null}
+      {n.recipientName ? `${n.recipientName} <${n.recipientEmail ?? ''}>` : (n.recipientEmail ?? '')}
+      {props.revealed ? null : (
+        <form method="post" action={`/console/notifications/${encodeURIComponent(n.id)}/reveal`}>
+          <Csrf page={c.get('page')} />
+          <button type="submit" class="secondary">
+            Reveal the address and the email (recorded in the audit trail)
+          </button>
+        </form>
+      )}
+    </>
+  )
+}
+
+/** The email as rendered (its HTML in a sandboxed frame, its text part) once revealed, and its raw MIME to download. */
+function TheEmail(props: NotificationProps) {
+  const { n, c } = props
+  const id = encodeURIComponent(n.id)
+  return (
+    <>
       <h2>The email</h2>
       {!props.revealed ? (
         <p>The email is shown when you reveal the address: it is addressed to the recipient by name.</p>
@@ -293,7 +324,7 @@ function NotificationPage(props: { c: ConsoleContext; n: Notification; revealed:
           </button>
         </form>
       ) : null}
-    </Layout>
+    </>
   )
 }
 

@@ -14,7 +14,7 @@ import {
 import { dispatchFor } from '../../queue/dispatch-message.ts'
 import { renderNotification } from '../../templates/render-notification.ts'
 import type { TemplateSource } from '../../templates/sandbox.ts'
-import { activeTemplatesOf, templatesOf } from '../../templates/store.ts'
+import { activeTemplatesOf, templatesOf } from '../../templates/template-store.ts'
 import type { DispatchRun, Later, ToClose } from '../run.ts'
 
 type Rendered = Awaited<ReturnType<typeof renderNotification>>

@@ -23,7 +23,7 @@ import {
   settleFailure,
 } from '../../queue/policy.ts'
 import type { Outgoing } from '../../queue/send.ts'
-import { suppressAutomatically } from '../../suppression/store.ts'
+import { suppressAutomatically } from '../../suppression/suppression-store.ts'
 import { markPaused, pauseTransport, releasePaused, resumeTransport } from '../pause.ts'
 import { nextTryAt } from '../retry.ts'
 import type { Marked, ToSend } from '../run.ts'

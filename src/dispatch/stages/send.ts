@@ -107,7 +107,10 @@ async function tryToSend(context: SendContext, item: ToSend | Bundle): Promise<T
         ),
       }
     }
-    return { sent: [await transport.send(mailOf(config, (item as ToSend).row))] }
+    const sent = await transport.send(mailOf(config, (item as ToSend).row))
+    // A transport that answers nothing took nothing we can record: a transient failure, tried again.
+    if (!sent) throw new SendError('the transport answered nothing', 'transient')
+    return { sent: [sent] }
   } catch (caught) {
     const refused =
       caught instanceof SendError ? caught : new SendError(describeError(caught), 'transient', { cause: caught })

@@ -1,7 +1,7 @@
 import { describeIssues, type InboundEvent, InboundEventSchema, toFieldIssues } from '../../contracts/index.ts'
-import { decodeInbound, type EventIdentity } from '../../events/decode.ts'
-import { type BatchRun, describe, type EventItem, identityOf, type Work } from '../batch.ts'
+import { decodeInbound, type EventIdentity } from '../../events/decode-inbound.ts'
 import type { ProcessedEvent } from '../processed.ts'
+import { describe, type EventItem, type EventsRun, identityOf, type Work } from '../run.ts'
 
 /** A valid event, to plan. */
 export type Valid = EventItem & { type: 'valid' }
@@ -17,7 +17,7 @@ export type Decoded = Valid | Ignored
  * naming its field; a handled type that asks for nothing is recorded as
  * ignored; the same event twice in one batch is one event; the rest is work.
  */
-export function decodeStage(run: BatchRun, messages: readonly Message<unknown>[]): Decoded[] {
+export function decodeStage(run: EventsRun, messages: readonly Message<unknown>[]): Decoded[] {
   const seen = new Set<string>()
   const decoded: Decoded[] = []
   for (const message of messages) {
@@ -56,7 +56,7 @@ export function decodeStage(run: BatchRun, messages: readonly Message<unknown>[]
 
 /** A duplicate ends here: acked, counted, logged (`by` batch, kv or d1). */
 export function duplicate(
-  run: BatchRun,
+  run: EventsRun,
   item: { message: Message<unknown>; inbound: InboundEvent; work?: Work },
   by: string,
 ): void {
@@ -69,7 +69,7 @@ export function duplicate(
 
 /** An ignored event is counted and logged; it goes on to be recorded when it can be named, else it ends here. */
 function ignore(
-  run: BatchRun,
+  run: EventsRun,
   message: Message<unknown>,
   inbound: InboundEvent,
   identity: EventIdentity,

@@ -1,7 +1,7 @@
 import { PipelineError } from '../../errors.ts'
 import { dispatchFor } from '../../queue/dispatch-message.ts'
 import { type Outgoing, sendAll } from '../../queue/send.ts'
-import type { BatchRun } from '../batch.ts'
+import type { EventsRun } from '../run.ts'
 import type { Written } from './write.ts'
 
 /** What the enqueue stage lets through, in batch order: every written event whose dispatch messages are on the queue (or that had none). */
@@ -14,7 +14,7 @@ export type Enqueued = Written
  * those events are retried: committed ones come back as duplicates and
  * dispatch again.
  */
-export async function enqueueStage(run: BatchRun, written: readonly Written[]): Promise<Enqueued[]> {
+export async function enqueueStage(run: EventsRun, written: readonly Written[]): Promise<Enqueued[]> {
   const dispatches = new Map<Written, Outgoing[]>()
   for (const item of written) {
     if (item.type === 'duplicate') {

@@ -1,5 +1,5 @@
-import { type BatchRun, describe, identityOf } from '../batch.ts'
 import { writeKvMarks } from '../kv.ts'
+import { describe, type EventsRun, identityOf } from '../run.ts'
 import type { Enqueued } from './enqueue.ts'
 
 /**
@@ -9,7 +9,7 @@ import type { Enqueued } from './enqueue.ts'
  * committed and dispatched), counters raised since the write are written, and
  * one line sums the batch up.
  */
-export async function finishStage(run: BatchRun, enqueued: readonly Enqueued[]): Promise<void> {
+export async function finishStage(run: EventsRun, enqueued: readonly Enqueued[]): Promise<void> {
   const done: string[] = []
   for (const item of enqueued) {
     if (item.type === 'duplicate') {

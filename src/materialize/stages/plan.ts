@@ -1,7 +1,7 @@
 import { PipelineError } from '../../errors.ts'
-import { type BatchRun, describe, type EventItem, identityOf, type Work } from '../batch.ts'
 import { type BatchContext, type ContextQuery, loadContext } from '../context.ts'
 import { type DuplicatePlan, planEvent, type RecordPlan } from '../plan-event.ts'
+import { describe, type EventItem, type EventsRun, identityOf, type Work } from '../run.ts'
 import type { Ignored, Valid } from './decode.ts'
 import type { Known } from './known.ts'
 
@@ -18,7 +18,7 @@ export type Planned = PlannedRecord | PlannedDuplicate | Ignored
  * Stage 3: read what planning needs (one D1 round trip for the whole batch),
  * then plan each event on its own: a planning error fails that event only.
  */
-export async function planStage(run: BatchRun, known: readonly Known[]): Promise<Planned[]> {
+export async function planStage(run: EventsRun, known: readonly Known[]): Promise<Planned[]> {
   const valid = known.filter((item) => item.type === 'valid')
   const context = valid.length > 0 ? await contextOf(run, valid) : undefined
   const planned: Planned[] = []
@@ -34,7 +34,7 @@ export async function planStage(run: BatchRun, known: readonly Known[]): Promise
 }
 
 /** The batch's context, or undefined when D1 could not be read: then every valid event fails (retried). */
-async function contextOf(run: BatchRun, valid: readonly Valid[]): Promise<BatchContext | undefined> {
+async function contextOf(run: EventsRun, valid: readonly Valid[]): Promise<BatchContext | undefined> {
   try {
     return await loadContext(run.db, contextQuery(valid.map((item) => item.work)))
   } catch (cause) {
@@ -45,7 +45,7 @@ async function contextOf(run: BatchRun, valid: readonly Valid[]): Promise<BatchC
 }
 
 /** One event's plan; an event whose planning failed is settled here and goes no further. */
-async function planOne(run: BatchRun, item: Valid, context: BatchContext): Promise<Planned | undefined> {
+async function planOne(run: EventsRun, item: Valid, context: BatchContext): Promise<Planned | undefined> {
   const { work } = item
   try {
     const plan = await planEvent(work, context, run.config, run.now)

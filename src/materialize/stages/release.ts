@@ -1,5 +1,5 @@
-import type { BatchRun } from '../batch.ts'
 import { releaseWaiting } from '../release-waiting.ts'
+import type { EventsRun } from '../run.ts'
 import type { Written } from './write.ts'
 
 /**
@@ -8,7 +8,7 @@ import type { Written } from './write.ts'
  * event — the contacts are written — and the cron's sweep releases them
  * within a minute instead.
  */
-export async function releaseStage(run: BatchRun, written: readonly Written[]): Promise<void> {
+export async function releaseStage(run: EventsRun, written: readonly Written[]): Promise<void> {
   const userIds = written.flatMap((item) =>
     item.type === 'record' && item.plan.contact ? [item.plan.contact.userId] : [],
   )

@@ -3,10 +3,10 @@ import { eraseLateArrivals } from '../../erasure/notification-statements.ts'
 import { pseudonymOf, userPseudonymOf } from '../../erasure/pseudonym.ts'
 import { PipelineError } from '../../errors.ts'
 import { COUNTERS, canonicalLabels, GAUGES, incrementCounter, setGauge } from '../../metrics/counters.ts'
-import { type BatchRun, describe } from '../batch.ts'
 import { upsertContact } from '../contacts.ts'
 import { notificationWrites, type WriteMarks } from '../notification-writes.ts'
 import { insertProcessedEvent, type ProcessedEvent } from '../processed.ts'
+import { describe, type EventsRun } from '../run.ts'
 import type { Ignored } from './decode.ts'
 import type { Planned, PlannedDuplicate, PlannedRecord } from './plan.ts'
 
@@ -24,7 +24,7 @@ type Slot = EventWrite<(PlannedRecord & WriteMarks) | Ignored> | PlannedDuplicat
  * counter, with the batch's counters and gauges, in one D1 batch; when that
  * fails, each event on its own (persistEvents), so one bad event fails alone.
  */
-export async function writeStage(run: BatchRun, planned: readonly Planned[]): Promise<Written[]> {
+export async function writeStage(run: EventsRun, planned: readonly Planned[]): Promise<Written[]> {
   // The pseudonyms an erasure leaves of the users and contacts written, to keep an event that was on its way
   // when they were erased from writing them back (`eraseLateArrivals`, `upsertContact`).
   const pseudonyms = await Promise.all(planned.map((item) => pseudonymsOf(run, item)))
@@ -68,7 +68,7 @@ export async function writeStage(run: BatchRun, planned: readonly Planned[]): Pr
  * the statements are whose changes the enqueue stage reads.
  */
 function recordWrite(
-  run: BatchRun,
+  run: EventsRun,
   item: PlannedRecord,
   pseudonyms: Pseudonyms,
 ): EventWrite<PlannedRecord & WriteMarks> {
@@ -98,7 +98,7 @@ function recordWrite(
 /** The pseudonyms of an event's recipients, and of its contact's address and user. */
 type Pseudonyms = { users: [string, string][]; contact?: { pseudonym: string; user: string } }
 
-async function pseudonymsOf(run: BatchRun, item: Planned): Promise<Pseudonyms | undefined> {
+async function pseudonymsOf(run: EventsRun, item: Planned): Promise<Pseudonyms | undefined> {
   if (item.type !== 'record') return undefined
   const key = run.config.erasureKey
   const { notifications, contact } = item.plan
@@ -136,7 +136,7 @@ function processedRow({ work, plan, inbound }: PlannedRecord): ProcessedEvent {
  * `notify_consumer_lag_seconds{source}`: how old the newest-processed events of
  * each source were (event time, else when the bridge read them), the largest of this batch.
  */
-function lagGauges(run: BatchRun, planned: readonly Planned[]): D1PreparedStatement[] {
+function lagGauges(run: EventsRun, planned: readonly Planned[]): D1PreparedStatement[] {
   const lag = new Map<string, number>()
   for (const item of planned) {
     if (item.type === 'ignored') continue

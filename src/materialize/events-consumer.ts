@@ -1,5 +1,5 @@
 import type { Logger } from '../log.ts'
-import { BatchRun } from './batch.ts'
+import { EventsRun } from './run.ts'
 import { decodeStage } from './stages/decode.ts'
 import { enqueueStage } from './stages/enqueue.ts'
 import { finishStage } from './stages/finish.ts'
@@ -16,13 +16,13 @@ import { writeStage } from './stages/write.ts'
  * (`Written`) → send the dispatch messages (`Enqueued`) → release what waited
  * for the contacts just written → finish (ack, KV marks, late counters). A
  * message that leaves early — a dead letter, a duplicate, a failure — is
- * settled through `BatchRun` by the stage it leaves, the only place a
+ * settled through `EventsRun` by the stage it leaves, the only place a
  * settlement is decided, and goes no further; then every message ends in
  * exactly one ack, retry or dead letter. D1 round trips per batch do not grow
  * with its size: one read, one write (more only after a failure). Never throws.
  */
 export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log: Logger): Promise<void> {
-  const run = new BatchRun(batch, env, log)
+  const run = new EventsRun(batch, env, log)
   const decoded = decodeStage(run, batch.messages)
   const known = await knownStage(run, decoded)
   const planned = await planStage(run, known)

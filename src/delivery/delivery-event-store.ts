@@ -1,4 +1,4 @@
-import { erasedSql } from '../suppression/store.ts'
+import { erasedSql } from '../suppression/suppression-store.ts'
 import type { DeliveryEvent } from './model.ts'
 
 /**

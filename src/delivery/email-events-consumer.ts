@@ -5,10 +5,10 @@ import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import { applyDeliveryStatus, discardSettled, settleUnknownOutcome } from '../notifications/delivery.ts'
 import { Settlements } from '../queue/settlements.ts'
-import { suppressAutomatically } from '../suppression/store.ts'
-import { decodeDeliveryEvent } from './decode.ts'
+import { suppressAutomatically } from '../suppression/suppression-store.ts'
+import { decodeDeliveryEvent } from './decode-provider-event.ts'
+import { bare, insertDeliveryEvent, notificationsOfEvents } from './delivery-event-store.ts'
 import type { DeliveryEvent } from './model.ts'
-import { bare, insertDeliveryEvent, notificationsOfEvents } from './store.ts'
 
 /** A decoded event, with its recipient's pseudonym (for an erased address: src/erasure/pseudonym.ts). */
 type Decoded = { message: Message<unknown>; event: DeliveryEvent; pseudonym: string | null }

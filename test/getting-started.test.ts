@@ -4,7 +4,7 @@ import ingestSample from '../examples/ingest/response.created.json'
 import ingestMissingEmail from '../examples/ingest/response.created.missing-email.json'
 import { postIngest } from './helpers.ts'
 
-describe("the README's quick start, inside workerd", () => {
+describe('getting started by hand (docs/getting-started.md), inside workerd', () => {
   it('the sample is accepted and processed; the one without recipient.email ends as one dead letter', async () => {
     const accepted = await postIngest(ingestSample)
     expect(accepted.status).toBe(202)

@@ -1,7 +1,7 @@
 import { type Config, configOf } from '../config.ts'
 import type { InboundEvent } from '../contracts/index.ts'
 import type { PipelineCode } from '../errors.ts'
-import type { DecodedEvent } from '../events/decode.ts'
+import type { DecodedEvent } from '../events/decode-inbound.ts'
 import type { Intent } from '../events/define.ts'
 import type { Logger } from '../log.ts'
 import { COUNTERS, CounterBatch } from '../metrics/counters.ts'
@@ -11,7 +11,7 @@ import { Settlements } from '../queue/settlements.ts'
 /** A valid event with what it asks for: what planning reads. */
 export type Work = { event: DecodedEvent; source: string; intent: Intent }
 
-/** A message of the batch, with its inbound event once it parsed as one: what `BatchRun` settles. */
+/** A message of the batch, with its inbound event once it parsed as one: what `EventsRun` settles. */
 export type Received = { message: Message<unknown>; inbound?: InboundEvent }
 
 /** A message whose body is a valid event: where it came from and what it asks for. */
@@ -24,7 +24,7 @@ export type EventItem = { message: Message<unknown>; inbound: InboundEvent; work
  * they produced from one to the next; a message leaves that flow where it is
  * settled, and the ones that reach the end are acked there.
  */
-export class BatchRun {
+export class EventsRun {
   readonly config: Config
   readonly now: Date
   readonly nowIso: string

@@ -2,7 +2,7 @@ import { utf8Length } from '@notify-edge/contracts'
 import { InboundEventSchema } from '../contracts/index.ts'
 import { sha256Hex } from '../crypto.ts'
 import { persistEvents } from '../d1/transactions.ts'
-import { peekIdentity } from '../events/decode.ts'
+import { peekIdentity } from '../events/decode-inbound.ts'
 import { onlyKindOf } from '../events/registry.ts'
 import type { Logger } from '../log.ts'
 import { COUNTERS, canonicalLabels, incrementCounter } from '../metrics/counters.ts'
@@ -11,7 +11,7 @@ import { DispatchMessageSchema } from '../queue/dispatch-message.ts'
 import { QUEUES } from '../queue/names.ts'
 import { deadLetterStoreDelay, describeError } from '../queue/policy.ts'
 import { Settlements } from '../queue/settlements.ts'
-import { type DeadLetterRow, type ReducedBody, upsertDeadLetter, upsertReducedDeadLetter } from './store.ts'
+import { type DeadLetterRow, type ReducedBody, upsertDeadLetter, upsertReducedDeadLetter } from './dead-letter-store.ts'
 
 /**
  * `max_retries` of the notify-dlq consumer in wrangler.toml: the message's
