@@ -71,11 +71,13 @@ export function valuesOf(row: NotificationRow, now: string): Record<string, unkn
 }
 
 /**
- * The statement of an insert: `INSERT … SELECT … WHERE … ON CONFLICT DO
- * NOTHING`, so that a notification that exists already — by its id, or its
- * (event, recipient, channel, kind) (INV-NTF-1) — is never written twice.
- * The `WHERE` is always there: SQLite needs it to read `ON CONFLICT` after a
- * `SELECT` as the upsert clause.
+ * The statement of an insert, `ON CONFLICT DO NOTHING`, so that a
+ * notification that exists already — by its id, or its (event, recipient,
+ * channel, kind) (INV-NTF-1) — is never written twice. Without a `from` or a
+ * guard it is `INSERT … VALUES`; with one, `INSERT … SELECT … WHERE`, the
+ * `WHERE` always there (SQLite needs it to read `ON CONFLICT` after a
+ * `SELECT` as the upsert clause). `VALUES` is kept where it suffices: D1
+ * counts a row read for the `SELECT` form.
  */
 export function insertInto(db: D1Database, insert: NotificationInsert): D1PreparedStatement {
   const bound: string[] = []
@@ -86,13 +88,13 @@ export function insertInto(db: D1Database, insert: NotificationInsert): D1Prepar
       return `?${at + 1}`
     })
   const columns = Object.keys(insert.columns)
-  const select = columns.map((column) => fill(insert.columns[column] as string)).join(', ')
-  const from = insert.from ? ` FROM ${fill(insert.from)}` : ''
-  const where = fill(insert.where ?? 'true')
+  const values = columns.map((column) => fill(insert.columns[column] as string)).join(', ')
+  const source =
+    insert.from === undefined && insert.where === undefined
+      ? `VALUES (${values})`
+      : `SELECT ${values}${insert.from ? ` FROM ${fill(insert.from)}` : ''} WHERE ${fill(insert.where ?? 'true')}`
   return db
-    .prepare(
-      `INSERT INTO notifications (${columns.join(', ')}) SELECT ${select}${from} WHERE ${where} ON CONFLICT DO NOTHING`,
-    )
+    .prepare(`INSERT INTO notifications (${columns.join(', ')}) ${source} ON CONFLICT DO NOTHING`)
     .bind(...bound.map((name) => insert.values[name]))
 }
 
