@@ -11,6 +11,9 @@ import { watchOutput } from './child-output.ts'
 import { type OpenApiDocument, openApiChecker } from './openapi-check.ts'
 import { freePort, waitFor } from './wait.ts'
 
+/** Tries of a harness's read of the local database before its failure is the harness's. */
+const QUERY_ATTEMPTS = 5
+
 /** A running local Worker. */
 export type LocalWorker = {
   url: string
@@ -122,15 +125,38 @@ export async function startLocalWorker(
       return { status: response.status, body: (await response.json()) as Record<string, unknown> }
     },
     async query(sql) {
-      const out = execFileSync(
-        'npx',
-        ['wrangler', 'd1', 'execute', 'DB', '--local', '--persist-to', state, ...config, '--json', '--command', sql],
-        { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
-      )
-      return ((JSON.parse(out) as { results: Record<string, unknown>[] }[])[0]?.results ?? []) as Record<
-        string,
-        unknown
-      >[]
+      // A second process on the same local database (wrangler d1 execute beside wrangler dev) can
+      // collide with the Worker's writes ("Failed to get session commit token"): a read is asked again.
+      // A write is not: whether it was applied is not known.
+      const reads = /^\s*(SELECT|WITH)\b/i.test(sql)
+      for (let attempt = 1; ; attempt += 1) {
+        try {
+          const out = execFileSync(
+            'npx',
+            [
+              'wrangler',
+              'd1',
+              'execute',
+              'DB',
+              '--local',
+              '--persist-to',
+              state,
+              ...config,
+              '--json',
+              '--command',
+              sql,
+            ],
+            { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
+          )
+          return ((JSON.parse(out) as { results: Record<string, unknown>[] }[])[0]?.results ?? []) as Record<
+            string,
+            unknown
+          >[]
+        } catch (error) {
+          if (!reads || attempt >= QUERY_ATTEMPTS) throw error
+          await new Promise((resolve) => setTimeout(resolve, 250 * attempt))
+        }
+      }
     },
     async runCron() {
       const response = await fetch(`${url}/__scheduled?cron=${encodeURIComponent('* * * * *')}`)
