@@ -314,7 +314,7 @@ async function record(
  * ends, and retrying the message re-reads it (a send that did happen is then
  * sent again under the same Message-ID and the provider's idempotency key).
  */
-export function markFailed(context: SendContext, message: Message<unknown>, cause: unknown): SendResult {
+function markFailed(context: SendContext, message: Message<unknown>, cause: unknown): SendResult {
   context.log.error('dispatch.mark-failed', { error: cause })
   const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 mark: ${(cause as Error).message}`, { cause })
   return { settlement: settleFailure(error, message.attempts, context.config.DISPATCH_RETRY_DELAYS_SECONDS) }
