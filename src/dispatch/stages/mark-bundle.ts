@@ -14,7 +14,7 @@ import { describeError, settleFailure } from '../../queue/policy.ts'
 import { markPaused, pauseTransport, releasePaused, resumeTransport } from '../pause.ts'
 import { nextTryAt } from '../retry.ts'
 import type { Bundle, Marked } from '../run.ts'
-import { SendError, type Sent } from '../transports/index.ts'
+import { type SendError, type Sent, sendErrorOf } from '../transports/index.ts'
 import { failedDeadLetter, fieldsOf, settleOnRow, uncertainOf } from './mark-one.ts'
 import type { SendContext, Tried } from './send.ts'
 
@@ -43,14 +43,10 @@ export async function markBundle(context: SendContext, bundle: Bundle, tried: Tr
     } catch (caught) {
       // An answer that cannot be recorded as it stands (fewer ids than emails) is a failure of the
       // request: the bundle keeps its key and is tried again, and the provider answers a repeat.
-      return recordRefused(context, bundle, asSendError(caught))
+      return recordRefused(context, bundle, sendErrorOf(caught))
     }
   }
   return recordRefused(context, bundle, tried.refused)
-}
-
-function asSendError(caught: unknown): SendError {
-  return caught instanceof SendError ? caught : new SendError(describeError(caught), 'transient', { cause: caught })
 }
 
 /**

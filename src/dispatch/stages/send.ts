@@ -3,13 +3,13 @@ import { GroupCommit } from '../../d1/group-commit.ts'
 import type { Logger } from '../../log.ts'
 import type { Mail } from '../../mail/mime.ts'
 import type { ClaimedRow } from '../../notifications/claim.ts'
-import { describeError, type Settlement } from '../../queue/policy.ts'
+import type { Settlement } from '../../queue/policy.ts'
 import type { Outgoing } from '../../queue/send.ts'
 import type { DispatchLease } from '../lease.ts'
 import type { Pace } from '../pace/client.ts'
 import type { TransportPause } from '../pause.ts'
 import type { Bundle, DispatchRun, Later, Marked, ToSend } from '../run.ts'
-import { SendError, type Sent, type Transport } from '../transports/index.ts'
+import { SendError, type Sent, sendErrorOf, type Transport } from '../transports/index.ts'
 
 /** Sends in flight at once from one batch. */
 const SEND_CONCURRENCY = 6
@@ -112,9 +112,7 @@ async function tryToSend(context: SendContext, item: ToSend | Bundle): Promise<T
     if (!sent) throw new SendError('the transport answered nothing', 'transient')
     return { sent: [sent] }
   } catch (caught) {
-    const refused =
-      caught instanceof SendError ? caught : new SendError(describeError(caught), 'transient', { cause: caught })
-    return { refused }
+    return { refused: sendErrorOf(caught) }
   }
 }
 

@@ -1,5 +1,6 @@
 import type { PipelineCode } from '../../errors.ts'
 import type { Mail } from '../../mail/mime.ts'
+import { describeError } from '../../queue/policy.ts'
 
 /** What a transport reports for a message it accepted. */
 export type Sent = { providerId: string; raw: string; messageId: string }
@@ -61,4 +62,9 @@ export class SendError extends Error {
     this.code = options?.code
     this.nothingSent = options?.nothingSent ?? false
   }
+}
+
+/** What a send threw, as a `SendError`: anything not already one is a transient failure that may be tried again. */
+export function sendErrorOf(caught: unknown): SendError {
+  return caught instanceof SendError ? caught : new SendError(describeError(caught), 'transient', { cause: caught })
 }
