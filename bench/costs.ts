@@ -11,6 +11,7 @@ const FIELDS = [
   'd1Statements',
   'd1RowsRead',
   'd1RowsWritten',
+  'd1Ms',
   'kvReads',
   'kvWrites',
   'queueWrites',
@@ -24,14 +25,17 @@ type Line = Record<Field, number> & { handler: string }
 /** The handlers an email goes through: ingest, then the two consumers. */
 const PIPELINE = new Set(['ingest', 'notify-events', 'notify-dispatch'])
 
-/** Every `invocation.cost` line of the pipeline's handlers in `output`. */
-export function costLines(output: string): Line[] {
+/** The handlers of what the provider reports of an email: its webhook and the delivery-event consumer. */
+export const DELIVERY_PATH = new Set(['webhook', 'notify-email-events'])
+
+/** Every `invocation.cost` line of the `handlers` (the pipeline's by default) in `output`. */
+export function costLines(output: string, handlers: ReadonlySet<string> = PIPELINE): Line[] {
   const lines: Line[] = []
   for (const text of output.split('\n')) {
     if (!text.includes('"event":"invocation.cost"')) continue
     // Wrangler may decorate a line (a warning's marker before it, colours after it).
     const line = JSON.parse(text.slice(text.indexOf('{'), text.lastIndexOf('}') + 1)) as Line
-    if (PIPELINE.has(line.handler)) lines.push(line)
+    if (handlers.has(line.handler)) lines.push(line)
   }
   return lines
 }
@@ -52,6 +56,7 @@ export function costPer(lines: readonly Line[], count: number): Record<string, n
     d1_round_trips: per(total.d1RoundTrips),
     d1_rows_read: per(total.d1RowsRead),
     d1_rows_written: per(total.d1RowsWritten),
+    d1_ms: per(total.d1Ms),
     kv_reads: per(total.kvReads),
     kv_writes: per(total.kvWrites),
     queue_operations: per(total.queueWrites + total.queueReads + total.queueDeletes),

@@ -24,6 +24,7 @@ export const N = {
   bareQueue: 5_000 * SCALE,
   bareSend: 1_000 * SCALE,
   e2e: 100,
+  capacity: 1_000 * SCALE,
 }
 
 /** Everything measured, by bench, as bench/results.json holds it. */

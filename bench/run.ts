@@ -17,6 +17,7 @@ import { execFileSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
 import { renderTable } from '../bin/table.ts'
+import { benchCapacity } from './capacity.ts'
 import { benchDigest } from './digest.ts'
 import { benchKafka } from './kafka.ts'
 import { budget, goals, progress, results, SCALE } from './lib.ts'
@@ -39,6 +40,7 @@ for (const [name, bench] of [
   ['worker_pipeline + end_to_end', benchWorker],
   ['worker_pipeline: resend at its rate limit', benchResendRate],
   ['digest_cost', benchDigest],
+  ['capacity', benchCapacity],
   ['preview_load', benchPreviewLoad],
   [
     'worker',

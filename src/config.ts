@@ -161,17 +161,20 @@ export const ConfigSchema = z
       .number()
       .int()
       .min(7)
-      .default(30)
+      .default(14)
       .describe('how long processed-event keys are kept for deduplication (≥ 7)'),
     // Retention per kind of data (src/maintenance/retention.ts). Each is pruned by the cron, a
     // bounded chunk a minute, so that the database stays far from D1's size limit, where every write fails.
-    NOTIFICATION_CONTENT_RETENTION_DAYS: RetentionDays(7, 90).describe(
-      'days after its creation that a final notification keeps its content — recipient snapshot, subject, bodies, unsubscribe link; the row (ids, kind, status, times) stays for stories and counts (≥ 7)',
+    NOTIFICATION_CONTENT_RETENTION_DAYS: RetentionDays(7, 7).describe(
+      'days after its creation that a final notification keeps its content — recipient snapshot, subject, bodies, unsubscribe link; the row (ids, kind, status, times) stays for stories until NOTIFICATION_RETENTION_DAYS (≥ 7)',
     ),
-    SENT_MESSAGE_RETENTION_DAYS: RetentionDays(1, 30).describe(
-      'days the exact MIME of a sent message is kept (the largest rows; the notification keeps its content longer) (≥ 1)',
+    NOTIFICATION_RETENTION_DAYS: RetentionDays(7, 14).describe(
+      "days after its creation that a final notification's row is kept (an event's story), then deleted; at least NOTIFICATION_CONTENT_RETENTION_DAYS (≥ 7)",
     ),
-    DELIVERY_EVENT_RETENTION_DAYS: RetentionDays(7, 180).describe(
+    SENT_MESSAGE_RETENTION_DAYS: RetentionDays(0, 0).describe(
+      'days the exact MIME of a sent message is kept in D1 (the largest rows: 0, the default, keeps none) (≥ 0)',
+    ),
+    DELIVERY_EVENT_RETENTION_DAYS: RetentionDays(7, 14).describe(
       'days a provider delivery event is kept (the timeline of a notification); suppressions it caused stay (≥ 7)',
     ),
     DEAD_LETTER_RETENTION_DAYS: RetentionDays(1, 30).describe(
@@ -186,8 +189,15 @@ export const ConfigSchema = z
       .min(1)
       .max(5000)
       .default(1000)
+      .describe('rows one retention statement prunes, oldest first (≤ 5000)'),
+    RETENTION_MAX_CHUNKS: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(50)
+      .default(20)
       .describe(
-        'rows the cron prunes per table per run (every minute), oldest first; the rest waits for the next run (≤ 5000)',
+        'chunks the cron prunes per table per run (every minute) while each comes back full: a backlog drains at up to RETENTION_CHUNK_ROWS × this a minute (≤ 50)',
       ),
     LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info').describe('lowest level logged'),
     DEFAULT_LOCALE: Locale.default('ru').describe(
@@ -414,6 +424,11 @@ export const ConfigSchema = z
     message: 'is required when EMAIL_TRANSPORT is resend',
   })
   .superRefine(leaseOutlastsASend)
+  .refine((config) => config.NOTIFICATION_RETENTION_DAYS >= config.NOTIFICATION_CONTENT_RETENTION_DAYS, {
+    path: ['NOTIFICATION_RETENTION_DAYS'],
+    // Only a notification whose content is gone is deleted (src/notifications/prune.ts).
+    message: 'must be at least NOTIFICATION_CONTENT_RETENTION_DAYS',
+  })
   .superRefine((config, context) => noExampleSecrets(config, context))
 
 /**

@@ -21,18 +21,26 @@ export { SendPace } from './dispatch/pace/send-pace.ts'
 app.route('/console', consoleApp)
 connectApi(async (request, env, ctx) => app.fetch(request, env, ctx))
 
-/** The pipeline's way in: its requests are metered like the queue consumers (`invocation.cost`). */
-const INGEST_PATH = '/v1/ingest'
+/**
+ * The pipeline's ways in, by the handler name their cost is logged under: their
+ * requests are metered like the queue consumers (`invocation.cost`). The
+ * provider's webhook is part of what an email costs, as its delivery events are.
+ */
+const METERED_PATHS = new Map([
+  ['/v1/ingest', 'ingest'],
+  ['/v1/webhooks/resend', 'webhook'],
+])
 
 export default {
   async fetch(request: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
-    // Only ingest is part of an email's cost; the operator API's reads are not metered.
-    if (new URL(request.url).pathname !== INGEST_PATH) return app.fetch(request, env, ctx)
+    // Only the pipeline's ways in are part of an email's cost; the operator API's reads are not metered.
+    const handler = METERED_PATHS.get(new URL(request.url).pathname)
+    if (handler === undefined) return app.fetch(request, env, ctx)
     const metered = meterEnv(env)
     try {
       return await app.fetch(request, metered.env, ctx)
     } finally {
-      logCost(loggerFor(env), 'ingest', metered.cost)
+      logCost(loggerFor(env), handler, metered.cost)
     }
   },
 

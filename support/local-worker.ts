@@ -18,6 +18,8 @@ const QUERY_ATTEMPTS = 5
 export type LocalWorker = {
   url: string
   port: number
+  /** Its state directory (`--persist-to`): the local D1's SQLite file is under it. */
+  state: string
   output: () => string
   /** The process group of wrangler and its workerd (to read their CPU time from /proc). */
   processGroup: number
@@ -100,6 +102,7 @@ export async function startLocalWorker(
   await waitFor(async () => ((await fetch(`${url}/healthz`)).ok ? true : undefined), `wrangler dev on ${port}`, 120_000)
   const local: LocalWorker = {
     url,
+    state,
     port,
     output: () => output,
     processGroup: child.pid as number,

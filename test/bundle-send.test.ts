@@ -103,6 +103,26 @@ describe('batched sends through Resend', () => {
     expect(kept?.n).toBe(3)
   })
 
+  it('by default (SENT_MESSAGE_RETENTION_DAYS 0) keeps no exact message: every member is marked sent all the same', async () => {
+    const ids = await pending(mail('a'), mail('b'), mail('c'))
+    const outcome = await dispatchBatch(
+      ids.map((notificationId) => ({ notificationId })),
+      { ...resendEnv(), SENT_MESSAGE_RETENTION_DAYS: '0' },
+    )
+    expect(outcome.explicitAcks).toHaveLength(3)
+    const sent = await rows(ids)
+    const batchId = sent[0]?.batch_id as string
+    expect(sent.map((row) => [row.status, row.provider_id])).toEqual(
+      ids.map((_, position) => ['sent', `re_${batchId}_${position}`]),
+    )
+    const kept = await env.DB.prepare(
+      'SELECT count(*) AS n FROM sent_messages WHERE notification_id IN (SELECT value FROM json_each(?1))',
+    )
+      .bind(JSON.stringify(ids))
+      .first<{ n: number }>()
+    expect(kept?.n).toBe(0)
+  })
+
   it('a lost answer: the retry of any member sends the same batch under the same key, and nothing twice', async () => {
     const ids = await pending(mail('lostanswer'), mail('b'), mail('c'))
     const first = await dispatchBatch(

@@ -97,6 +97,17 @@ describe('notify-dispatch consumer', () => {
     expect(parseMime(sent[0]?.raw as string).headers['message-id']).toBe(`<${id}@notify-edge.example>`)
   })
 
+  it('by default (SENT_MESSAGE_RETENTION_DAYS 0) the exact message is not kept: sent, and no sent_messages row', async () => {
+    const id = await pendingNotification(`unkept-${guid().slice(0, 8)}@example.com`)
+    const result = await dispatch(id, 1, { SENT_MESSAGE_RETENTION_DAYS: '0' })
+    expect(result.explicitAcks).toHaveLength(1)
+    expect(await rowOf(id)).toMatchObject({ status: 'sent', send_attempts: 1 })
+    const kept = await env.DB.prepare('SELECT count(*) AS n FROM sent_messages WHERE notification_id = ?1')
+      .bind(id)
+      .first<{ n: number }>()
+    expect(kept?.n).toBe(0)
+  })
+
   it('a notification that is not due yet goes back on the queue instead of out', async () => {
     const later = new Date(Date.now() + 3_600_000).toISOString()
     const id = await pendingNotification(`later-${guid().slice(0, 8)}@example.com`, { scheduledAt: later })

@@ -37,8 +37,18 @@ async function notifications(count: number, tag: string, status: string, schedul
   return ids
 }
 
+/** The event ids of these notifications. */
+async function eventIdsOf(ids: string[]): Promise<string[]> {
+  const { results } = await env.DB.prepare(
+    'SELECT event_id FROM notifications WHERE id IN (SELECT value FROM json_each(?1))',
+  )
+    .bind(JSON.stringify(ids))
+    .all<{ event_id: string }>()
+  return results.map((row) => row.event_id)
+}
+
 describe('what the statements keyed by a list read', () => {
-  it("a batch context looks its events' pending notifications up by idempotency key, not through the pending backlog", async () => {
+  it("a batch context looks its events' pending notifications up by event, not through the pending backlog", async () => {
     const tag = guid().slice(0, 8)
     await notifications(BACKLOG, `backlog-${tag}`, 'pending', new Date().toISOString())
     const mine = [
@@ -49,6 +59,7 @@ describe('what the statements keyed by a list read', () => {
     // pendingNotification's idempotency key is `test:` and the id.
     const context = await loadContext(meteredD1(env.DB, cost), {
       keys: mine.map((id) => `test:${id}`),
+      eventIds: await eventIdsOf(mine),
       userIds: [],
       needPool: false,
       kinds: [],

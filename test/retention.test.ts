@@ -63,7 +63,7 @@ async function countOf(sql: string, ...bindings: unknown[]): Promise<number> {
 }
 
 describe('retention', () => {
-  it('removes the content of final notifications past 90 days, keeps their rows, and keeps every other notification whole', async () => {
+  it('removes the content of final notifications past their content retention, keeps their rows, and keeps every other notification whole', async () => {
     const prefix = guid().slice(0, 8)
     const old = '2000-01-01T00:00:00.000Z'
     for (const status of NOTIFICATION_STATUSES) await insertNotification(`${prefix}-old-${status}`, status, old)
@@ -79,7 +79,8 @@ describe('retention', () => {
       .bind(farOff)
       .run()
 
-    await runCron(new Date())
+    // Content kept 90 days, rows a century: this is about the content alone.
+    await runCron(new Date(), { NOTIFICATION_CONTENT_RETENTION_DAYS: '90', NOTIFICATION_RETENTION_DAYS: '36500' })
     await env.DB.prepare("DELETE FROM transport_pauses WHERE code = 'test'").run()
 
     const final = ['sent', 'failed', 'undeliverable', 'superseded', 'suppressed', 'opted-out', 'digested', 'throttled']
@@ -133,6 +134,10 @@ describe('retention', () => {
              resolved_at)
            VALUES (?1, 'notify-events', 'NTF_TEST_CHUNK', 'test', '{}', '[]', ?1, ?2, ?2, 'discarded', ?2)`,
         ).bind(`chunk:${id}`, at(index)),
+        env.DB.prepare("INSERT INTO send_batches (id, transport, size, created_at) VALUES (?1, 'resend', 2, ?2)").bind(
+          `chunk:${id}`,
+          at(index),
+        ),
         env.DB.prepare(
           `INSERT INTO audit_log (at, actor, role, via, action, target, affected)
            VALUES (?1, 'admin token', 'admin', 'api', 'test.chunk', ?2, 1)`,
@@ -161,6 +166,7 @@ describe('retention', () => {
       sent_messages: await countOf('SELECT count(*) AS n FROM sent_messages WHERE notification_id LIKE ?1', like),
       delivery_events: await countOf('SELECT count(*) AS n FROM delivery_events WHERE provider_event_id LIKE ?1', like),
       dead_letters: await countOf('SELECT count(*) AS n FROM dead_letters WHERE id LIKE ?1', like),
+      send_batches: await countOf('SELECT count(*) AS n FROM send_batches WHERE id LIKE ?1', like),
       audit_log: await countOf('SELECT count(*) AS n FROM audit_log WHERE target LIKE ?1', like),
     })
     const all = (n: number) => ({
@@ -169,10 +175,11 @@ describe('retention', () => {
       sent_messages: n,
       delivery_events: n,
       dead_letters: n,
+      send_batches: n,
       audit_log: n,
     })
     expect(await left()).toEqual(all(25))
-    const chunk = { RETENTION_CHUNK_ROWS: '10' }
+    const chunk = { RETENTION_CHUNK_ROWS: '10', RETENTION_MAX_CHUNKS: '1' }
     await runCron(new Date(), chunk)
     expect(await left()).toEqual(all(15))
     // The oldest went first.
@@ -192,8 +199,51 @@ describe('retention', () => {
         `chunk-open:${tag}-%`,
       ),
     ).toBe(3)
-    // The notification rows stay; only their content went.
-    expect(await countOf('SELECT count(*) AS n FROM notifications WHERE id LIKE ?1', like)).toBe(25)
+    // Decades past NOTIFICATION_RETENTION_DAYS as well: each row went in the run that removed its content.
+    expect(await countOf('SELECT count(*) AS n FROM notifications WHERE id LIKE ?1', like)).toBe(0)
+  })
+
+  it('drains a backlog in one run: a chunk that comes back full is followed by another, up to RETENTION_MAX_CHUNKS', async () => {
+    const tag = guid().slice(0, 8)
+    const at = (index: number) => new Date(Date.UTC(1980, 0, 1) + index * 1000).toISOString()
+    await env.DB.batch(
+      Array.from({ length: 45 }, (_, index) =>
+        env.DB.prepare(
+          `INSERT INTO processed_events (idempotency_key, event_id, contract, event_type, source, origin,
+             source_message_id, outcome, received_at, processed_at)
+           VALUES (?1, ?1, 'arthunt', 'response.created', 'http', 'test', ?1, 'enqueued', ?2, ?2)`,
+        ).bind(`backlog:${tag}-${index}`, at(index)),
+      ),
+    )
+    const left = () =>
+      countOf('SELECT count(*) AS n FROM processed_events WHERE idempotency_key LIKE ?1', `backlog:${tag}-%`)
+    // Three chunks of ten a run: thirty go in the first, the fifteen left in the second (a chunk of five ends it).
+    await runCron(new Date(), { RETENTION_CHUNK_ROWS: '10', RETENTION_MAX_CHUNKS: '3' })
+    expect(await left()).toBe(15)
+    await runCron(new Date(), { RETENTION_CHUNK_ROWS: '10', RETENTION_MAX_CHUNKS: '3' })
+    expect(await left()).toBe(0)
+  })
+
+  it("keeps a final notification's row as a stub until NOTIFICATION_RETENTION_DAYS, then deletes it; an unfinished one stays", async () => {
+    const prefix = `rows:${guid().slice(0, 8)}`
+    const now = Date.now()
+    const created = new Date(now - 10 * DAY_MS).toISOString()
+    await insertNotification(`${prefix}-sent`, 'sent', created)
+    await insertNotification(`${prefix}-pending`, 'pending', created)
+    // An erasure removed the pending one's content: it is a stub, but may still be sent, so it stays.
+    await env.DB.prepare(
+      "UPDATE notifications SET content_removed_at = ?2, content_removed_by = 'erasure' WHERE id = ?1",
+    )
+      .bind(`${prefix}-pending`, created)
+      .run()
+    const defaults = { NOTIFICATION_CONTENT_RETENTION_DAYS: '7', NOTIFICATION_RETENTION_DAYS: '14' }
+    // Ten days old: past the content's seven, inside the row's fourteen.
+    await runCron(new Date(now), defaults)
+    expect(await notification(`${prefix}-sent`)).toMatchObject({ status: 'sent', content_removed_by: 'retention' })
+    // Fifteen days old.
+    await runCron(new Date(now + 5 * DAY_MS), defaults)
+    expect(await notification(`${prefix}-sent`)).toBeNull()
+    expect(await notification(`${prefix}-pending`)).toMatchObject({ status: 'pending', content_removed_by: 'erasure' })
   })
 
   it('keeps a dead letter for its retention from when it was resolved, not from when it failed', async () => {
@@ -246,7 +296,8 @@ describe('retention', () => {
   it('refuses to replay a failed send whose notification lost its content to retention', async () => {
     const id = `replay-${guid()}`
     await insertNotification(id, 'failed', '1995-01-01T00:00:00.000Z')
-    await runCron(new Date())
+    // The row kept a century, its content the default week.
+    await runCron(new Date(), { NOTIFICATION_RETENTION_DAYS: '36500' })
     expect((await notification(id)).content_removed_by).toBe('retention')
     const envelope = {
       notifyEdgeDeadLetter: 1,

@@ -7,7 +7,8 @@ import type { Logger } from '../log.ts'
 import { deleteProcessedEventsBefore } from '../materialize/processed.ts'
 import { BUCKET_RETENTION_MS, pruneBuckets } from '../metrics/buckets.ts'
 import { GAUGES, setGauge } from '../metrics/counters.ts'
-import { pruneNotificationContent, pruneSentMessages } from '../notifications/prune.ts'
+import { pruneBundles } from '../notifications/bundles.ts'
+import { pruneNotificationContent, pruneNotificationRows, pruneSentMessages } from '../notifications/prune.ts'
 
 const DAY_MS = 86_400_000
 
@@ -32,6 +33,17 @@ function prunings(config: Config): Pruning[] {
       table: 'notifications',
       days: config.NOTIFICATION_CONTENT_RETENTION_DAYS,
       statement: pruneNotificationContent,
+    },
+    // After the content: a notification whose content this run removed may go in the same run.
+    {
+      table: 'notifications (rows)',
+      days: config.NOTIFICATION_RETENTION_DAYS,
+      statement: (db, before, _, limit) => pruneNotificationRows(db, before, limit),
+    },
+    {
+      table: 'send_batches',
+      days: config.NOTIFICATION_RETENTION_DAYS,
+      statement: (db, before, _, limit) => pruneBundles(db, before, limit),
     },
     {
       table: 'sent_messages',
@@ -77,13 +89,17 @@ function prunings(config: Config): Pruning[] {
 }
 
 /**
- * One run of retention: for each kind of data, at most RETENTION_CHUNK_ROWS
- * of its oldest rows past their retention are pruned; what is left waits for
- * the next run, a minute later. Each chunk is one statement — a delete (or,
- * for notifications, an update) by primary key from a LIMITed search on an
- * index — run on its own rather than in one batch, so each is its own short
- * transaction and D1's single writer serves the queues between them. A run
- * is a handful of D1 queries, far inside the 1,000 an invocation may make.
+ * One run of retention: for each kind of data, its oldest rows past their
+ * retention are pruned a chunk of RETENTION_CHUNK_ROWS at a time, and while a
+ * chunk comes back full another follows, up to RETENTION_MAX_CHUNKS: the
+ * pruning keeps pace with a backlog (the first run after a deploy, a burst, a
+ * database that grew for a year) instead of falling behind at a fixed rate,
+ * and a quiet minute costs one statement per kind. Each chunk is one
+ * statement — a delete (or, for notifications' content, an update) by primary
+ * key from a LIMITed search on an index — run on its own rather than in one
+ * batch, so each is its own short transaction and D1's single writer serves
+ * the queues between them. A run is at most RETENTION_MAX_CHUNKS statements a
+ * kind, far inside the 1,000 queries an invocation may make.
  *
  * Then the database's size: D1 reports it after every statement
  * (`meta.size_after`); it cannot be read with `PRAGMA page_count`, which D1
@@ -94,20 +110,28 @@ function prunings(config: Config): Pruning[] {
  */
 export async function runRetention(env: Env, config: Config, now: Date, log: Logger): Promise<void> {
   const nowIso = now.toISOString()
+  const limit = config.RETENTION_CHUNK_ROWS
   let size: number | undefined
   let failure: unknown
   for (const { table, days, statement, quiet } of prunings(config)) {
     const before = new Date(now.getTime() - days * DAY_MS).toISOString()
+    let deleted = 0
+    let chunks = 0
     try {
-      const result = await statement(env.DB, before, nowIso, config.RETENTION_CHUNK_ROWS).run()
-      size = result.meta.size_after ?? size
-      // Only a run that pruned something says so: six lines a minute of nothing would drown the log.
-      if (result.meta.changes > 0 && !quiet)
-        log.info('maintenance.retention', { table, before, deleted: result.meta.changes })
+      let full = true
+      while (full && chunks < config.RETENTION_MAX_CHUNKS) {
+        const result = await statement(env.DB, before, nowIso, limit).run()
+        chunks += 1
+        size = result.meta.size_after ?? size
+        deleted += result.meta.changes
+        full = result.meta.changes >= limit
+      }
     } catch (error) {
-      log.error('maintenance.retention-failed', { table, before, error })
+      log.error('maintenance.retention-failed', { table, before, deleted, error })
       failure ??= error
     }
+    // Only a run that pruned something says so: a line a kind a minute of nothing would drown the log.
+    if (deleted > 0 && !quiet) log.info('maintenance.retention', { table, before, deleted, chunks })
   }
   size ??= (await env.DB.prepare('SELECT 1').run()).meta.size_after
   if (typeof size === 'number' && size > 0) {

@@ -27,7 +27,10 @@ export type BatchContext = {
 
 /** What to read for a batch. */
 export type ContextQuery = {
+  /** The events' idempotency keys. */
   keys: string[]
+  /** Their event ids: a notification is found by its event, the index its uniqueness keeps. */
+  eventIds: string[]
   userIds: string[]
   needPool: boolean
   kinds: string[]
@@ -53,13 +56,16 @@ function contextStatements(db: D1Database, query: ContextQuery): D1PreparedState
         'SELECT idempotency_key FROM processed_events WHERE idempotency_key IN (SELECT value FROM json_each(?1))',
       )
       .bind(json(query.keys)),
-    // ?1: JSON array of idempotency keys
+    // ?1: JSON array of idempotency keys; ?2: JSON array of their event ids. Looked up by event id,
+    // on the index of the notifications' unique key: an index of the idempotency key would be one more
+    // row written for every notification, for this statement alone.
     db
       .prepare(
         `SELECT id, idempotency_key, scheduled_at FROM notifications
-         WHERE idempotency_key IN (SELECT value FROM json_each(?1)) AND ${STATUS_AS_FILTER} = 'pending'`,
+         WHERE event_id IN (SELECT value FROM json_each(?2))
+           AND idempotency_key IN (SELECT value FROM json_each(?1)) AND ${STATUS_AS_FILTER} = 'pending'`,
       )
-      .bind(json(query.keys)),
+      .bind(json(query.keys), json(query.eventIds)),
     // ?1: JSON array of user ids; ?2: 1 to add every reviewer of the pool
     db
       .prepare(

@@ -48,6 +48,7 @@ export async function releaseWaiting(
   if (rows.length === 0) return 0
   const context = await loadContext(env.DB, {
     keys: [],
+    eventIds: [],
     userIds: [...new Set(rows.map((row) => row.recipient_user_id))],
     needPool: false,
     kinds: [...new Set(rows.map((row) => row.kind))],

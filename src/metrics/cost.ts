@@ -14,6 +14,12 @@ export type Cost = {
   d1RowsRead: number
   /** `meta.rows_written` summed: what D1 bills as rows written (index entries included). */
   d1RowsWritten: number
+  /**
+   * `meta.duration` summed: milliseconds the database spent executing the
+   * statements. One database runs one statement at a time, so this is the
+   * share of its single writer the invocation took.
+   */
+  d1Ms: number
   /** KV keys read: a bulk `get` of n keys is n reads, as KV bills it. */
   kvReads: number
   /** KV puts and deletes (billed alike). */
@@ -33,6 +39,7 @@ export function noCost(): Cost {
     d1Statements: 0,
     d1RowsRead: 0,
     d1RowsWritten: 0,
+    d1Ms: 0,
     kvReads: 0,
     kvWrites: 0,
     queueWrites: 0,

@@ -1,10 +1,11 @@
 import type { Cost } from './cost.ts'
 
-type Meta = { rows_read?: number; rows_written?: number } | undefined
+type Meta = { rows_read?: number; rows_written?: number; duration?: number } | undefined
 
 function addMeta(cost: Cost, meta: Meta): void {
   cost.d1RowsRead += meta?.rows_read ?? 0
   cost.d1RowsWritten += meta?.rows_written ?? 0
+  cost.d1Ms += meta?.duration ?? 0
 }
 
 /**

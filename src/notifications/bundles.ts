@@ -19,6 +19,21 @@ export function createBundle(db: D1Database, id: string, transport: string, size
 }
 
 /**
+ * Retention of bundles: deletes the oldest created before `before`, at most
+ * `limit`, found by `send_batches_created`. Nothing reads a bundle's row once
+ * its request went (its members carry its id and their place in it); the
+ * row records the key. Parameters: before, limit.
+ */
+export function pruneBundles(db: D1Database, before: string, limit: number): D1PreparedStatement {
+  return db
+    .prepare(
+      `DELETE FROM send_batches WHERE id IN
+         (SELECT id FROM send_batches WHERE created_at < ?1 ORDER BY created_at LIMIT ?2)`,
+    )
+    .bind(before, limit)
+}
+
+/**
  * Puts a notification this claim holds into a bundle at `position`, unless it is
  * in one already or must be sent alone. Parameters: id, bundle id, position, claim token.
  */

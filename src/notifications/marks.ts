@@ -27,19 +27,23 @@ export function markSent(
 
 /**
  * Keeps the exact message handed to the transport, when the mark before it in
- * the same batch succeeded under `token`. Parameters: id, transport,
+ * the same batch succeeded under `token` — only where the deployment keeps sent
+ * messages at all (`keptDays` > 0, SENT_MESSAGE_RETENTION_DAYS): by default it
+ * keeps none, and this is no statement. Parameters: id, transport,
  * Message-ID, raw MIME, now, claim token.
  */
 export function recordSentMessage(
   db: D1Database,
+  keptDays: number,
   id: string,
   transport: string,
   messageId: string,
   raw: string,
   now: string,
   token: string,
-): D1PreparedStatement {
-  return db
+): D1PreparedStatement[] {
+  if (keptDays === 0) return []
+  const statement = db
     .prepare(
       `INSERT INTO sent_messages (notification_id, transport, message_id, raw, sent_at)
        SELECT ?1, ?2, ?3, ?4, ?5
@@ -48,6 +52,7 @@ export function recordSentMessage(
          raw = excluded.raw, sent_at = excluded.sent_at`,
     )
     .bind(id, transport, messageId, raw, now, token)
+  return [statement]
 }
 
 /**

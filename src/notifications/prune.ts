@@ -33,6 +33,26 @@ export function pruneNotificationContent(
 }
 
 /**
+ * Retention of a notification's row: deletes the oldest final notifications
+ * created before `before` whose content retention (or an erasure) has already
+ * removed, at most `limit` of them, by primary key from a LIMITed search on
+ * the partial index `notifications_stubs` (only rows whose content is gone are
+ * in it). The configuration keeps the content retention no longer than the
+ * row's, so a row is always a stub before it goes. Its delivery events age out
+ * on their own retention. Parameters: before, limit.
+ */
+export function pruneNotificationRows(db: D1Database, before: string, limit: number): D1PreparedStatement {
+  return db
+    .prepare(
+      `DELETE FROM notifications
+       WHERE id IN (SELECT id FROM notifications INDEXED BY notifications_stubs
+                    WHERE content_removed_at IS NOT NULL AND created_at < ?1 AND ${finalStatusSql()}
+                    ORDER BY created_at LIMIT ?2)`,
+    )
+    .bind(before, limit)
+}
+
+/**
  * Retention of the exact messages sent: deletes the oldest `sent_messages`
  * rows sent before `before`, at most `limit`, by primary key from a LIMITed
  * search on `sent_messages_sent_at`. The notification keeps its provider id

@@ -85,22 +85,26 @@ async function recordPaced(context: SendContext, bundle: Bundle, at: Date): Prom
 }
 
 async function recordSent(context: SendContext, bundle: Bundle, sent: Sent[]): Promise<Marked[]> {
-  const { env, log, lease, transport, pause } = context
+  const { env, config, log, lease, transport, pause } = context
   const at = new Date().toISOString()
-  const statements = bundle.members.flatMap((member, index) => {
+  const kept = config.SENT_MESSAGE_RETENTION_DAYS
+  const perMember = bundle.members.map((member, index) => {
     const one = sent[index] as Sent
     return [
       markSent(env.DB, member.row.id, one.providerId, at, lease.token),
-      recordSentMessage(env.DB, member.row.id, transport.name, one.messageId, one.raw, at, lease.token),
+      ...recordSentMessage(env.DB, kept, member.row.id, transport.name, one.messageId, one.raw, at, lease.token),
     ]
   })
+  // Each member's mark is the first of its statements: where it is in the batch.
+  const markAt = perMember.map((_, index) => perMember.slice(0, index).reduce((sum, group) => sum + group.length, 0))
+  const statements = perMember.flat()
   if (pause) statements.push(resumeTransport(env.DB, pause.transport), releasePaused(env.DB, at))
   const written = await write(context, statements)
   if (!Array.isArray(written)) return failedWrite(context, bundle, written.cause)
   if (pause) log.warn('transport.resumed', { transport: pause.transport, code: pause.code, pausedSince: pause.since })
   return bundle.members.map((member, index) => {
     const providerId = sent[index]?.providerId
-    if ((written[index * 2]?.meta.changes ?? 0) === 0) {
+    if ((written[markAt[index] as number]?.meta.changes ?? 0) === 0) {
       log.error('dispatch.lease-lost', { ...fieldsOf(member.row), transport: transport.name, batchId: bundle.id })
     } else {
       log.info('notification.sent', {

@@ -90,11 +90,12 @@ async function recordSent(
   row: ClaimedRow,
   sent: Sent,
 ): Promise<SendResult> {
-  const { env, log, lease, transport, pause } = context
+  const { env, config, log, lease, transport, pause } = context
   const at = new Date().toISOString()
+  const kept = config.SENT_MESSAGE_RETENTION_DAYS
   const marked = await record(context.marks, [
     markSent(env.DB, row.id, sent.providerId, at, lease.token),
-    recordSentMessage(env.DB, row.id, transport.name, sent.messageId, sent.raw, at, lease.token),
+    ...recordSentMessage(env.DB, kept, row.id, transport.name, sent.messageId, sent.raw, at, lease.token),
     ...(pause ? [resumeTransport(env.DB, pause.transport), releasePaused(env.DB, at)] : []),
   ])
   if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)

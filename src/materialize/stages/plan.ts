@@ -74,5 +74,12 @@ function contextQuery(works: readonly Work[]): ContextQuery {
     else userIds.push(...intent.recipients.map((recipient) => recipient.userId))
     if (intent.decision) decisionPersons.push(intent.decision.person)
   }
-  return { keys: works.map((work) => work.event.idempotencyKey), userIds, needPool, kinds: [...kinds], decisionPersons }
+  return {
+    keys: works.map((work) => work.event.idempotencyKey),
+    eventIds: works.map((work) => work.event.eventId),
+    userIds,
+    needPool,
+    kinds: [...kinds],
+    decisionPersons,
+  }
 }
