@@ -32,7 +32,7 @@ export default defineConfig({
           DIGEST_WINDOW_SECONDS: '1',
           // The suite reads the exact MIME each email went out as (test/helpers.ts, sentMessagesOf), so it
           // keeps it, as a deployment may choose to; test/retention.test.ts runs the default, which keeps none.
-          SENT_MESSAGE_RETENTION_DAYS: '30',
+          SENT_MESSAGE_RETENTION_DAYS: '7',
           TEST_MIGRATIONS: await readD1Migrations('./migrations/d1'),
           // The lifecycle model (test/model/): `npm run model` sets these for a longer run.
           MODEL_RUNS: process.env.MODEL_RUNS ?? '100',

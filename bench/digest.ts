@@ -49,6 +49,8 @@ export async function benchDigest(): Promise<void> {
     ADMIN_TOKEN: BENCH_TOKENS.admin,
     LOG_LEVEL: 'info',
     DIGEST_WINDOW_SECONDS: String(WINDOW_SECONDS),
+    // As deployed: no exact message kept.
+    SENT_MESSAGE_RETENTION_DAYS: '0',
   })
   const worker = pipelineAt(local.url, BENCH_TOKENS)
   try {

@@ -88,7 +88,8 @@ export async function benchWorker() {
   const { ingest, admin: adminToken } = BENCH_TOKENS
   const inspectorPort = PROFILE ? await freePort() : undefined
   const local = await startLocalWorker(
-    { INGEST_TOKEN: ingest, ADMIN_TOKEN: adminToken, LOG_LEVEL: 'info' },
+    // As deployed: the harness keeps the exact message sent for the tests that read it, a deployment does not.
+    { INGEST_TOKEN: ingest, ADMIN_TOKEN: adminToken, LOG_LEVEL: 'info', SENT_MESSAGE_RETENTION_DAYS: '0' },
     inspectorPort ? { inspectorPort } : {},
   )
   const worker = local.url

@@ -40,7 +40,10 @@ export async function showNotification(api: Client, id: string, options: Recipie
   }
   if (options.json) return JSON.stringify(notification, null, 2)
   if (options.raw) {
-    if (notification.sentMessage?.raw === undefined) throw new Error(`notification ${id} has no sent message`)
+    if (notification.sentMessage?.raw === undefined)
+      throw new Error(
+        `notification ${id} has no exact message kept: not sent, past SENT_MESSAGE_RETENTION_DAYS, or sent where it is 0 (the default)`,
+      )
     return notification.sentMessage.raw
   }
   const fields = ['id', 'eventId', 'kind', 'channel', 'recipientUserId', 'recipientEmail', 'recipientName', 'status']

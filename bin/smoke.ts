@@ -28,6 +28,8 @@ type Notification = {
   claimedAt: string | null
   sentAt: string | null
   providerId: string | null
+  /** The transport that sent it; null until sent. */
+  transport: string | null
   deliveryStatus: string | null
   deliveryAt: string | null
   sendAttempts: number
@@ -147,10 +149,7 @@ export async function smoke(options: SmokeOptions): Promise<{ code: number; repo
       line(hop, notification.claimedAt, `attempt ${notification.sendAttempts}`)
       reached = hop
     } else if (hop === 'sent' && notification?.status === 'sent' && notification.sentAt) {
-      const shown = (await options.api.get(`/v1/notifications/${notification.id}`)) as {
-        sentMessage: { transport: string } | null
-      }
-      transport = shown.sentMessage?.transport
+      transport = notification.transport ?? undefined
       line(hop, notification.sentAt, `through ${transport ?? 'the transport'}, provider id ${notification.providerId}`)
       reached = hop
       if (transport === 'cloudflare' && options.local) {

@@ -1,7 +1,9 @@
 /**
  * `npm run docs:cost`: rewrites the cost table of docs/cost.md and the chart
  * docs/images/cost-per-million.svg from one set of numbers — the per-email
- * counts the bench measured (bench/results.json, `worker_pipeline`) and the
+ * counts the bench measured (bench/results.json: `worker_pipeline` for the
+ * pipeline, `capacity` for the delivery events, the bytes kept and the log
+ * lines) and the
  * list prices below, each with the page it was read from. A test fails when
  * the committed table or chart differs from what this writes, so the two
  * cannot disagree with each other or with the bench.
@@ -35,6 +37,13 @@ export const PRICES = {
   kvReadsPerMillion: 0.5,
   kvWritesIncluded: 1_000_000,
   kvWritesPerMillion: 5,
+  d1StorageIncludedGb: 5,
+  d1StoragePerGbMonth: 0.75,
+  /** D1's limit on one database, and the share of it a database is sized to (30 % headroom). */
+  d1DatabaseGb: 10,
+  d1DatabaseShare: 0.7,
+  logsIncluded: 20_000_000, // Workers Logs on Workers Paid, log events a month
+  logsPerMillion: 0.6,
   doRequestsIncluded: 1_000_000,
   doRequestsPerMillion: 0.15,
   cfEmailsIncluded: 3_000,
@@ -65,6 +74,16 @@ export type Counts = {
   requestsPerEmail: number
   /** Durable Object pace calls per email through Resend: up to 2 per request of up to 100 emails. */
   paceCallsPerEmail: number
+  /** The provider's delivery events of one email (two, as Resend reports them): D1 and queue operations. */
+  deliveryRowsReadPerEmail: number
+  deliveryRowsWrittenPerEmail: number
+  deliveryQueueOpsPerEmail: number
+  /** Resend's webhook requests per email (`email.sent`, `email.delivered`); Cloudflare's events come by queue. */
+  webhookRequestsPerEmail: number
+  /** Bytes × days D1 keeps per email at the default retention: the steady state is this times emails a day. */
+  byteDaysPerEmail: number
+  /** Log lines the Worker writes per email at the default level, for Workers Logs. */
+  logLinesPerEmail: number
 }
 
 /** The counts of bench/results.json at batch size 100. */
@@ -72,6 +91,7 @@ export function measuredCounts(
   results = JSON.parse(readFileSync(join(ROOT, 'bench', 'results.json'), 'utf8')),
 ): Counts {
   const w = results.worker_pipeline
+  const capacity = results.capacity
   return {
     cpuMsPerEmail: w.cpu_ms_per_1000_events / 1000,
     d1RowsReadPerEmail: w.d1_rows_read_per_email['100'],
@@ -81,7 +101,21 @@ export function measuredCounts(
     queueOpsPerEmail: w.queue_operations_per_email['100'],
     requestsPerEmail: 1 / 100 + 1 / 100 + 1 / 100,
     paceCallsPerEmail: 2 / 100,
+    deliveryRowsReadPerEmail: capacity.delivery_events_per_email.d1_rows_read,
+    deliveryRowsWrittenPerEmail: capacity.delivery_events_per_email.d1_rows_written,
+    deliveryQueueOpsPerEmail: capacity.delivery_events_per_email.queue_operations,
+    webhookRequestsPerEmail: 2,
+    byteDaysPerEmail: capacity.byte_days_per_email,
+    logLinesPerEmail: capacity.log_lines_per_email,
   }
+}
+
+const DAYS_A_MONTH = 365.25 / 12
+
+/** What D1 settles at for `emails` a month, in GB, and the databases that holds it with its headroom. */
+export function storageAt(emails: number, c: Counts): { gb: number; databases: number } {
+  const gb = ((emails / DAYS_A_MONTH) * c.byteDaysPerEmail) / 1e9
+  return { gb, databases: Math.max(1, Math.ceil(gb / (PRICES.d1DatabaseGb * PRICES.d1DatabaseShare))) }
 }
 
 const over = (used: number, included: number) => Math.max(0, used - included)
@@ -113,9 +147,32 @@ export function monthCost(emails: number, c: Counts) {
     d1Writes: (over(emails * c.d1RowsWrittenPerEmail, p.d1WritesIncluded) / 1e6) * p.d1WritesPerMillion,
     kvReads: (over(emails * c.kvReadsPerEmail, p.kvReadsIncluded) / 1e6) * p.kvReadsPerMillion,
     kvWrites: (over(emails * c.kvWritesPerEmail, p.kvWritesIncluded) / 1e6) * p.kvWritesPerMillion,
+    // Each counted past what the pipeline used of the same allowance.
+    deliveryQueues:
+      ((over(emails * (c.queueOpsPerEmail + c.deliveryQueueOpsPerEmail), p.queueOpsIncluded) -
+        over(emails * c.queueOpsPerEmail, p.queueOpsIncluded)) /
+        1e6) *
+      p.queueOpsPerMillion,
+    deliveryD1:
+      ((over(emails * (c.d1RowsWrittenPerEmail + c.deliveryRowsWrittenPerEmail), p.d1WritesIncluded) -
+        over(emails * c.d1RowsWrittenPerEmail, p.d1WritesIncluded)) /
+        1e6) *
+        p.d1WritesPerMillion +
+      ((over(emails * (c.d1RowsReadPerEmail + c.deliveryRowsReadPerEmail), p.d1ReadsIncluded) -
+        over(emails * c.d1RowsReadPerEmail, p.d1ReadsIncluded)) /
+        1e6) *
+        p.d1ReadsPerMillion,
+    logs: (over(emails * c.logLinesPerEmail, p.logsIncluded) / 1e6) * p.logsPerMillion,
+    storage: over(storageAt(emails, c).gb, p.d1StorageIncludedGb) * p.d1StoragePerGbMonth,
   }
   const platformTotal = Object.values(platform).reduce((a, b) => a + b, 0)
   const pace = (over(emails * c.paceCallsPerEmail, p.doRequestsIncluded) / 1e6) * p.doRequestsPerMillion
+  // Resend's webhook calls are Worker requests, past what the pipeline's invocations used of the allowance.
+  const webhooks =
+    ((over(emails * (c.requestsPerEmail + c.webhookRequestsPerEmail), p.requestsIncluded) -
+      over(emails * c.requestsPerEmail, p.requestsIncluded)) /
+      1e6) *
+    p.requestsPerMillion
   const cfEmail = (over(emails, p.cfEmailsIncluded) / 1000) * p.cfEmailPerThousand
   const resendPro = p.resendProBase + Math.ceil(over(emails, p.resendProIncluded) / 1000) * p.resendOverPerThousand
   const novu = novuList(emails)
@@ -123,11 +180,13 @@ export function monthCost(emails: number, c: Counts) {
     platform,
     platformTotal,
     pace,
+    webhooks,
+    databases: storageAt(emails, c).databases,
     cfEmail,
     resendPro,
     novu,
     withCfEmail: platformTotal + cfEmail,
-    withResend: platformTotal + pace + resendPro,
+    withResend: platformTotal + pace + webhooks + resendPro,
     novuWithCfEmail: novu === undefined ? undefined : novu + cfEmail,
   }
 }
@@ -143,6 +202,12 @@ function table(rows: string[][]): string {
   const widths = (rows[0] as string[]).map((_, i) => Math.max(3, ...rows.map((r) => (r[i] as string).length)))
   const line = (r: string[]) => `| ${r.map((cell, i) => cell.padEnd(widths[i] as number)).join(' | ')} |`
   return [line(rows[0] as string[]), line(widths.map((w) => '-'.repeat(w))), ...rows.slice(1).map(line)].join('\n')
+}
+
+/** Emails a month one database holds under its share of the 10 GB, at the measured bytes × days. */
+function databasesLine(c: Counts): string {
+  const emails = Math.floor((PRICES.d1DatabaseGb * PRICES.d1DatabaseShare * 1e9 * DAYS_A_MONTH) / c.byteDaysPerEmail)
+  return `${(Math.floor(emails / 1e5) / 10).toLocaleString('en-US')}M emails a month with 30 % of its 10 GB free`
 }
 
 /** The generated section of docs/cost.md: the per-component table and the per-million table. */
@@ -170,14 +235,26 @@ export function costTable(c: Counts = measuredCounts()): string {
       row('D1 rows written', (m) => m.platform.d1Writes),
       row('KV reads', (m) => m.platform.kvReads),
       row('KV writes', (m) => m.platform.kvWrites),
+      row('Delivery events: queues', (m) => m.platform.deliveryQueues),
+      row('Delivery events: D1 rows', (m) => m.platform.deliveryD1),
+      row('Workers Logs', (m) => m.platform.logs),
+      row('D1 storage at steady state', (m) => m.platform.storage),
       row('**notify-edge on Cloudflare, before email**', (m) => m.platformTotal),
       row('Cloudflare Email Sending', (m) => m.cfEmail),
       row('Durable Object pace (Resend only)', (m) => m.pace),
+      row("Resend's webhook requests (Resend only)", (m) => m.webhooks),
       row('Resend Pro (list price, with overage)', (m) => m.resendPro),
       row('**notify-edge + Cloudflare Email Sending**', (m) => m.withCfEmail),
       row('**notify-edge + Resend Pro**', (m) => m.withResend),
       row('Novu, cheapest published plan (no sending)', (m) => m.novu),
       row('**Novu + Cloudflare Email Sending**', (m) => m.novuWithCfEmail),
+    ]),
+    '',
+    `**D1 databases each volume needs** (one holds ${databasesLine(c)}):`,
+    '',
+    table([
+      ['', ...VOLUMES.map(volume)],
+      ['databases', ...months.map((m) => String(m.databases))],
     ]),
     '',
     '**Per million emails** (the month divided by its millions):',

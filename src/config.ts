@@ -161,21 +161,26 @@ export const ConfigSchema = z
       .number()
       .int()
       .min(7)
-      .default(14)
+      .default(7)
       .describe('how long processed-event keys are kept for deduplication (≥ 7)'),
     // Retention per kind of data (src/maintenance/retention.ts). Each is pruned by the cron, a
     // bounded chunk a minute, so that the database stays far from D1's size limit, where every write fails.
     NOTIFICATION_CONTENT_RETENTION_DAYS: RetentionDays(7, 7).describe(
-      'days after its creation that a final notification keeps its content — recipient snapshot, subject, bodies, unsubscribe link; the row (ids, kind, status, times) stays for stories until NOTIFICATION_RETENTION_DAYS (≥ 7)',
+      'days after it ended (its last change) that a final notification keeps its content — recipient snapshot, subject, bodies, unsubscribe link; the row (ids, kind, status, times) stays until NOTIFICATION_RETENTION_DAYS (≥ 7)',
     ),
-    NOTIFICATION_RETENTION_DAYS: RetentionDays(7, 14).describe(
-      "days after its creation that a final notification's row is kept (an event's story), then deleted; at least NOTIFICATION_CONTENT_RETENTION_DAYS (≥ 7)",
-    ),
+    NOTIFICATION_RETENTION_DAYS: z.coerce
+      .number()
+      .int()
+      .min(7)
+      .optional()
+      .describe(
+        "days after it ended that a final notification's row is kept (an event's story), then deleted with its delivery events; at least NOTIFICATION_CONTENT_RETENTION_DAYS, which it is when unset (≥ 7)",
+      ),
     SENT_MESSAGE_RETENTION_DAYS: RetentionDays(0, 0).describe(
-      'days the exact MIME of a sent message is kept in D1 (the largest rows: 0, the default, keeps none) (≥ 0)',
+      "days the exact MIME of a sent message is kept in D1 (the largest rows: 0, the default, keeps none); at most the notification row's retention (≥ 0)",
     ),
-    DELIVERY_EVENT_RETENTION_DAYS: RetentionDays(7, 14).describe(
-      'days a provider delivery event is kept (the timeline of a notification); suppressions it caused stay (≥ 7)',
+    DELIVERY_EVENT_RETENTION_DAYS: RetentionDays(7, 7).describe(
+      "days a provider delivery event that matched no notification is kept; the others go with their notification's row (NOTIFICATION_RETENTION_DAYS); suppressions they caused stay (≥ 7)",
     ),
     DEAD_LETTER_RETENTION_DAYS: RetentionDays(1, 30).describe(
       'days a replayed or discarded dead letter is kept after it was resolved; open ones wait for an operator however old (≥ 1)',
@@ -424,11 +429,26 @@ export const ConfigSchema = z
     message: 'is required when EMAIL_TRANSPORT is resend',
   })
   .superRefine(leaseOutlastsASend)
-  .refine((config) => config.NOTIFICATION_RETENTION_DAYS >= config.NOTIFICATION_CONTENT_RETENTION_DAYS, {
-    path: ['NOTIFICATION_RETENTION_DAYS'],
-    // Only a notification whose content is gone is deleted (src/notifications/prune.ts).
-    message: 'must be at least NOTIFICATION_CONTENT_RETENTION_DAYS',
-  })
+  .refine(
+    (config) =>
+      (config.NOTIFICATION_RETENTION_DAYS ?? config.NOTIFICATION_CONTENT_RETENTION_DAYS) >=
+      config.NOTIFICATION_CONTENT_RETENTION_DAYS,
+    {
+      path: ['NOTIFICATION_RETENTION_DAYS'],
+      // Only a notification whose content is gone is deleted (src/notifications/prune.ts).
+      message: 'must be at least NOTIFICATION_CONTENT_RETENTION_DAYS',
+    },
+  )
+  .refine(
+    (config) =>
+      config.SENT_MESSAGE_RETENTION_DAYS <=
+      (config.NOTIFICATION_RETENTION_DAYS ?? config.NOTIFICATION_CONTENT_RETENTION_DAYS),
+    {
+      path: ['SENT_MESSAGE_RETENTION_DAYS'],
+      // An exact message goes with its notification's row at the latest, where erasure still finds it.
+      message: "must be at most the notification row's retention (NOTIFICATION_RETENTION_DAYS)",
+    },
+  )
   .superRefine((config, context) => noExampleSecrets(config, context))
 
 /**
@@ -459,6 +479,8 @@ export type Config = z.infer<typeof ConfigSchema> & {
   templateLimits: TemplateLimits
   /** The key of erased addresses' pseudonyms (src/erasure/pseudonym.ts): ERASURE_HASH_KEY, else UNSUBSCRIBE_SIGNING_KEY. */
   erasureKey: string
+  /** Days a final notification's row is kept after it ended: NOTIFICATION_RETENTION_DAYS, else its content's. */
+  notificationRetentionDays: number
 }
 
 /** The names of the secrets (`wrangler secret put`), as the schema marks them. */
@@ -562,6 +584,7 @@ export function configOf(env: object): Config {
       outputBytes: data.TEMPLATE_OUTPUT_LIMIT_BYTES,
     },
     erasureKey: data.ERASURE_HASH_KEY ?? data.UNSUBSCRIBE_SIGNING_KEY,
+    notificationRetentionDays: data.NOTIFICATION_RETENTION_DAYS ?? data.NOTIFICATION_CONTENT_RETENTION_DAYS,
   }
   parsed.set(source, config)
   return config

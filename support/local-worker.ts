@@ -80,6 +80,9 @@ export async function startLocalWorker(
     UNSUBSCRIBE_SIGNING_KEY: 'test-unsubscribe-signing-key-0123456789',
     RESEND_WEBHOOK_SECRET: 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ=',
     PUBLIC_URL: `http://127.0.0.1:${port}`,
+    // The harnesses read the exact message sent (the demo's unsubscribe, the CLI's --raw), as a local run
+    // keeps it (.dev.vars.example); a deployment keeps none by default.
+    SENT_MESSAGE_RETENTION_DAYS: '7',
     CONSOLE_SESSION_KEY: 'test-console-session-key-0123456789abcdef',
     // A digest closes two seconds after it opens: a test waits for a response's email as for any other.
     DIGEST_WINDOW_SECONDS: '2',

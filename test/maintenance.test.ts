@@ -14,10 +14,10 @@ async function insertProcessed(key: string, processedAt: string) {
 }
 
 describe('cron trigger', () => {
-  it('deletes processed-event keys older than the retention (14 days) and keeps newer ones', async () => {
+  it('deletes processed-event keys older than the retention (7 days) and keeps newer ones', async () => {
     const now = new Date('2026-11-29T12:00:00Z')
-    await insertProcessed('retention:old', '2026-11-15T11:59:59.000Z')
-    await insertProcessed('retention:new', '2026-11-15T12:00:01.000Z')
+    await insertProcessed('retention:old', '2026-11-22T11:59:59.000Z')
+    await insertProcessed('retention:new', '2026-11-22T12:00:01.000Z')
     const ctx = createExecutionContext()
     await worker.scheduled(createScheduledController({ scheduledTime: now, cron: '*/5 * * * *' }), env)
     await waitOnExecutionContext(ctx)

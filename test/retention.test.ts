@@ -62,6 +62,33 @@ async function countOf(sql: string, ...bindings: unknown[]): Promise<number> {
   )
 }
 
+/** A dead letter of a failed send of notification `id`, and the answer to its replay. */
+async function replayFailedSend(id: string): Promise<{ answer: Response; letter: string }> {
+  const envelope = {
+    notifyEdgeDeadLetter: 1,
+    queue: 'notify-dispatch',
+    code: 'NTF_SEND_TRANSIENT',
+    error: 'test: the provider failed ten times',
+    attempts: 10,
+    failureId: guid(),
+    failedAt: new Date().toISOString(),
+    message: { notificationId: id },
+  }
+  createExecutionContext()
+  await worker.queue(
+    createMessageBatch('notify-dlq', [{ id: `dlq-${guid()}`, timestamp: new Date(), attempts: 1, body: envelope }]),
+    env,
+  )
+  const { id: letter } = (await env.DB.prepare('SELECT id FROM dead_letters WHERE body LIKE ?1')
+    .bind(`%${id}%`)
+    .first<{ id: string }>()) as { id: string }
+  const answer = await fetchWorker(`/v1/dead-letters/${letter}/replay`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+  })
+  return { answer, letter }
+}
+
 describe('retention', () => {
   it('removes the content of final notifications past their content retention, keeps their rows, and keeps every other notification whole', async () => {
     const prefix = guid().slice(0, 8)
@@ -123,7 +150,8 @@ describe('retention', () => {
         env.DB.prepare(
           `INSERT INTO sent_messages (notification_id, transport, message_id, raw, sent_at)
            VALUES (?1, 'cloudflare', ?1, 'raw MIME', ?2)`,
-        ).bind(`chunk:${id}`, at(index)),
+          // Of no notification here: these age out by their own retention alone, not with a row.
+        ).bind(`chunk-mime:${id}`, at(index)),
         env.DB.prepare(
           `INSERT INTO delivery_events (provider, provider_event_id, provider_message_id, type, status, occurred_at,
              received_at, detail)
@@ -163,7 +191,10 @@ describe('retention', () => {
         'SELECT count(*) AS n FROM notifications WHERE id LIKE ?1 AND content_removed_at IS NULL',
         like,
       ),
-      sent_messages: await countOf('SELECT count(*) AS n FROM sent_messages WHERE notification_id LIKE ?1', like),
+      sent_messages: await countOf(
+        'SELECT count(*) AS n FROM sent_messages WHERE notification_id LIKE ?1',
+        `chunk-mime:${tag}-%`,
+      ),
       delivery_events: await countOf('SELECT count(*) AS n FROM delivery_events WHERE provider_event_id LIKE ?1', like),
       dead_letters: await countOf('SELECT count(*) AS n FROM dead_letters WHERE id LIKE ?1', like),
       send_batches: await countOf('SELECT count(*) AS n FROM send_batches WHERE id LIKE ?1', like),
@@ -236,14 +267,39 @@ describe('retention', () => {
     )
       .bind(`${prefix}-pending`, created)
       .run()
+    // A delivery event of each: the sent one's leaves with its row, the pending one's stays with it.
+    for (const id of [`${prefix}-sent`, `${prefix}-pending`]) {
+      await env.DB.prepare(
+        `INSERT INTO delivery_events (provider, provider_event_id, provider_message_id, notification_id, type, status,
+           occurred_at, received_at, detail)
+         VALUES ('resend', ?1, ?1, ?1, 'email.delivered', 'delivered', ?2, ?2, '{}')`,
+      )
+        .bind(id, created)
+        .run()
+    }
+    // The exact message of the sent one, kept (SENT_MESSAGE_RETENTION_DAYS is a week in the tests): it goes with the row.
+    await env.DB.prepare(
+      `INSERT INTO sent_messages (notification_id, transport, message_id, raw, sent_at)
+       VALUES (?1, 'resend', ?1, 'raw MIME', ?2)`,
+    )
+      .bind(`${prefix}-sent`, new Date(now).toISOString())
+      .run()
+    const events = async (id: string) =>
+      countOf('SELECT count(*) AS n FROM delivery_events WHERE notification_id = ?1', id)
     const defaults = { NOTIFICATION_CONTENT_RETENTION_DAYS: '7', NOTIFICATION_RETENTION_DAYS: '14' }
     // Ten days old: past the content's seven, inside the row's fourteen.
     await runCron(new Date(now), defaults)
     expect(await notification(`${prefix}-sent`)).toMatchObject({ status: 'sent', content_removed_by: 'retention' })
+    expect(await events(`${prefix}-sent`)).toBe(1)
     // Fifteen days old.
     await runCron(new Date(now + 5 * DAY_MS), defaults)
     expect(await notification(`${prefix}-sent`)).toBeNull()
     expect(await notification(`${prefix}-pending`)).toMatchObject({ status: 'pending', content_removed_by: 'erasure' })
+    expect(await events(`${prefix}-sent`)).toBe(0)
+    expect(await countOf('SELECT count(*) AS n FROM sent_messages WHERE notification_id = ?1', `${prefix}-sent`)).toBe(
+      0,
+    )
+    expect(await events(`${prefix}-pending`)).toBe(1)
   })
 
   it('keeps a dead letter for its retention from when it was resolved, not from when it failed', async () => {
@@ -299,31 +355,36 @@ describe('retention', () => {
     // The row kept a century, its content the default week.
     await runCron(new Date(), { NOTIFICATION_RETENTION_DAYS: '36500' })
     expect((await notification(id)).content_removed_by).toBe('retention')
-    const envelope = {
-      notifyEdgeDeadLetter: 1,
-      queue: 'notify-dispatch',
-      code: 'NTF_SEND_TRANSIENT',
-      error: 'test: the provider failed ten times',
-      attempts: 10,
-      failureId: guid(),
-      failedAt: new Date().toISOString(),
-      message: { notificationId: id },
-    }
-    createExecutionContext()
-    await worker.queue(
-      createMessageBatch('notify-dlq', [{ id: `dlq-${guid()}`, timestamp: new Date(), attempts: 1, body: envelope }]),
-      env,
-    )
-    const { id: letter } = (await env.DB.prepare('SELECT id FROM dead_letters WHERE body LIKE ?1')
-      .bind(`%${id}%`)
-      .first<{ id: string }>()) as { id: string }
-    const answer = await fetchWorker(`/v1/dead-letters/${letter}/replay`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-    })
+    const { answer } = await replayFailedSend(id)
     expect(answer.status).toBe(409)
     expect(((await answer.json()) as { error: { message: string } }).error.message).toMatch(/no longer has content/)
     expect((await notification(id)).status).toBe('failed')
+  })
+
+  it('refuses to replay a failed send whose notification retention deleted, instead of reporting it replayed', async () => {
+    const id = `replay-gone-${guid()}`
+    await insertNotification(id, 'failed', '1995-01-01T00:00:00.000Z')
+    await runCron(new Date())
+    expect(await notification(id)).toBeNull()
+    const { answer, letter } = await replayFailedSend(id)
+    expect(answer.status).toBe(409)
+    expect(((await answer.json()) as { error: { message: string } }).error.message).toMatch(/no longer exists/)
+    const left = await env.DB.prepare('SELECT status FROM dead_letters WHERE id = ?1').bind(letter).first()
+    expect(left).toEqual({ status: 'open' })
+  })
+
+  it("counts a notification's retention from when it ended: one that ended late keeps its content and row for the whole retention", async () => {
+    const id = `late-${guid()}`
+    // Created decades ago, sent a minute ago (a backlog a paused transport held).
+    await insertNotification(id, 'sent', '1995-01-01T00:00:00.000Z')
+    await env.DB.prepare('UPDATE notifications SET updated_at = ?2, sent_at = ?2 WHERE id = ?1')
+      .bind(id, new Date(Date.now() - 60_000).toISOString())
+      .run()
+    await runCron(new Date())
+    expect(await notification(id)).toMatchObject({ status: 'sent', content_removed_at: null, subject: 'Subject' })
+    // Eight days after it was sent: past the week of both.
+    await runCron(new Date(Date.now() + 8 * DAY_MS))
+    expect(await notification(id)).toBeNull()
   })
 })
 

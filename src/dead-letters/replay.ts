@@ -45,7 +45,11 @@ export type ReplayResult = { replayed: string[]; skipped: { id: string; reason: 
  * first put back to `pending`, so the replayed dispatch message can claim it;
  * one that never had content waits for its contact again. A dead letter
  * stored without its body is skipped: there is nothing to send.
- * An event that was processed since comes back as a duplicate: no second email.
+ * An event that was processed since comes back as a duplicate: no second email —
+ * within the deduplication window (PROCESSED_EVENTS_RETENTION_DAYS, and the
+ * notification rows' retention after they ended); past both, nothing
+ * remembers it, and it is planned again as a new event would be. A failed
+ * notification that retention emptied or deleted is skipped with the reason.
  * `audit`, when given, runs in the same D1 batch right after the marks (its
  * `changes()` is their count).
  */
@@ -63,7 +67,7 @@ export async function replayDeadLetters(
   const dispatches: Outgoing[] = []
   const resets: D1PreparedStatement[] = []
   const replayed: string[] = []
-  const removed = await contentRemoved(env.DB, rows)
+  const removed = await unsendable(env.DB, rows)
   for (const row of rows) {
     const body: unknown = JSON.parse(row.body)
     if (isErased(body)) {
@@ -88,8 +92,9 @@ export async function replayDeadLetters(
         skipped.push({ id: row.id, reason: 'the dead message is not a dispatch message' })
         continue
       }
-      if (removed.has(message.data.notificationId)) {
-        skipped.push({ id: row.id, reason: 'its notification no longer has content to send (retention or an erasure)' })
+      const gone = removed.get(message.data.notificationId)
+      if (gone !== undefined) {
+        skipped.push({ id: row.id, reason: gone })
         continue
       }
       // A fresh message for the reset's due time: the dead one names a time the row no longer has.
@@ -115,21 +120,33 @@ export async function replayDeadLetters(
   return { replayed, skipped }
 }
 
-/** The notifications named by these dispatch dead letters whose content retention or an erasure removed. */
-async function contentRemoved(db: D1Database, rows: readonly ReplayRow[]): Promise<Set<string>> {
+/**
+ * The notifications named by these dispatch dead letters that can no longer
+ * be sent, with why: their content retention or an erasure removed their
+ * content, or their row's retention deleted them. A replay of one would reset
+ * nothing and send nothing, and be reported as replayed.
+ */
+async function unsendable(db: D1Database, rows: readonly ReplayRow[]): Promise<Map<string, string>> {
   const ids = rows.flatMap((row) => {
     if (row.queue !== QUEUES.dispatch) return []
     const message = DispatchMessageSchema.safeParse(JSON.parse(row.body))
     return message.success ? [message.data.notificationId] : []
   })
-  if (ids.length === 0) return new Set()
+  if (ids.length === 0) return new Map()
   const { results } = await db
     .prepare(
-      'SELECT id FROM notifications WHERE id IN (SELECT value FROM json_each(?1)) AND content_removed_at IS NOT NULL',
+      'SELECT id, content_removed_at IS NOT NULL AS removed FROM notifications WHERE id IN (SELECT value FROM json_each(?1))',
     )
     .bind(JSON.stringify(ids))
-    .all<{ id: string }>()
-  return new Set(results.map((row) => row.id))
+    .all<{ id: string; removed: number }>()
+  const found = new Map(results.map((row) => [row.id, row.removed === 1]))
+  const gone = new Map<string, string>()
+  for (const id of ids) {
+    const removed = found.get(id)
+    if (removed === undefined) gone.set(id, 'its notification no longer exists (NOTIFICATION_RETENTION_DAYS)')
+    else if (removed) gone.set(id, 'its notification no longer has content to send (retention or an erasure)')
+  }
+  return gone
 }
 
 /** Whether a dead letter's body is the placeholder an erasure left in place of the message (src/erasure/). */

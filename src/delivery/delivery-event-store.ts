@@ -99,16 +99,19 @@ export async function timelineOf(db: D1Database, notificationId: string) {
 }
 
 /**
- * Retention of provider events: deletes the oldest received before `before`,
- * at most `limit`, by primary key from a LIMITed search on
- * `delivery_events_received_at`. The notification keeps the delivery status
- * they set, and the suppressions they caused stay. Parameters: before, limit.
+ * Retention of the provider events that matched no notification: deletes the
+ * oldest received before `before`, at most `limit`, by primary key from a
+ * LIMITed search on the partial index `delivery_events_orphans`. An event
+ * about a notification goes with the notification's row
+ * (src/notifications/prune.ts), so the index holds only these. The
+ * suppressions they caused stay. Parameters: before, limit.
  */
 export function pruneDeliveryEvents(db: D1Database, before: string, limit: number): D1PreparedStatement {
   return db
     .prepare(
       `DELETE FROM delivery_events WHERE (provider, provider_event_id) IN
-         (SELECT provider, provider_event_id FROM delivery_events WHERE received_at < ?1 ORDER BY received_at LIMIT ?2)`,
+         (SELECT provider, provider_event_id FROM delivery_events INDEXED BY delivery_events_orphans
+          WHERE notification_id IS NULL AND received_at < ?1 ORDER BY received_at LIMIT ?2)`,
     )
     .bind(before, limit)
 }

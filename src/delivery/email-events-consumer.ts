@@ -108,7 +108,7 @@ function statementsOf(env: Env, item: Decoded, notificationId: string | null, no
   const statements = [insertDeliveryEvent(env.DB, event, notificationId, at, item.pseudonym)]
   if (notificationId) {
     statements.push(
-      settleUnknownOutcome(env.DB, notificationId, event.occurredAt, at, event.providerMessageId),
+      settleUnknownOutcome(env.DB, notificationId, event.occurredAt, at, event.providerMessageId, event.provider),
       discardSettled(env.DB, notificationId, at),
     )
   }

@@ -32,12 +32,15 @@ async function personOf(db: D1Database, request: ErasureRequest): Promise<{ user
             .all<{ user_id: string }>()
         ).results.map((row) => row.user_id)
   // An address the person had before may be left only on the suppression list, once retention took it off
-  // their notifications: the entry names the notification that caused it, which is theirs.
+  // their notifications, or deleted the notifications themselves: the entry names the user it was about (and
+  // the notification that caused it, for an entry written before it named the user).
   const { results } = await db
     .prepare(
       `SELECT lower(email) AS address FROM contacts WHERE user_id IN (SELECT value FROM json_each(?1))
        UNION SELECT lower(recipient_email) FROM notifications
        WHERE recipient_user_id IN (SELECT value FROM json_each(?1)) AND recipient_email IS NOT NULL
+       UNION SELECT address FROM suppressions
+       WHERE user_id IN (SELECT value FROM json_each(?1)) AND address NOT LIKE '${PSEUDONYM_PREFIX}%'
        UNION SELECT s.address FROM suppressions s JOIN notifications n ON n.id = s.notification_id
        WHERE n.recipient_user_id IN (SELECT value FROM json_each(?1)) AND s.address NOT LIKE '${PSEUDONYM_PREFIX}%'`,
     )

@@ -18,7 +18,8 @@ type Pruning = {
   days: number
   /** Pruned every minute by design (the charts' rolling buckets): no log line for it. */
   quiet?: boolean
-  statement: (db: D1Database, before: string, now: string, limit: number) => D1PreparedStatement
+  /** One statement, or the statements of one transaction (the last one's changes are what it pruned). */
+  statement: (db: D1Database, before: string, now: string, limit: number) => D1PreparedStatement | D1PreparedStatement[]
 }
 
 /** Every kind of data that ages out, with its retention from the configuration. */
@@ -34,15 +35,16 @@ function prunings(config: Config): Pruning[] {
       days: config.NOTIFICATION_CONTENT_RETENTION_DAYS,
       statement: pruneNotificationContent,
     },
-    // After the content: a notification whose content this run removed may go in the same run.
+    // After the content: a notification whose content this run removed may go in the same run. Its
+    // delivery events, and its exact message where one is kept, go with it.
     {
       table: 'notifications (rows)',
-      days: config.NOTIFICATION_RETENTION_DAYS,
+      days: config.notificationRetentionDays,
       statement: (db, before, _, limit) => pruneNotificationRows(db, before, limit),
     },
     {
       table: 'send_batches',
-      days: config.NOTIFICATION_RETENTION_DAYS,
+      days: config.notificationRetentionDays,
       statement: (db, before, _, limit) => pruneBundles(db, before, limit),
     },
     {
@@ -51,7 +53,7 @@ function prunings(config: Config): Pruning[] {
       statement: (db, before, _, limit) => pruneSentMessages(db, before, limit),
     },
     {
-      table: 'delivery_events',
+      table: 'delivery_events (of no notification)',
       days: config.DELIVERY_EVENT_RETENTION_DAYS,
       statement: (db, before, _, limit) => pruneDeliveryEvents(db, before, limit),
     },
@@ -94,11 +96,11 @@ function prunings(config: Config): Pruning[] {
  * chunk comes back full another follows, up to RETENTION_MAX_CHUNKS: the
  * pruning keeps pace with a backlog (the first run after a deploy, a burst, a
  * database that grew for a year) instead of falling behind at a fixed rate,
- * and a quiet minute costs one statement per kind. Each chunk is one
- * statement — a delete (or, for notifications' content, an update) by primary
- * key from a LIMITed search on an index — run on its own rather than in one
- * batch, so each is its own short transaction and D1's single writer serves
- * the queues between them. A run is at most RETENTION_MAX_CHUNKS statements a
+ * and a quiet minute costs one statement per kind. Each chunk is its own
+ * short transaction — one delete (or, for notifications' content, an update)
+ * by primary key from a LIMITed search on an index; for notifications' rows,
+ * the deletes of what belongs to them and then theirs — so D1's single
+ * writer serves the queues between chunks. A run is at most RETENTION_MAX_CHUNKS transactions a
  * kind, far inside the 1,000 queries an invocation may make.
  *
  * Then the database's size: D1 reports it after every statement
@@ -120,7 +122,10 @@ export async function runRetention(env: Env, config: Config, now: Date, log: Log
     try {
       let full = true
       while (full && chunks < config.RETENTION_MAX_CHUNKS) {
-        const result = await statement(env.DB, before, nowIso, limit).run()
+        const statements = statement(env.DB, before, nowIso, limit)
+        const result = Array.isArray(statements)
+          ? ((await env.DB.batch(statements)).at(-1) as D1Result)
+          : await statements.run()
         chunks += 1
         size = result.meta.size_after ?? size
         deleted += result.meta.changes

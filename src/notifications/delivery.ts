@@ -28,7 +28,8 @@ export function applyDeliveryStatus(
  * only be answered, or, past the provider's window or without a key, be a
  * second email), or failed because no event had come in time
  * (NTF_SEND_UNKNOWN: its dead letter goes, `discardSettled`). Its provider id is kept when it had none (the lost answer
- * never said it). Parameters: id, event time, now, provider message id.
+ * never said it), and so is its transport: the provider that reported it.
+ * Parameters: id, event time, now, provider message id, provider.
  */
 export function settleUnknownOutcome(
   db: D1Database,
@@ -36,16 +37,17 @@ export function settleUnknownOutcome(
   occurredAt: string,
   now: string,
   providerMessageId: string,
+  provider: string,
 ): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE notifications SET status = 'sent', sent_at = min(?2, ?3), updated_at = ?3, error_code = NULL,
-         provider_id = coalesce(provider_id, ?4), lease_until = NULL,
+         provider_id = coalesce(provider_id, ?4), transport = coalesce(transport, ?5), lease_until = NULL,
          status_reason = 'the provider reported the message: the send had gone out'
        WHERE id = ?1 AND (status = 'unknown' OR (status IN ('pending', 'paused') AND ${mayHaveGoneOut('notifications')})
                           OR (status = 'failed' AND error_code = 'NTF_SEND_UNKNOWN'))`,
     )
-    .bind(notificationId, occurredAt, now, providerMessageId)
+    .bind(notificationId, occurredAt, now, providerMessageId, provider)
 }
 
 /**

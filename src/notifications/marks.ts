@@ -1,16 +1,17 @@
 import { heldBy, TRY_NOT_COUNTED } from './sql.ts'
 
 /**
- * Marks a notification sent, only under the claim that sent it — also when a
- * lapsed lease made its outcome `unknown` meanwhile (the claim token stays):
- * the claim that sent it knows it went out. `providerId` is null when the
- * provider said the email went out without naming it (a batch's key already
- * taken), and `reason` then says so.
- * Parameters: id, provider id, now, claim token, reason.
+ * Marks a notification sent through `transport`, only under the claim that
+ * sent it — also when a lapsed lease made its outcome `unknown` meanwhile (the
+ * claim token stays): the claim that sent it knows it went out. `providerId`
+ * is null when the provider said the email went out without naming it (a
+ * batch's key already taken), and `reason` then says so.
+ * Parameters: id, provider id, now, claim token, reason, transport.
  */
 export function markSent(
   db: D1Database,
   id: string,
+  transport: string,
   providerId: string | null,
   now: string,
   token: string,
@@ -19,10 +20,10 @@ export function markSent(
   return db
     .prepare(
       `UPDATE notifications SET status = 'sent', provider_id = coalesce(?2, provider_id), sent_at = ?3, updated_at = ?3,
-         lease_until = NULL, error_code = NULL, status_reason = ?5
+         lease_until = NULL, error_code = NULL, status_reason = ?5, transport = ?6
        WHERE id = ?1 AND status IN ('sending', 'unknown') AND claim_token = ?4`,
     )
-    .bind(id, providerId, now, token, reason)
+    .bind(id, providerId, now, token, reason, transport)
 }
 
 /**

@@ -31,12 +31,13 @@ export function isNotificationStatus(value: unknown): value is NotificationStatu
 
 /**
  * The statuses nothing moves a notification out of by itself: retention may
- * remove their content. The others — pending, sending, paused,
+ * remove their content, then delete their row, each counted from the
+ * notification's last change. The others — pending, sending, paused,
  * awaiting-contact, unknown, collecting, closing — still have a send, a
  * wait, a settlement or a digest's close ahead and are kept whole. (A
  * digested notification's model is what its digest renders: once the digest
  * is closed, retention may take it.) (A `failed` one goes back to `pending` only by
- * an operator's replay, which refuses once its content is gone.)
+ * an operator's replay, which refuses once its content or its row is gone.)
  */
 export const FINAL_STATUSES = [
   'sent',

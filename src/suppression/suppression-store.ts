@@ -58,6 +58,16 @@ export function suppressionFromRow(row: SuppressionRow): Suppression {
 export type SuppressionEntry = Omit<Suppression, 'createdAt' | 'updatedAt'>
 
 /**
+ * The user an entry is about: the recipient of the notification that caused
+ * it. Kept on the entry because the notification's row ages out
+ * (NOTIFICATION_RETENTION_DAYS) while the entry stays, and an erasure by user
+ * id must still find an address the person had before (src/erasure/erase.ts).
+ * @param notificationId - SQL expression of the notification's id
+ */
+const RECIPIENT_OF = (notificationId: string) =>
+  `(SELECT recipient_user_id FROM notifications WHERE id = ${notificationId})`
+
+/**
  * Adds an address from a delivery event or a provider's refusal. An entry
  * already there is replaced only by a stronger one — permanent over dated, a
  * later end over an earlier one — so a soft bounce never shortens what a
@@ -84,13 +94,14 @@ export function suppressAutomatically(
   return db
     .prepare(
       `INSERT INTO suppressions
-         (address, cause, reason, until, source, notification_id, provider_event, created_at, updated_at)
+         (address, cause, reason, until, source, notification_id, provider_event, created_at, updated_at, user_id)
        SELECT CASE WHEN ${erased} THEN ?11 ELSE ?1 END, ?2,
-         CASE WHEN ${erased} THEN 'an erased address (' || ?2 || ')' ELSE ?3 END, ?4, ?5, ?6, ?7, ?8, ?8
+         CASE WHEN ${erased} THEN 'an erased address (' || ?2 || ')' ELSE ?3 END, ?4, ?5, ?6, ?7, ?8, ?8,
+         CASE WHEN ${erased} THEN NULL ELSE ${RECIPIENT_OF('?6')} END
        WHERE ${guard}
        ON CONFLICT (address) DO UPDATE SET cause = excluded.cause, reason = excluded.reason, until = excluded.until,
          source = excluded.source, notification_id = excluded.notification_id,
-         provider_event = excluded.provider_event, updated_at = excluded.updated_at
+         provider_event = excluded.provider_event, updated_at = excluded.updated_at, user_id = excluded.user_id
        WHERE suppressions.until IS NOT NULL AND (excluded.until IS NULL OR excluded.until > suppressions.until)`,
     )
     .bind(...bindings(entry), now, onlyIfRecorded?.provider ?? null, onlyIfRecorded?.eventId ?? null, erasedAs ?? null)
@@ -114,11 +125,11 @@ export function putSuppression(db: D1Database, entry: SuppressionEntry, now: str
   return db
     .prepare(
       `INSERT INTO suppressions
-         (address, cause, reason, until, source, notification_id, provider_event, created_at, updated_at)
-       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)
+         (address, cause, reason, until, source, notification_id, provider_event, created_at, updated_at, user_id)
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ${RECIPIENT_OF('?6')})
        ON CONFLICT (address) DO UPDATE SET cause = excluded.cause, reason = excluded.reason, until = excluded.until,
          source = excluded.source, notification_id = excluded.notification_id,
-         provider_event = excluded.provider_event, updated_at = excluded.updated_at
+         provider_event = excluded.provider_event, updated_at = excluded.updated_at, user_id = excluded.user_id
        RETURNING *`,
     )
     .bind(...bindings(entry), now)

@@ -50,6 +50,10 @@ export const NotificationSummary = z
     sentAt: z.string().nullable(),
     sendAttempts: z.number(),
     providerId: z.string().nullable(),
+    transport: z
+      .string()
+      .nullable()
+      .openapi({ description: 'the transport that sent it (`cloudflare`, `resend`); null until it is sent' }),
     createdAt: z.string(),
     updatedAt: z.string(),
   })
@@ -76,6 +80,7 @@ export function notificationSummaryOf(row: NotificationRowView): z.infer<typeof 
     sentAt: text('sent_at'),
     sendAttempts: Number(row.send_attempts ?? 0),
     providerId: text('provider_id'),
+    transport: text('transport'),
     createdAt: String(row.created_at),
     updatedAt: String(row.updated_at),
   }

@@ -91,7 +91,7 @@ async function recordSent(context: SendContext, bundle: Bundle, sent: Sent[]): P
   const perMember = bundle.members.map((member, index) => {
     const one = sent[index] as Sent
     return [
-      markSent(env.DB, member.row.id, one.providerId, at, lease.token),
+      markSent(env.DB, member.row.id, transport.name, one.providerId, at, lease.token),
       ...recordSentMessage(env.DB, kept, member.row.id, transport.name, one.messageId, one.raw, at, lease.token),
     ]
   })
@@ -208,7 +208,7 @@ async function recordTaken(context: SendContext, bundle: Bundle, error: SendErro
   const reason = `the provider had taken an earlier request of batch ${bundle.id}: sent with it`
   const written = await write(
     context,
-    bundle.members.map((member) => markSent(env.DB, member.row.id, null, at, lease.token, reason)),
+    bundle.members.map((member) => markSent(env.DB, member.row.id, transport.name, null, at, lease.token, reason)),
   )
   if (!Array.isArray(written)) return failedWrite(context, bundle, written.cause)
   log.warn('dispatch.batch-taken', {

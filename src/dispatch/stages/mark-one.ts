@@ -94,7 +94,7 @@ async function recordSent(
   const at = new Date().toISOString()
   const kept = config.SENT_MESSAGE_RETENTION_DAYS
   const marked = await record(context.marks, [
-    markSent(env.DB, row.id, sent.providerId, at, lease.token),
+    markSent(env.DB, row.id, transport.name, sent.providerId, at, lease.token),
     ...recordSentMessage(env.DB, kept, row.id, transport.name, sent.messageId, sent.raw, at, lease.token),
     ...(pause ? [resumeTransport(env.DB, pause.transport), releasePaused(env.DB, at)] : []),
   ])
