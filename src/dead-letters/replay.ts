@@ -143,7 +143,8 @@ async function unsendable(db: D1Database, rows: readonly ReplayRow[]): Promise<M
   const gone = new Map<string, string>()
   for (const id of ids) {
     const removed = found.get(id)
-    if (removed === undefined) gone.set(id, 'its notification no longer exists (NOTIFICATION_RETENTION_DAYS)')
+    if (removed === undefined)
+      gone.set(id, 'its notification no longer exists (its retention deleted it, or it was replaced)')
     else if (removed) gone.set(id, 'its notification no longer has content to send (retention or an erasure)')
   }
   return gone
