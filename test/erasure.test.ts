@@ -272,6 +272,33 @@ describe('erasure', () => {
     expect(await tracesOf(person.email)).toEqual([])
   })
 
+  it('by user id still finds an address left only on the suppression list, once retention deleted their notifications', async () => {
+    const person = await personEverywhere()
+    // Retention deleted the notifications with their delivery events and kept messages (as
+    // src/notifications/prune.ts does), and the contact moved to a new
+    // address: the old one is left on the suppression list (its bounce's entry, which the operator's
+    // change replaced since) and in dead letters.
+    await env.DB.batch([
+      env.DB.prepare(
+        'DELETE FROM delivery_events WHERE notification_id IN (SELECT id FROM notifications WHERE recipient_user_id = ?1)',
+      ).bind(person.userId),
+      env.DB.prepare(
+        'DELETE FROM sent_messages WHERE notification_id IN (SELECT id FROM notifications WHERE recipient_user_id = ?1)',
+      ).bind(person.userId),
+      env.DB.prepare('DELETE FROM notifications WHERE recipient_user_id = ?1').bind(person.userId),
+    ])
+    const moved = `moved-${guid().slice(0, 8)}@example.com`
+    expect(
+      (await call('PUT', `/v1/contacts/${person.userId}`, { email: moved, displayName: person.name })).status,
+    ).toBe(200)
+    expect(await tracesOf(person.email)).not.toEqual([])
+
+    const answer = await call('POST', '/v1/erasures', { userId: person.userId })
+    expect(answer.status).toBe(200)
+    expect(await tracesOf(person.email)).toEqual([])
+    expect(await tracesOf(moved)).toEqual([])
+  })
+
   it('by address finds the same person: every trace goes, and the audit trail names only the pseudonym', async () => {
     const person = await personEverywhere()
     const answer = await call('POST', '/v1/erasures', { address: person.email.toUpperCase() })

@@ -61,7 +61,8 @@ export type SuppressionEntry = Omit<Suppression, 'createdAt' | 'updatedAt'>
  * The user an entry is about: the recipient of the notification that caused
  * it. Kept on the entry because the notification's row ages out
  * (NOTIFICATION_RETENTION_DAYS) while the entry stays, and an erasure by user
- * id must still find an address the person had before (src/erasure/erase.ts).
+ * id must still find an address the person had before (src/erasure/erase.ts);
+ * an entry that replaces it without a notification (an operator's) keeps it.
  * @param notificationId - SQL expression of the notification's id
  */
 const RECIPIENT_OF = (notificationId: string) =>
@@ -101,7 +102,8 @@ export function suppressAutomatically(
        WHERE ${guard}
        ON CONFLICT (address) DO UPDATE SET cause = excluded.cause, reason = excluded.reason, until = excluded.until,
          source = excluded.source, notification_id = excluded.notification_id,
-         provider_event = excluded.provider_event, updated_at = excluded.updated_at, user_id = excluded.user_id
+         provider_event = excluded.provider_event, updated_at = excluded.updated_at,
+         user_id = coalesce(excluded.user_id, suppressions.user_id)
        WHERE suppressions.until IS NOT NULL AND (excluded.until IS NULL OR excluded.until > suppressions.until)`,
     )
     .bind(...bindings(entry), now, onlyIfRecorded?.provider ?? null, onlyIfRecorded?.eventId ?? null, erasedAs ?? null)
@@ -129,7 +131,8 @@ export function putSuppression(db: D1Database, entry: SuppressionEntry, now: str
        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ${RECIPIENT_OF('?6')})
        ON CONFLICT (address) DO UPDATE SET cause = excluded.cause, reason = excluded.reason, until = excluded.until,
          source = excluded.source, notification_id = excluded.notification_id,
-         provider_event = excluded.provider_event, updated_at = excluded.updated_at, user_id = excluded.user_id
+         provider_event = excluded.provider_event, updated_at = excluded.updated_at,
+         user_id = coalesce(excluded.user_id, suppressions.user_id)
        RETURNING *`,
     )
     .bind(...bindings(entry), now)
