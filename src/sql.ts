@@ -20,3 +20,25 @@
  * statements read beside a backlog.
  */
 export const STATUS_AS_FILTER = '+status'
+
+/**
+ * One chunk of a table's retention: deletes the `limit` oldest rows whose
+ * `column` is before `before`, by their `key` from a LIMITed search on the
+ * index of `column`, so one chunk is one short write however large the
+ * table. The names are the callers' own literals, never input.
+ */
+export function deleteOldest(
+  db: D1Database,
+  table: string,
+  key: string,
+  column: string,
+  before: string,
+  limit: number,
+): D1PreparedStatement {
+  return db
+    .prepare(
+      `DELETE FROM ${table} WHERE ${key} IN
+         (SELECT ${key} FROM ${table} WHERE ${column} < ?1 ORDER BY ${column} LIMIT ?2)`,
+    )
+    .bind(before, limit)
+}

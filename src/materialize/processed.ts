@@ -1,4 +1,5 @@
 import type { InboundEvent } from '../contracts/index.ts'
+import { deleteOldest } from '../sql.ts'
 
 /** An event as recorded in `processed_events`. */
 export type ProcessedEvent = {
@@ -57,10 +58,5 @@ export function insertProcessedEvent(
  * redelivery. Parameters: before, limit.
  */
 export function deleteProcessedEventsBefore(db: D1Database, before: string, limit: number): D1PreparedStatement {
-  return db
-    .prepare(
-      `DELETE FROM processed_events WHERE idempotency_key IN
-         (SELECT idempotency_key FROM processed_events WHERE processed_at < ?1 ORDER BY processed_at LIMIT ?2)`,
-    )
-    .bind(before, limit)
+  return deleteOldest(db, 'processed_events', 'idempotency_key', 'processed_at', before, limit)
 }

@@ -1,3 +1,4 @@
+import { deleteOldest } from '../sql.ts'
 import { CLAIMED_COLUMNS } from './claim.ts'
 import { claimable, heldBy, TAKEN_OVER, TRY_NOT_COUNTED } from './sql.ts'
 
@@ -25,12 +26,7 @@ export function createBundle(db: D1Database, id: string, transport: string, size
  * row records the key. Parameters: before, limit.
  */
 export function pruneBundles(db: D1Database, before: string, limit: number): D1PreparedStatement {
-  return db
-    .prepare(
-      `DELETE FROM send_batches WHERE id IN
-         (SELECT id FROM send_batches WHERE created_at < ?1 ORDER BY created_at LIMIT ?2)`,
-    )
-    .bind(before, limit)
+  return deleteOldest(db, 'send_batches', 'id', 'created_at', before, limit)
 }
 
 /**

@@ -1,3 +1,4 @@
+import { deleteOldest } from '../sql.ts'
 import { finalStatusSql } from './sql.ts'
 
 /**
@@ -67,10 +68,5 @@ export function pruneNotificationRows(db: D1Database, before: string, limit: num
  * and sent time. Parameters: before, limit.
  */
 export function pruneSentMessages(db: D1Database, before: string, limit: number): D1PreparedStatement {
-  return db
-    .prepare(
-      `DELETE FROM sent_messages WHERE notification_id IN
-         (SELECT notification_id FROM sent_messages WHERE sent_at < ?1 ORDER BY sent_at LIMIT ?2)`,
-    )
-    .bind(before, limit)
+  return deleteOldest(db, 'sent_messages', 'notification_id', 'sent_at', before, limit)
 }
