@@ -3,52 +3,88 @@ import { defineConfig } from 'vitest/config'
 import { fakeResend } from './test/fake-resend.ts'
 import { capture } from './test/log-privacy.ts'
 
+/**
+ * What a second shard of notify-events adds to wrangler.toml: its producer and a consumer with
+ * notify-events' own settings (docs/scaling.md shows the same blocks for a deployment).
+ */
+const SECOND_EVENTS_SHARD = {
+  queueProducers: { EVENTS_1: { queueName: 'notify-events-1' } },
+  queueConsumers: {
+    'notify-events-1': {
+      maxBatchSize: 100,
+      maxBatchTimeout: 0.1,
+      maxRetries: 3,
+      retryDelay: 5,
+      deadLetterQueue: 'notify-dlq',
+    },
+  },
+}
+
+/** The tests that run again with notify-events spread over two queues. */
+const SHARDED = [
+  'test/event-queues.test.ts',
+  'test/ingest.test.ts',
+  'test/arthunt.test.ts',
+  'test/getting-started.test.ts',
+  'test/events-consumer.test.ts',
+  'test/dead-letters.test.ts',
+]
+
+/** The Worker as the tests run it: wrangler.toml's bindings, test secrets, and `shards` queues for notify-events. */
+const worker = (eventShards: 1 | 2) =>
+  cloudflareTest(async () => ({
+    wrangler: { configPath: './wrangler.toml' },
+    miniflare: {
+      ...(eventShards === 2 ? SECOND_EVENTS_SHARD : {}),
+      // The only outbound HTTP the Worker makes is to the email provider: a fake of it, in tests only.
+      outboundService: fakeResend,
+      bindings: {
+        // Test-only tokens: the real ones come from `wrangler secret put` or .dev.vars.
+        INGEST_TOKEN: 'test-ingest-token-0123456789',
+        ADMIN_TOKEN: 'test-admin-token-0123456789',
+        UNSUBSCRIBE_SIGNING_KEY: 'test-unsubscribe-signing-key-0123456789',
+        RESEND_WEBHOOK_SECRET: 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ=',
+        CONSOLE_SESSION_KEY: 'test-console-session-key-0123456789abcdef',
+        // Set here so that a local .dev.vars (npm start writes one) cannot lend its example token, which
+        // the configuration refuses with a PUBLIC_URL off this machine. No test signs in with it: a
+        // test of the viewer sets its own.
+        VIEWER_TOKEN: 'vitest-viewer-token-nobody-uses-0123456789',
+        // The deployed form of the links, whatever a local .dev.vars (npm start) says.
+        PUBLIC_URL: 'https://notify-edge.example.workers.dev',
+        // The tests' shared Resend team has a raised limit (test/fake-resend.ts), and the Worker is
+        // told so; tests of the send pace use teams at Resend's default and say their own rate.
+        RESEND_REQUESTS_PER_SECOND: '500',
+        // Digests close a second after they open, so that a test waits for a response's email as for
+        // any other; test/digest.test.ts closes its own digests and sets a long window.
+        DIGEST_WINDOW_SECONDS: '1',
+        // The suite reads the exact MIME each email went out as (test/helpers.ts, sentMessagesOf), so it
+        // keeps it, as a deployment may choose to; test/retention.test.ts runs the default, which keeps none.
+        SENT_MESSAGE_RETENTION_DAYS: '7',
+        TEST_MIGRATIONS: await readD1Migrations('./migrations/d1'),
+        // The lifecycle model (test/model/): `npm run model` sets these for a longer run.
+        MODEL_RUNS: process.env.MODEL_RUNS ?? '100',
+        MODEL_COMMANDS: process.env.MODEL_COMMANDS ?? '30',
+        MODEL_SEED: process.env.MODEL_SEED ?? '',
+        MODEL_PATH: process.env.MODEL_PATH ?? '',
+        MODEL_SHRINK: process.env.MODEL_SHRINK ?? 'yes',
+        MODEL_TIMEOUT_MS: process.env.MODEL_TIMEOUT_MS ?? '900000',
+        EVENTS_QUEUE_SHARDS: String(eventShards),
+      },
+    },
+  }))
+
 // Worker tests run inside workerd with the real local D1, KV and Queues of wrangler.toml.
 export default defineConfig({
-  plugins: [
-    cloudflareTest(async () => ({
-      wrangler: { configPath: './wrangler.toml' },
-      miniflare: {
-        // The only outbound HTTP the Worker makes is to the email provider: a fake of it, in tests only.
-        outboundService: fakeResend,
-        bindings: {
-          // Test-only tokens: the real ones come from `wrangler secret put` or .dev.vars.
-          INGEST_TOKEN: 'test-ingest-token-0123456789',
-          ADMIN_TOKEN: 'test-admin-token-0123456789',
-          UNSUBSCRIBE_SIGNING_KEY: 'test-unsubscribe-signing-key-0123456789',
-          RESEND_WEBHOOK_SECRET: 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ=',
-          CONSOLE_SESSION_KEY: 'test-console-session-key-0123456789abcdef',
-          // Set here so that a local .dev.vars (npm start writes one) cannot lend its example token, which
-          // the configuration refuses with a PUBLIC_URL off this machine. No test signs in with it: a
-          // test of the viewer sets its own.
-          VIEWER_TOKEN: 'vitest-viewer-token-nobody-uses-0123456789',
-          // The deployed form of the links, whatever a local .dev.vars (npm start) says.
-          PUBLIC_URL: 'https://notify-edge.example.workers.dev',
-          // The tests' shared Resend team has a raised limit (test/fake-resend.ts), and the Worker is
-          // told so; tests of the send pace use teams at Resend's default and say their own rate.
-          RESEND_REQUESTS_PER_SECOND: '500',
-          // Digests close a second after they open, so that a test waits for a response's email as for
-          // any other; test/digest.test.ts closes its own digests and sets a long window.
-          DIGEST_WINDOW_SECONDS: '1',
-          // The suite reads the exact MIME each email went out as (test/helpers.ts, sentMessagesOf), so it
-          // keeps it, as a deployment may choose to; test/retention.test.ts runs the default, which keeps none.
-          SENT_MESSAGE_RETENTION_DAYS: '7',
-          TEST_MIGRATIONS: await readD1Migrations('./migrations/d1'),
-          // The lifecycle model (test/model/): `npm run model` sets these for a longer run.
-          MODEL_RUNS: process.env.MODEL_RUNS ?? '100',
-          MODEL_COMMANDS: process.env.MODEL_COMMANDS ?? '30',
-          MODEL_SEED: process.env.MODEL_SEED ?? '',
-          MODEL_PATH: process.env.MODEL_PATH ?? '',
-          MODEL_SHRINK: process.env.MODEL_SHRINK ?? 'yes',
-          MODEL_TIMEOUT_MS: process.env.MODEL_TIMEOUT_MS ?? '900000',
-        },
-      },
-    })),
-  ],
   test: {
-    include: ['test/**/*.test.ts'],
-    // test/node/ runs in Node against `wrangler dev` (node --test), not inside workerd.
-    exclude: ['test/node/**'],
+    projects: [
+      {
+        extends: true,
+        plugins: [worker(1)],
+        // test/node/ runs in Node against `wrangler dev` (node --test), not inside workerd.
+        test: { name: 'worker', include: ['test/**/*.test.ts'], exclude: ['test/node/**'] },
+      },
+      { extends: true, plugins: [worker(2)], test: { name: 'two event queues', include: SHARDED } },
+    ],
     setupFiles: ['./test/setup.ts'],
     globalSetup: ['./test/global-setup.ts'],
     // Every console line, workerd's included, goes to .wrangler/test-console.log (read it when a

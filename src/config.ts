@@ -157,6 +157,16 @@ export const ConfigSchema = z
     DISPATCH_RETRY_DELAYS_SECONDS: DelayList.prefault('5,30,60,120,300,600,900,1800,3600').describe(
       'delays between send attempts of one notification (10 attempts), then `failed` and a dead letter',
     ),
+    // Queues take 5,000 messages a second per queue (src/platform-limits.ts): past that, more than one.
+    EVENTS_QUEUE_SHARDS: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(16)
+      .default(1)
+      .describe(
+        'queues notify-events is spread over, each taking up to 5,000 events a second: notify-events, notify-events-1, … bound as EVENTS, EVENTS_1, …, each with its own consumer (1–16)',
+      ),
     PROCESSED_EVENTS_RETENTION_DAYS: z.coerce
       .number()
       .int()

@@ -9,7 +9,7 @@ import { runMaintenance } from './maintenance/cron.ts'
 import { consumeEvents } from './materialize/events-consumer.ts'
 import { logCost, meterEnv } from './metrics/invocation.ts'
 import { meteredBatch } from './metrics/metered-bindings.ts'
-import { QUEUES } from './queue/names.ts'
+import { isEventsQueue, QUEUES } from './queue/names.ts'
 import { FALLBACK_DELAY_SECONDS } from './queue/policy.ts'
 
 // The send pace of each provider account (the SEND_PACE binding): a Durable Object class must be
@@ -55,9 +55,8 @@ export default {
     const { env, cost } = meterEnv(unmetered)
     const batch = meteredBatch(delivered, cost)
     try {
+      if (isEventsQueue(batch.queue)) return await consumeEvents(batch, env, log)
       switch (batch.queue) {
-        case QUEUES.events:
-          return await consumeEvents(batch, env, log)
         case QUEUES.dispatch:
           return await consumeDispatch(batch, env, log)
         case QUEUES.emailEvents:

@@ -45,3 +45,10 @@ export const D1_LIMITS = {
  * per Worker invocation (a bulk `get` of up to 100 keys is one).
  */
 export const KV_LIMITS = { operationsPerInvocation: 1000 } as const
+
+/**
+ * Queues limits, https://developers.cloudflare.com/queues/platform/limits/
+ * ("Per-queue message throughput"): past it a queue answers 429, so ingest
+ * spreads notify-events over EVENTS_QUEUE_SHARDS queues.
+ */
+export const QUEUE_LIMITS = { messagesPerSecond: 5000 } as const

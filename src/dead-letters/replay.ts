@@ -2,6 +2,7 @@ import { configOf } from '../config.ts'
 import { resetForReplay } from '../notifications/replay.ts'
 import { WORKER_LIMITS } from '../platform-limits.ts'
 import { DispatchMessageSchema, dispatchFor } from '../queue/dispatch-message.ts'
+import { eventQueues, sendEvents } from '../queue/event-queues.ts'
 import { QUEUES } from '../queue/names.ts'
 import { type Outgoing, sendAll } from '../queue/send.ts'
 import { reducedBodyOf } from './dead-letter-store.ts'
@@ -107,10 +108,7 @@ export async function replayDeadLetters(
     replayed.push(row.id)
   }
   if (resets.length > 0) await env.DB.batch(resets)
-  await sendAll(
-    env.EVENTS,
-    events.map((body) => ({ body })),
-  )
+  await sendEvents(eventQueues(env, configOf(env).EVENTS_QUEUE_SHARDS), events)
   await sendAll(
     env.EMAIL_EVENTS,
     emailEvents.map((body) => ({ body })),

@@ -15,7 +15,7 @@ import { checkResendDomain } from './resend-domains.ts'
 import { refusedTemplates } from './template-check.ts'
 import { transportOf } from './transport.ts'
 import type { Deployment, DomainCheck } from './types.ts'
-import { BINDING_NAMES } from './wiring.ts'
+import { bindingNamesOf } from './wiring.ts'
 
 /** The variables as set, as strings; secrets left out. */
 function varsOf(env: Record<string, unknown>): Record<string, string | undefined> {
@@ -92,7 +92,7 @@ export async function describeWorker(env: Env, now: Date, options: { recall?: bo
     vars,
     secrets: SECRET_NAMES.filter((name) => typeof raw[name] === 'string' && raw[name] !== ''),
     invalid: configIssues(raw),
-    bindings: BINDING_NAMES.filter((name) => raw[name] !== undefined && raw[name] !== null),
+    bindings: bindingNamesOf(vars).filter((name) => raw[name] !== undefined && raw[name] !== null),
     ...state,
     ...(domain ? { domain } : {}),
     ...(templatesRefused ? { templatesRefused } : {}),

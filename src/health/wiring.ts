@@ -3,7 +3,7 @@
  * producers, send_email, the send pace), the queues it consumes, its cron and
  * whether that cron runs, and the resources a deploy creates.
  */
-import { QUEUES } from '../queue/names.ts'
+import { eventsBindingOf, eventsQueueOf, QUEUES } from '../queue/names.ts'
 import { transportOf } from './transport.ts'
 import type { Deployment, Finding } from './types.ts'
 
@@ -34,21 +34,40 @@ const GUARD_BINDINGS: Record<string, string> = {
   AUTH_FAILURES: '[[ratelimits]] name = "AUTH_FAILURES", namespace_id = "1001", simple = { limit = 10, period = 60 }',
 }
 
-/** The names of the Worker's bindings. */
-export const BINDING_NAMES = [...Object.keys(BINDINGS), ...Object.keys(GUARD_BINDINGS)]
+/** The names of the fixed bindings. */
+const BINDING_NAMES = [...Object.keys(BINDINGS), ...Object.keys(GUARD_BINDINGS)]
+
+/** The shards of notify-events past the first that EVENTS_QUEUE_SHARDS asks for, by binding and queue. */
+function eventShards(vars: Deployment['vars']): { binding: string; queue: string }[] {
+  const count = Number(vars.EVENTS_QUEUE_SHARDS ?? 1)
+  const shards = Number.isInteger(count) && count > 1 ? count : 1
+  return Array.from({ length: shards - 1 }, (_, index) => ({
+    binding: eventsBindingOf(index + 1),
+    queue: eventsQueueOf(index + 1),
+  }))
+}
+
+/** The binding names a Worker with these variables may have: every fixed one and each shard of notify-events. */
+export function bindingNamesOf(vars: Deployment['vars']): string[] {
+  return [...BINDING_NAMES, ...eventShards(vars).map((shard) => shard.binding)]
+}
 
 /** Bindings, consumers, placeholder resources and secrets written as variables. */
 export function bindingFindings(deployment: Deployment): Finding[] {
   const findings: Finding[] = []
   const transport = transportOf(deployment)
-  const needed = Object.keys(BINDINGS).filter((name) => (TRANSPORT_OF_BINDING[name] ?? transport) === transport)
+  const shards = eventShards(deployment.vars)
+  const declared: Record<string, string> = { ...BINDINGS }
+  for (const { binding, queue } of shards)
+    declared[binding] = `[[queues.producers]] binding = "${binding}", queue = "${queue}"`
+  const needed = Object.keys(declared).filter((name) => (TRANSPORT_OF_BINDING[name] ?? transport) === transport)
   const unbound = needed.filter((name) => !deployment.bindings.includes(name))
   if (unbound.length > 0) {
     findings.push({
       id: 'bindings-missing',
       severity: 'blocker',
       message: `not bound: ${unbound.join(', ')}; the Worker cannot take, send or record notifications without them`,
-      fix: `add to wrangler.toml, as the repository's has them: ${unbound.map((name) => BINDINGS[name]).join('; ')}; then npm run deploy`,
+      fix: `add to wrangler.toml, as the repository's has them: ${unbound.map((name) => declared[name]).join('; ')}; then npm run deploy`,
     })
   }
   const unguarded = Object.keys(GUARD_BINDINGS).filter((name) => !deployment.bindings.includes(name))
@@ -60,7 +79,8 @@ export function bindingFindings(deployment: Deployment): Finding[] {
       fix: `add to wrangler.toml, as the repository's has it: ${unguarded.map((name) => GUARD_BINDINGS[name]).join('; ')}; then npm run deploy`,
     })
   }
-  const unconsumed = deployment.consumers && Object.values(QUEUES).filter((q) => !deployment.consumers?.includes(q))
+  const consumed: string[] = [...Object.values(QUEUES), ...shards.map((shard) => shard.queue)]
+  const unconsumed = deployment.consumers && consumed.filter((q) => !deployment.consumers?.includes(q))
   if (unconsumed && unconsumed.length > 0) {
     findings.push({
       id: 'queue-consumers-missing',

@@ -1,5 +1,6 @@
 import { withBindings } from '../config.ts'
 import type { Logger } from '../log.ts'
+import { eventsBindingOf } from '../queue/names.ts'
 import { type Cost, noCost } from './cost.ts'
 import { meteredKv, meteredQueue } from './metered-bindings.ts'
 import { meteredD1 } from './metered-d1.ts'
@@ -18,6 +19,12 @@ export function meterEnv(env: Env): { env: Env; cost: Cost } {
   if (env.DB) bindings.DB = meteredD1(env.DB, cost)
   if (env.IDEMPOTENCY) bindings.IDEMPOTENCY = meteredKv(env.IDEMPOTENCY, cost)
   for (const name of QUEUE_BINDINGS) if (env[name]) bindings[name] = meteredQueue(env[name], cost)
+  // The shards of notify-events past the first (EVENTS_1, …), which the generated Env does not name.
+  const shards = bindings as Record<string, Queue>
+  for (let shard = 1; (env as unknown as Record<string, Queue | undefined>)[eventsBindingOf(shard)]; shard++) {
+    const name = eventsBindingOf(shard)
+    shards[name] = meteredQueue((env as unknown as Record<string, Queue>)[name] as Queue, cost)
+  }
   return { env: withBindings(env, bindings), cost }
 }
 

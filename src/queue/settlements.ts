@@ -1,5 +1,6 @@
 import type { Logger } from '../log.ts'
 import { deadLetterEnvelope } from './dead-letter-envelope.ts'
+import { logicalQueueOf } from './names.ts'
 import {
   FALLBACK_DELAY_SECONDS,
   type Failure,
@@ -75,7 +76,7 @@ export class Settlements {
     if (dead.length > 0) {
       const envelopes = dead.map((message) => {
         const settlement = this.#decided.get(message) as Extract<Settlement, { action: 'dead-letter' }>
-        return deadLetterEnvelope(batch.queue, message, settlement)
+        return deadLetterEnvelope(logicalQueueOf(batch.queue), message, settlement)
       })
       try {
         await sendAll(

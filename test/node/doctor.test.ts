@@ -122,6 +122,42 @@ test('one without its cron, a consumer and a binding, with a bad variable and a 
   assert.doesNotMatch(stdout, /committed-admin-token/)
 })
 
+test('two shards of notify-events without the second one bound or consumed: each is named with the block to add', async () => {
+  const half = wranglerToml('half-sharded.toml', (toml) =>
+    ready(toml).replace('LOG_LEVEL = "info"', 'LOG_LEVEL = "info"\nEVENTS_QUEUE_SHARDS = "2"'),
+  )
+  const { code, stdout } = await doctor(['--config', half, '--json'])
+  assert.equal(code, 1)
+  const findings = (JSON.parse(stdout) as Reports).reports[0]?.findings ?? []
+  const byId = new Map(findings.map((finding) => [finding.id, finding]))
+  assert.deepEqual(idsOf(findings, 'blocker').sort(), ['bindings-missing', 'queue-consumers-missing'])
+  assert.match(byId.get('bindings-missing')?.message ?? '', /not bound: EVENTS_1;/)
+  assert.match(byId.get('bindings-missing')?.fix ?? '', /binding = "EVENTS_1", queue = "notify-events-1"/)
+  assert.match(byId.get('queue-consumers-missing')?.message ?? '', /no consumer for notify-events-1:/)
+
+  const whole = wranglerToml(
+    'sharded.toml',
+    (toml) =>
+      `${ready(toml).replace('LOG_LEVEL = "info"', 'LOG_LEVEL = "info"\nEVENTS_QUEUE_SHARDS = "2"')}
+[[queues.producers]]
+binding = "EVENTS_1"
+queue = "notify-events-1"
+
+[[queues.consumers]]
+queue = "notify-events-1"
+max_batch_size = 100
+max_batch_timeout = 0.1
+max_retries = 3
+retry_delay = 5
+max_concurrency = 4
+dead_letter_queue = "notify-dlq"
+`,
+  )
+  const sharded = await doctor(['--config', whole, '--json'])
+  assert.deepEqual(idsOf((JSON.parse(sharded.stdout) as Reports).reports[0]?.findings ?? [], 'blocker'), [])
+  assert.equal(sharded.code, 0)
+})
+
 test("with NOTIFY_EDGE_URL and NOTIFY_EDGE_TOKEN it shows the deployed Worker's findings too", async () => {
   const { code, stdout } = await doctor([], { NOTIFY_EDGE_URL: worker.url, NOTIFY_EDGE_TOKEN: ADMIN })
   assert.equal(code, 1)

@@ -1,6 +1,7 @@
 import { z } from '@hono/zod-openapi'
 import { Hono } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
+import { configOf } from '../../config.ts'
 import {
   INBOUND_EVENT_MAX_BYTES,
   INGEST_MAX_BYTES,
@@ -11,7 +12,7 @@ import {
 } from '../../contracts/index.ts'
 import { ApiError, type FieldIssue } from '../../errors.ts'
 import { loggerFor } from '../../log.ts'
-import { sendAll } from '../../queue/send.ts'
+import { eventQueues, sendEvents } from '../../queue/event-queues.ts'
 import { requireIngest } from '../auth.ts'
 import { errors, json } from '../openapi.ts'
 import { SECURITY_OF } from '../roles.ts'
@@ -80,11 +81,10 @@ export const ingest = new Hono<{ Bindings: Env }>().post(
     })
     if (oversized.length > 0)
       throw new ApiError('PAYLOAD_TOO_LARGE', 'an event is too large for a queue message', oversized)
+    // Outside the try: a shard the configuration counts but the Worker lacks is its error, not the queue's.
+    const queues = eventQueues(c.env, configOf(c.env).EVENTS_QUEUE_SHARDS)
     try {
-      await sendAll(
-        c.env.EVENTS,
-        events.map((body) => ({ body })),
-      )
+      await sendEvents(queues, events)
     } catch (error) {
       loggerFor(c.env).error('ingest.queue-failed', { events: events.length, error })
       throw new ApiError(
