@@ -5,6 +5,8 @@
  * from what the platform answered (D1's `meta.rows_read` / `rows_written`).
  */
 
+import { logicalQueueOf } from '../src/queue/names.ts'
+
 /** The fields of one `invocation.cost` line that are summed. */
 const FIELDS = [
   'd1RoundTrips',
@@ -35,6 +37,8 @@ export function costLines(output: string, handlers: ReadonlySet<string> = PIPELI
     if (!text.includes('"event":"invocation.cost"')) continue
     // Wrangler may decorate a line (a warning's marker before it, colours after it).
     const line = JSON.parse(text.slice(text.indexOf('{'), text.lastIndexOf('}') + 1)) as Line
+    // Every shard of notify-events (notify-events-1, …) is notify-events' work.
+    line.handler = logicalQueueOf(line.handler)
     if (handlers.has(line.handler)) lines.push(line)
   }
   return lines

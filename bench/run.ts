@@ -20,6 +20,7 @@ import { renderTable } from '../bin/table.ts'
 import { benchCapacity } from './capacity.ts'
 import { benchDigest } from './digest.ts'
 import { benchKafka } from './kafka.ts'
+import { benchLargest } from './largest.ts'
 import { budget, goals, progress, results, SCALE } from './lib.ts'
 import { benchPostgres } from './pg.ts'
 import { benchPreviewLoad } from './preview-load.ts'
@@ -41,6 +42,7 @@ for (const [name, bench] of [
   ['worker_pipeline: resend at its rate limit', benchResendRate],
   ['digest_cost', benchDigest],
   ['capacity', benchCapacity],
+  ['largest', benchLargest],
   ['preview_load', benchPreviewLoad],
   [
     'worker',

@@ -31,6 +31,9 @@ const UrgencyList = commaList(z.enum(['low', 'normal', 'high']))
 
 const Seconds = z.coerce.number().int().nonnegative()
 
+/** The most queues notify-events may be spread over (EVENTS_QUEUE_SHARDS): 80,000 events a second. */
+export const EVENTS_QUEUE_SHARDS_MAX = 16
+
 /** The highest send pace one Durable Object is asked to keep (see RESEND_REQUESTS_PER_SECOND). */
 export const PACE_MAX_REQUESTS_PER_SECOND = 500
 
@@ -162,7 +165,7 @@ export const ConfigSchema = z
       .number()
       .int()
       .min(1)
-      .max(16)
+      .max(EVENTS_QUEUE_SHARDS_MAX)
       .default(1)
       .describe(
         'queues notify-events is spread over, each taking up to 5,000 events a second: notify-events, notify-events-1, … bound as EVENTS, EVENTS_1, …, each with its own consumer (1–16)',

@@ -123,7 +123,7 @@ export const ERRORS = {
   },
   QUEUE_UNAVAILABLE: {
     status: 503,
-    description: 'The queue did not accept the batch; nothing was accepted, send again.',
+    description: 'The queue did not take the whole batch; send it again (what was already queued is deduplicated).',
   },
   CONFIG_INVALID: {
     status: 500,

@@ -75,7 +75,14 @@ export default {
     }
   },
 
-  async scheduled(controller, env): Promise<void> {
-    await runMaintenance(env, new Date(controller.scheduledTime), loggerFor(env))
+  /** The maintenance cron, metered as `cron`: retention's deletes are writes an email costs too. */
+  async scheduled(controller, unmetered): Promise<void> {
+    const log = loggerFor(unmetered)
+    const { env, cost } = meterEnv(unmetered)
+    try {
+      await runMaintenance(env, new Date(controller.scheduledTime), log)
+    } finally {
+      logCost(log, 'cron', cost)
+    }
   },
 } satisfies ExportedHandler<Env>

@@ -23,8 +23,8 @@ export type LocalWorker = {
   output: () => string
   /** The process group of wrangler and its workerd (to read their CPU time from /proc). */
   processGroup: number
-  /** Runs the cron trigger once (needs `cron: true`). */
-  runCron: () => Promise<void>
+  /** Runs the cron trigger once (needs `cron: true`), as at `at` when given (the cron's clock; the Worker's own stays now). */
+  runCron: (at?: Date) => Promise<void>
   /** Reads its local D1 with SQL (`wrangler d1 execute --local`): for a harness's reconciliation. */
   query: (sql: string) => Promise<Record<string, unknown>[]>
   stop: () => Promise<void>
@@ -164,8 +164,12 @@ export async function startLocalWorker(
         }
       }
     },
-    async runCron() {
-      const response = await fetch(`${url}/__scheduled?cron=${encodeURIComponent('* * * * *')}`)
+    async runCron(at) {
+      const cron = encodeURIComponent('* * * * *')
+      // wrangler's /__scheduled passes the cron alone; miniflare's own trigger route takes the time as well.
+      const response = await fetch(
+        at ? `${url}/cdn-cgi/local/scheduled?cron=${cron}&time=${at.getTime()}` : `${url}/__scheduled?cron=${cron}`,
+      )
       await response.text()
       if (!response.ok) throw new Error(`the cron trigger answered ${response.status}`)
     },

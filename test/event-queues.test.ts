@@ -11,9 +11,19 @@ import type { InboundEvent } from '../src/contracts/index.ts'
 import { shardOf } from '../src/crypto.ts'
 import { ApiError } from '../src/errors.ts'
 import worker from '../src/index.ts'
+import { meterEnv } from '../src/metrics/invocation.ts'
 import { eventQueues } from '../src/queue/event-queues.ts'
-import { eventsBindingOf, isEventsQueue, logicalQueueOf } from '../src/queue/names.ts'
-import { eventually, freshInbound, INGEST_TOKEN, inbound, notificationsOf } from './helpers.ts'
+import { eventsBindingOf, eventsQueueOf, isEventsQueue, logicalQueueOf } from '../src/queue/names.ts'
+import {
+  ADMIN_TOKEN,
+  deliverBatch,
+  eventually,
+  freshInbound,
+  guid,
+  INGEST_TOKEN,
+  inbound,
+  notificationsOf,
+} from './helpers.ts'
 
 const SHARDS = Number((env as unknown as Record<string, string>).EVENTS_QUEUE_SHARDS ?? '1')
 
@@ -128,6 +138,59 @@ describe(`notify-events over ${SHARDS} queue(s)`, () => {
       .bind(rows[0]?.id)
       .all<{ n: number }>()
     expect(sent[0]?.n).toBe(1)
+  })
+
+  it("a shard's dead letter is stored as notify-events', and a replay spreads the events over the shards by source message id", async () => {
+    // Invitations whose recipient has no email: each becomes a dead letter at its first delivery.
+    const events = (await invitationsOnEveryShard(2)).map((event) => {
+      const value = JSON.parse(event.body) as { data: { recipient: Record<string, unknown> } }
+      delete value.data.recipient.email
+      return { ...event, body: JSON.stringify(value) }
+    })
+    // All carried by the last shard (notify-events-1 where there are two), whatever their own.
+    const carrier = eventsQueueOf(SHARDS - 1)
+    const died = await deliverBatch(
+      events.map((body) => ({ id: `msg-${guid()}`, attempts: 1, body })),
+      carrier,
+    )
+    expect(died.explicitAcks).toHaveLength(events.length)
+    const ids = events.map((event) => event.sourceMessageId)
+    const stored = await eventually(async () => {
+      const { results } = await env.DB.prepare(
+        'SELECT queue, code FROM dead_letters WHERE source_message_id IN (SELECT value FROM json_each(?1))',
+      )
+        .bind(JSON.stringify(ids))
+        .all<{ queue: string; code: string }>()
+      expect(results).toHaveLength(events.length)
+      return results
+    })
+    expect(stored).toEqual(events.map(() => ({ queue: 'notify-events', code: 'NTF_INVALID_PAYLOAD' })))
+
+    const { bindings, sentTo } = recordingQueues()
+    const ctx = createExecutionContext()
+    const answer = await worker.fetch(
+      new Request('http://worker/v1/dead-letters/replay', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ queue: 'notify-events', code: 'NTF_INVALID_PAYLOAD', max: 100 }),
+      }),
+      withBindings(env, bindings as Partial<Env>),
+      ctx,
+    )
+    await waitOnExecutionContext(ctx)
+    expect(answer.status).toBe(200)
+    expect(((await answer.json()) as { replayed: string[] }).replayed).toHaveLength(events.length)
+    for (const id of ids) expect(sentTo.get(id)).toBe(await shardOf(id, SHARDS))
+    expect(new Set(sentTo.values()).size).toBe(SHARDS)
+  })
+
+  it("every shard's producer is metered: what each sends is counted in the invocation's cost", async () => {
+    const { env: metered, cost } = meterEnv(env)
+    for (let shard = 0; shard < SHARDS; shard++) {
+      const queue = (metered as unknown as Record<string, Queue>)[eventsBindingOf(shard)] as Queue
+      await queue.send(freshInbound('invitation.created'), { contentType: 'json' })
+    }
+    expect(cost.queueWrites).toBe(SHARDS)
   })
 
   it('a shard the configuration counts but the Worker lacks is refused, naming the binding and the queue to add', async () => {

@@ -3,6 +3,7 @@
  * producers, send_email, the send pace), the queues it consumes, its cron and
  * whether that cron runs, and the resources a deploy creates.
  */
+import { EVENTS_QUEUE_SHARDS_MAX } from '../config.ts'
 import { eventsBindingOf, eventsQueueOf, QUEUES } from '../queue/names.ts'
 import { transportOf } from './transport.ts'
 import type { Deployment, Finding } from './types.ts'
@@ -40,7 +41,8 @@ const BINDING_NAMES = [...Object.keys(BINDINGS), ...Object.keys(GUARD_BINDINGS)]
 /** The shards of notify-events past the first that EVENTS_QUEUE_SHARDS asks for, by binding and queue. */
 function eventShards(vars: Deployment['vars']): { binding: string; queue: string }[] {
   const count = Number(vars.EVENTS_QUEUE_SHARDS ?? 1)
-  const shards = Number.isInteger(count) && count > 1 ? count : 1
+  // A count the configuration refuses is its finding alone, not a list of shards to bind.
+  const shards = Number.isInteger(count) && count > 1 && count <= EVENTS_QUEUE_SHARDS_MAX ? count : 1
   return Array.from({ length: shards - 1 }, (_, index) => ({
     binding: eventsBindingOf(index + 1),
     queue: eventsQueueOf(index + 1),
@@ -67,7 +69,7 @@ export function bindingFindings(deployment: Deployment): Finding[] {
       id: 'bindings-missing',
       severity: 'blocker',
       message: `not bound: ${unbound.join(', ')}; the Worker cannot take, send or record notifications without them`,
-      fix: `add to wrangler.toml, as the repository's has them: ${unbound.map((name) => declared[name]).join('; ')}; then npm run deploy`,
+      fix: `add to wrangler.toml, as the repository's has them (a shard of notify-events as docs/scaling.md shows it): ${unbound.map((name) => declared[name]).join('; ')}; then npm run deploy`,
     })
   }
   const unguarded = Object.keys(GUARD_BINDINGS).filter((name) => !deployment.bindings.includes(name))
@@ -86,7 +88,7 @@ export function bindingFindings(deployment: Deployment): Finding[] {
       id: 'queue-consumers-missing',
       severity: 'blocker',
       message: `no consumer for ${unconsumed.join(', ')}: messages put there wait and are never handled`,
-      fix: `add a [[queues.consumers]] for each to wrangler.toml (queue = "${unconsumed[0]}", …), with the settings the repository's wrangler.toml gives it`,
+      fix: `add a [[queues.consumers]] for each to wrangler.toml (queue = "${unconsumed[0]}", …), with the settings the repository's wrangler.toml gives it (a shard of notify-events takes notify-events' own, as docs/scaling.md shows)`,
     })
   }
   if (deployment.databaseError) {

@@ -1,4 +1,4 @@
-import { withBindings } from '../config.ts'
+import { EVENTS_QUEUE_SHARDS_MAX, withBindings } from '../config.ts'
 import type { Logger } from '../log.ts'
 import { eventsBindingOf } from '../queue/names.ts'
 import { type Cost, noCost } from './cost.ts'
@@ -21,9 +21,9 @@ export function meterEnv(env: Env): { env: Env; cost: Cost } {
   for (const name of QUEUE_BINDINGS) if (env[name]) bindings[name] = meteredQueue(env[name], cost)
   // The shards of notify-events past the first (EVENTS_1, …), which the generated Env does not name.
   const shards = bindings as Record<string, Queue>
-  for (let shard = 1; (env as unknown as Record<string, Queue | undefined>)[eventsBindingOf(shard)]; shard++) {
-    const name = eventsBindingOf(shard)
-    shards[name] = meteredQueue((env as unknown as Record<string, Queue>)[name] as Queue, cost)
+  for (let shard = 1; shard < EVENTS_QUEUE_SHARDS_MAX; shard++) {
+    const queue = (env as unknown as Record<string, Queue | undefined>)[eventsBindingOf(shard)]
+    if (queue) shards[eventsBindingOf(shard)] = meteredQueue(queue, cost)
   }
   return { env: withBindings(env, bindings), cost }
 }

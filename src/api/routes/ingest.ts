@@ -89,7 +89,7 @@ export const ingest = new Hono<{ Bindings: Env }>().post(
       loggerFor(c.env).error('ingest.queue-failed', { events: events.length, error })
       throw new ApiError(
         'QUEUE_UNAVAILABLE',
-        'notify-events did not accept the batch; nothing was accepted, send it again',
+        'notify-events did not take the whole batch; send it again: what was already queued is told once',
       )
     }
     return c.json({ accepted: events.length }, 202)
