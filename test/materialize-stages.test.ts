@@ -10,6 +10,7 @@ import { finishStage } from '../src/materialize/stages/finish.ts'
 import { type Known, knownStage } from '../src/materialize/stages/known.ts'
 import { type Planned, planStage } from '../src/materialize/stages/plan.ts'
 import { type Written, writeStage } from '../src/materialize/stages/write.ts'
+import { COUNTERS } from '../src/metrics/counters.ts'
 import { freshInbound, guid } from './helpers.ts'
 
 /** A notify-events batch of these bodies, first deliveries, and the run over it. */
@@ -19,6 +20,14 @@ function runOver(bodies: readonly unknown[]) {
     bodies.map((body) => ({ id: `msg-${guid()}`, timestamp: new Date(), attempts: 1, body })),
   )
   return { messages: batch.messages, run: new EventsRun(batch, env, createLogger('error')) }
+}
+
+/** notify_events_total over every outcome and source: the events counted as processed. */
+async function eventsCounted(): Promise<number> {
+  const row = await env.DB.prepare(`SELECT coalesce(sum(value), 0) AS n FROM counters WHERE name = ?1`)
+    .bind(COUNTERS.events)
+    .first<{ n: number }>()
+  return row?.n ?? 0
 }
 
 function eventIdOf(event: InboundEvent): string {
@@ -81,9 +90,12 @@ describe('materialize stages', () => {
       const planned = await planStage(run, await knownStage(run, decodeStage(run, messages)))
       expect(planned.map((item) => item.type)).toEqual(['record', 'record'])
 
+      const counted = await eventsCounted()
       const written = await writeStage(run, planned)
 
       expect(written).toHaveLength(1)
+      // The neighbour is counted; the failing one will be when a later attempt writes it.
+      expect((await eventsCounted()) - counted).toBe(1)
       const [record] = written
       expect(record?.message).toBe(messages[1])
       expect(record?.type === 'record' && record.written).toMatchObject({ committed: true, won: true })
@@ -94,5 +106,26 @@ describe('materialize stages', () => {
     } finally {
       await env.DB.prepare(`DROP TRIGGER ${trigger}`).run()
     }
+  })
+
+  it('an event two batches planned at once is counted by the one whose processed mark won, once', async () => {
+    const event = freshInbound('invitation.created')
+    const first = runOver([event])
+    const second = runOver([event])
+    // Both plan before either writes: neither sees the other's mark.
+    const plannedFirst = await planStage(first.run, await knownStage(first.run, decodeStage(first.run, first.messages)))
+    const plannedSecond = await planStage(
+      second.run,
+      await knownStage(second.run, decodeStage(second.run, second.messages)),
+    )
+    expect([...plannedFirst, ...plannedSecond].map((item) => item.type)).toEqual(['record', 'record'])
+    const counted = await eventsCounted()
+
+    const [won] = await writeStage(first.run, plannedFirst)
+    const [lost] = await writeStage(second.run, plannedSecond)
+
+    expect(won?.type === 'record' && won.written).toMatchObject({ committed: true, won: true })
+    expect(lost?.type === 'record' && lost.written).toMatchObject({ committed: true, won: false })
+    expect((await eventsCounted()) - counted).toBe(1)
   })
 })

@@ -72,26 +72,38 @@ export class CounterBatch {
   }
 }
 
-/** Only count if `processed_events` row `idempotencyKey` carries `claim` (this batch wrote it). */
-export type Guard = { idempotencyKey: string; claim: string }
-
 /**
- * Adds to a counter. Parameters: name, canonical labels JSON, increment, and
- * optionally the idempotency key and claim that must match.
+ * Adds to a counter one for each of `keys` whose `processed_events` row
+ * carries `claim`: the events this batch wrote, whichever of them committed.
+ * One statement (and one row written) for a batch's events of one label set,
+ * where a guarded increment per event wrote a row each.
  */
-export function incrementCounter(
+export function incrementClaimed(
   db: D1Database,
   name: string,
   labels: string,
-  value: number,
-  guard?: Guard,
+  keys: readonly string[],
+  claim: string,
 ): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO counters (name, labels, value)
-       SELECT ?1, ?2, ?3
-       WHERE ?4 IS NULL OR EXISTS (SELECT 1 FROM processed_events WHERE idempotency_key = ?4 AND claim = ?5)
+       SELECT ?1, ?2, count(*) FROM processed_events
+       WHERE idempotency_key IN (SELECT value FROM json_each(?3)) AND claim = ?4
+       HAVING count(*) > 0
        ON CONFLICT (name, labels) DO UPDATE SET value = value + excluded.value`,
     )
-    .bind(name, labels, value, guard?.idempotencyKey ?? null, guard?.claim ?? null)
+    .bind(name, labels, JSON.stringify(keys), claim)
+}
+
+/**
+ * Adds to a counter. Parameters: name, canonical labels JSON, increment.
+ */
+export function incrementCounter(db: D1Database, name: string, labels: string, value: number): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO counters (name, labels, value) VALUES (?1, ?2, ?3)
+       ON CONFLICT (name, labels) DO UPDATE SET value = value + excluded.value`,
+    )
+    .bind(name, labels, value)
 }

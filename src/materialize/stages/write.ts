@@ -2,7 +2,7 @@ import { type EventWrite, persistEvents, type WriteResult } from '../../d1/trans
 import { eraseLateArrivals } from '../../erasure/notification-statements.ts'
 import { pseudonymOf, userPseudonymOf } from '../../erasure/pseudonym.ts'
 import { PipelineError } from '../../errors.ts'
-import { COUNTERS, canonicalLabels, GAUGES, incrementCounter, setGauge } from '../../metrics/counters.ts'
+import { COUNTERS, canonicalLabels, GAUGES, incrementClaimed, setGauge } from '../../metrics/counters.ts'
 import { upsertContact } from '../contacts.ts'
 import { notificationWrites, type WriteMarks } from '../notification-writes.ts'
 import { insertProcessedEvent, type ProcessedEvent } from '../processed.ts'
@@ -38,6 +38,8 @@ export async function writeStage(run: EventsRun, planned: readonly Planned[]): P
   })
   const writes = slots.filter((slot) => 'statements' in slot)
   const { results, sharedError } = await persistEvents(run.db, writes, [
+    // After the events' own statements: each event counts once its processed mark is this batch's.
+    ...eventCounters(run, planned),
     ...run.counters.drain(run.db),
     ...lagGauges(run, planned),
   ])
@@ -73,7 +75,6 @@ function recordWrite(
   pseudonyms: Pseudonyms,
 ): EventWrite<PlannedRecord & WriteMarks> {
   const { work, plan, inbound } = item
-  const labels = canonicalLabels({ outcome: plan.outcome, source: work.source })
   const statements = [insertProcessedEvent(run.db, processedRow(item), run.nowIso, run.id)]
   const { opens, counted } = notificationWrites(run.db, plan.notifications, run.nowIso, statements)
   const hashes = [...new Set(plan.notifications.flatMap((row) => (row.recipientHash ? [row.recipientHash] : [])))]
@@ -84,15 +85,26 @@ function recordWrite(
     )
   }
   const late = pseudonyms.contact && { ...pseudonyms.contact, receivedAt: inbound.receivedAt }
-  statements.push(
-    ...(plan.contact ? [upsertContact(run.db, plan.contact, run.nowIso, late)] : []),
-    // Counted only by the batch that won the event's processed mark.
-    incrementCounter(run.db, COUNTERS.events, labels, 1, {
-      idempotencyKey: work.event.idempotencyKey,
-      claim: run.id,
-    }),
-  )
+  if (plan.contact) statements.push(upsertContact(run.db, plan.contact, run.nowIso, late))
   return { item: { ...item, opens, counted }, statements }
+}
+
+/**
+ * `notify_events_total{outcome, source}` of the batch's recorded events: one
+ * statement per label set, counting the events whose processed mark this
+ * batch won — so an event another batch (or an earlier attempt) wrote is not
+ * counted again, and one whose write failed is counted when it is written.
+ */
+function eventCounters(run: EventsRun, planned: readonly Planned[]): D1PreparedStatement[] {
+  const keysByLabels = new Map<string, string[]>()
+  for (const item of planned) {
+    if (item.type !== 'record') continue
+    const labels = canonicalLabels({ outcome: item.plan.outcome, source: item.work.source })
+    const keys = keysByLabels.get(labels) ?? []
+    keys.push(item.work.event.idempotencyKey)
+    keysByLabels.set(labels, keys)
+  }
+  return [...keysByLabels].map(([labels, keys]) => incrementClaimed(run.db, COUNTERS.events, labels, keys, run.id))
 }
 
 /** The pseudonyms of an event's recipients, and of its contact's address and user. */
