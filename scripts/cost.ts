@@ -78,6 +78,9 @@ export type Counts = {
   deliveryRowsReadPerEmail: number
   deliveryRowsWrittenPerEmail: number
   deliveryQueueOpsPerEmail: number
+  /** D1 rows retention reads and writes (deletes, with their index entries) per email, once its days passed. */
+  retentionRowsReadPerEmail: number
+  retentionRowsWrittenPerEmail: number
   /** Resend's webhook requests per email (`email.sent`, `email.delivered`); Cloudflare's events come by queue. */
   webhookRequestsPerEmail: number
   /** Bytes × days D1 keeps per email at the default retention: the steady state is this times emails a day. */
@@ -104,6 +107,8 @@ export function measuredCounts(
     deliveryRowsReadPerEmail: capacity.delivery_events_per_email.d1_rows_read,
     deliveryRowsWrittenPerEmail: capacity.delivery_events_per_email.d1_rows_written,
     deliveryQueueOpsPerEmail: capacity.delivery_events_per_email.queue_operations,
+    retentionRowsReadPerEmail: capacity.retention_per_email.d1_rows_read,
+    retentionRowsWrittenPerEmail: capacity.retention_per_email.d1_rows_written,
     webhookRequestsPerEmail: 2,
     byteDaysPerEmail: capacity.byte_days_per_email,
     logLinesPerEmail: capacity.log_lines_per_email,
@@ -119,6 +124,9 @@ export function storageAt(emails: number, c: Counts): { gb: number; databases: n
 }
 
 const over = (used: number, included: number) => Math.max(0, used - included)
+/** Dollars for `extra` units past the `used` ones that already took their share of what is included. */
+const beyond = (used: number, extra: number, included: number, perMillion: number) =>
+  ((over(used + extra, included) - over(used, included)) / 1e6) * perMillion
 const round2 = (n: number) => Math.round(n * 100) / 100
 
 /**
@@ -138,6 +146,11 @@ export function novuList(runs: number): number | undefined {
 /** One month at `emails`: each component's dollars. */
 export function monthCost(emails: number, c: Counts) {
   const p = PRICES
+  // What the pipeline and the delivery events used of D1's allowances before retention's share.
+  const beforeRetention = {
+    written: c.d1RowsWrittenPerEmail + c.deliveryRowsWrittenPerEmail,
+    read: c.d1RowsReadPerEmail + c.deliveryRowsReadPerEmail,
+  }
   const platform = {
     base: p.workersBase,
     requests: (over(emails * c.requestsPerEmail, p.requestsIncluded) / 1e6) * p.requestsPerMillion,
@@ -147,32 +160,51 @@ export function monthCost(emails: number, c: Counts) {
     d1Writes: (over(emails * c.d1RowsWrittenPerEmail, p.d1WritesIncluded) / 1e6) * p.d1WritesPerMillion,
     kvReads: (over(emails * c.kvReadsPerEmail, p.kvReadsIncluded) / 1e6) * p.kvReadsPerMillion,
     kvWrites: (over(emails * c.kvWritesPerEmail, p.kvWritesIncluded) / 1e6) * p.kvWritesPerMillion,
-    // Each counted past what the pipeline used of the same allowance.
-    deliveryQueues:
-      ((over(emails * (c.queueOpsPerEmail + c.deliveryQueueOpsPerEmail), p.queueOpsIncluded) -
-        over(emails * c.queueOpsPerEmail, p.queueOpsIncluded)) /
-        1e6) *
+    // Each counted past what the pipeline (and, for retention, the delivery events) used of the same allowance.
+    deliveryQueues: beyond(
+      emails * c.queueOpsPerEmail,
+      emails * c.deliveryQueueOpsPerEmail,
+      p.queueOpsIncluded,
       p.queueOpsPerMillion,
+    ),
     deliveryD1:
-      ((over(emails * (c.d1RowsWrittenPerEmail + c.deliveryRowsWrittenPerEmail), p.d1WritesIncluded) -
-        over(emails * c.d1RowsWrittenPerEmail, p.d1WritesIncluded)) /
-        1e6) *
-        p.d1WritesPerMillion +
-      ((over(emails * (c.d1RowsReadPerEmail + c.deliveryRowsReadPerEmail), p.d1ReadsIncluded) -
-        over(emails * c.d1RowsReadPerEmail, p.d1ReadsIncluded)) /
-        1e6) *
+      beyond(
+        emails * c.d1RowsWrittenPerEmail,
+        emails * c.deliveryRowsWrittenPerEmail,
+        p.d1WritesIncluded,
+        p.d1WritesPerMillion,
+      ) +
+      beyond(
+        emails * c.d1RowsReadPerEmail,
+        emails * c.deliveryRowsReadPerEmail,
+        p.d1ReadsIncluded,
         p.d1ReadsPerMillion,
+      ),
+    retentionD1:
+      beyond(
+        emails * beforeRetention.written,
+        emails * c.retentionRowsWrittenPerEmail,
+        p.d1WritesIncluded,
+        p.d1WritesPerMillion,
+      ) +
+      beyond(
+        emails * beforeRetention.read,
+        emails * c.retentionRowsReadPerEmail,
+        p.d1ReadsIncluded,
+        p.d1ReadsPerMillion,
+      ),
     logs: (over(emails * c.logLinesPerEmail, p.logsIncluded) / 1e6) * p.logsPerMillion,
     storage: over(storageAt(emails, c).gb, p.d1StorageIncludedGb) * p.d1StoragePerGbMonth,
   }
   const platformTotal = Object.values(platform).reduce((a, b) => a + b, 0)
   const pace = (over(emails * c.paceCallsPerEmail, p.doRequestsIncluded) / 1e6) * p.doRequestsPerMillion
   // Resend's webhook calls are Worker requests, past what the pipeline's invocations used of the allowance.
-  const webhooks =
-    ((over(emails * (c.requestsPerEmail + c.webhookRequestsPerEmail), p.requestsIncluded) -
-      over(emails * c.requestsPerEmail, p.requestsIncluded)) /
-      1e6) *
-    p.requestsPerMillion
+  const webhooks = beyond(
+    emails * c.requestsPerEmail,
+    emails * c.webhookRequestsPerEmail,
+    p.requestsIncluded,
+    p.requestsPerMillion,
+  )
   const cfEmail = (over(emails, p.cfEmailsIncluded) / 1000) * p.cfEmailPerThousand
   const resendPro = p.resendProBase + Math.ceil(over(emails, p.resendProIncluded) / 1000) * p.resendOverPerThousand
   const novu = novuList(emails)
@@ -237,6 +269,7 @@ export function costTable(c: Counts = measuredCounts()): string {
       row('KV writes', (m) => m.platform.kvWrites),
       row('Delivery events: queues', (m) => m.platform.deliveryQueues),
       row('Delivery events: D1 rows', (m) => m.platform.deliveryD1),
+      row("Retention's deletes: D1 rows", (m) => m.platform.retentionD1),
       row('Workers Logs', (m) => m.platform.logs),
       row('D1 storage at steady state', (m) => m.platform.storage),
       row('**notify-edge on Cloudflare, before email**', (m) => m.platformTotal),
