@@ -94,6 +94,9 @@ function recordWrite(
  * statement per label set, counting the events whose processed mark this
  * batch won — so an event another batch (or an earlier attempt) wrote is not
  * counted again, and one whose write failed is counted when it is written.
+ * With the batch's other counters: when the batch fell back to one event at a
+ * time and these then fail too, the count is lost with theirs
+ * (`materialize.counters-failed`), where each event once carried its own.
  */
 function eventCounters(run: EventsRun, planned: readonly Planned[]): D1PreparedStatement[] {
   const keysByLabels = new Map<string, string[]>()
