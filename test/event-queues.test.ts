@@ -24,6 +24,7 @@ import {
   inbound,
   notificationsOf,
 } from './helpers.ts'
+import { fetchWorker } from './worker-fetch.ts'
 
 const SHARDS = Number((env as unknown as Record<string, string>).EVENTS_QUEUE_SHARDS ?? '1')
 
@@ -182,6 +183,24 @@ describe(`notify-events over ${SHARDS} queue(s)`, () => {
     expect(((await answer.json()) as { replayed: string[] }).replayed).toHaveLength(events.length)
     for (const id of ids) expect(sentTo.get(id)).toBe(await shardOf(id, SHARDS))
     expect(new Set(sentTo.values()).size).toBe(SHARDS)
+  })
+
+  it("a shard that falls behind shows in the consumer lag, whatever another shard's fresher batch wrote after it", async () => {
+    const at = (msAgo: number) => (value: Record<string, unknown>) => {
+      ;(value.envelope as Record<string, unknown>).occurredAt = new Date(Date.now() - msAgo).toISOString()
+    }
+    // Kafka-sourced, so that only these two write that source's lag.
+    const behind = { ...freshInbound('invitation.created', at(365 * 86_400_000)), source: 'kafka' as const }
+    const fresh = { ...freshInbound('invitation.created', at(0)), source: 'kafka' as const }
+    await deliverBatch([{ id: `msg-${guid()}`, attempts: 1, body: behind }], 'notify-events-1')
+    await deliverBatch([{ id: `msg-${guid()}`, attempts: 1, body: fresh }], 'notify-events')
+    const metrics = await (
+      await fetchWorker('/metrics', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+    ).text()
+    for (const name of ['notify_consumer_lag_seconds', 'notifications_consumer_lag_seconds']) {
+      const sample = new RegExp(`^${name}\\{source="kafka"\\} (\\S+)$`, 'm').exec(metrics)
+      expect(Number(sample?.[1])).toBeGreaterThan(364 * 86_400)
+    }
   })
 
   it("every shard's producer is metered: what each sends is counted in the invocation's cost", async () => {

@@ -40,6 +40,8 @@ export class EventsRun {
   readonly env: Env
   /** How many messages the batch holds. */
   readonly size: number
+  /** The queue that delivered it: notify-events or one of its shards. */
+  readonly queue: string
   /** Each message's settlement, under the events retry policy (RETRY_DELAYS_SECONDS). */
   readonly settlements: Settlements
 
@@ -53,6 +55,7 @@ export class EventsRun {
     this.log = log
     this.env = env
     this.size = batch.messages.length
+    this.queue = batch.queue
     this.settlements = new Settlements(this.config.RETRY_DELAYS_SECONDS)
   }
 

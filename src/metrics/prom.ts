@@ -103,12 +103,20 @@ export async function exposition(
   metric(ALIASES.enqueued.name, ALIASES.enqueued.help, ['kind', 'channel'], 'counter')
   metric(ALIASES.lag.name, ALIASES.lag.help, ['source'], 'gauge')
 
+  // A gauge's rows that differ only in a label it does not declare (a shard's queue) give the largest.
+  const gaugeValues = new Map<string, number>()
   for (const row of [...counters, ...gauges]) {
     const spec = HELP[row.name]
     if (!spec) continue
     const stored = JSON.parse(row.labels) as Record<string, string>
     // In the declared order, whatever order the row stored them in.
     const labels = Object.fromEntries(spec.labels.map((name) => [name, stored[name] ?? '']))
+    if (spec.type === 'gauge') {
+      const key = `${row.name}\n${JSON.stringify(labels)}`
+      const larger = gaugeValues.get(key)
+      if (larger !== undefined && larger >= row.value) continue
+      gaugeValues.set(key, row.value)
+    }
     const target = metric(row.name, spec.help, spec.labels, spec.type)
     if (target instanceof Counter) target.inc(labels, Math.max(0, row.value))
     else target.set(labels, row.value)

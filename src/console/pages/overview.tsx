@@ -38,8 +38,9 @@ async function overviewData(db: D1Database, now: Date): Promise<Row[][]> {
     ),
     cappedStatusCounts(db, WAITING_STATUSES),
     db.prepare(
-      `SELECT json_extract(labels, '$.source') AS source, value, updated_at FROM gauges
-       WHERE name = 'notify_consumer_lag_seconds' ORDER BY source`,
+      // The largest of a source's rows: each shard of notify-events past the first keeps its own.
+      `SELECT json_extract(labels, '$.source') AS source, max(value) AS value, max(updated_at) AS updated_at
+       FROM gauges WHERE name = 'notify_consumer_lag_seconds' GROUP BY source ORDER BY source`,
     ),
     db.prepare(
       `SELECT id, code, queue, event_id, last_seen, error FROM dead_letters ORDER BY last_seen DESC, id LIMIT 10`,

@@ -3,6 +3,7 @@ import { eraseLateArrivals } from '../../erasure/notification-statements.ts'
 import { pseudonymOf, userPseudonymOf } from '../../erasure/pseudonym.ts'
 import { PipelineError } from '../../errors.ts'
 import { COUNTERS, canonicalLabels, GAUGES, incrementClaimed, setGauge } from '../../metrics/counters.ts'
+import { QUEUES } from '../../queue/names.ts'
 import { upsertContact } from '../contacts.ts'
 import { notificationWrites, type WriteMarks } from '../notification-writes.ts'
 import { insertProcessedEvent, type ProcessedEvent } from '../processed.ts'
@@ -150,6 +151,9 @@ function processedRow({ work, plan, inbound }: PlannedRecord): ProcessedEvent {
 /**
  * `notify_consumer_lag_seconds{source}`: how old the newest-processed events of
  * each source were (event time, else when the bridge read them), the largest of this batch.
+ * A shard of notify-events past the first keeps its own row (labelled with its
+ * queue), so a shard that falls behind is not hidden by another's fresh batch:
+ * the lag is read as the largest of them (src/metrics/prom.ts, the overview).
  */
 function lagGauges(run: EventsRun, planned: readonly Planned[]): D1PreparedStatement[] {
   const lag = new Map<string, number>()
@@ -159,5 +163,8 @@ function lagGauges(run: EventsRun, planned: readonly Planned[]): D1PreparedState
     const seconds = Math.max(0, (run.now.getTime() - Date.parse(work.event.occurredAt)) / 1000)
     lag.set(work.source, Math.max(lag.get(work.source) ?? 0, seconds))
   }
-  return [...lag].map(([source, seconds]) => setGauge(run.db, GAUGES.consumerLag, { source }, seconds, run.nowIso))
+  const shard: Record<string, string> = run.queue === QUEUES.events ? {} : { queue: run.queue }
+  return [...lag].map(([source, seconds]) =>
+    setGauge(run.db, GAUGES.consumerLag, { source, ...shard }, seconds, run.nowIso),
+  )
 }
