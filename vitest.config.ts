@@ -5,7 +5,8 @@ import { capture } from './test/log-privacy.ts'
 
 /**
  * What a second shard of notify-events adds to wrangler.toml: its producer and a consumer with
- * notify-events' own settings (docs/scaling.md shows the same blocks for a deployment).
+ * notify-events' batch, retry and dead-letter settings (docs/scaling.md shows the blocks for a
+ * deployment).
  */
 const SECOND_EVENTS_SHARD = {
   queueProducers: { EVENTS_1: { queueName: 'notify-events-1' } },
@@ -30,7 +31,7 @@ const SHARDED = [
   'test/dead-letters.test.ts',
 ]
 
-/** The Worker as the tests run it: wrangler.toml's bindings, test secrets, and `shards` queues for notify-events. */
+/** The Worker as the tests run it: wrangler.toml's bindings, test secrets, and `eventShards` queues for notify-events. */
 const worker = (eventShards: 1 | 2) =>
   cloudflareTest(async () => ({
     wrangler: { configPath: './wrangler.toml' },
