@@ -5,8 +5,13 @@
  * src/sql.ts, with the other D1 code every stage shares.
  */
 
-/** The statements of one item (an event, a delivery event, a dead letter): the one whose change says "this batch won" first. */
-export type EventWrite<T> = { item: T; statements: D1PreparedStatement[] }
+/**
+ * The statements of one item (an event, a delivery event, a dead letter): the
+ * one whose change says "this batch won" first. `alone`: what the item adds
+ * when it is written on its own — what the batch's shared statements would
+ * have done for it, now done in its own transaction.
+ */
+export type EventWrite<T> = { item: T; statements: D1PreparedStatement[]; alone?: D1PreparedStatement[] }
 
 /**
  * How one item's write ended: committed — whether its first statement changed
@@ -20,7 +25,9 @@ export type WriteResult = { committed: true; won: boolean; changes: number[] } |
  * event whose statement always fails (a constraint, a trigger, a bad value)
  * fails alone instead of dragging the other 99 into retries and dead letters;
  * `shared` (counters and gauges of the whole batch) are then written on their
- * own. A D1 outage fails them all, as before.
+ * own. `together` is written only with the whole batch: what each item's
+ * `alone` writes in its place when they are written one by one. A D1 outage
+ * fails them all, as before.
  *
  * @returns each event's result, and the error of the shared statements if they failed
  */
@@ -28,9 +35,10 @@ export async function persistEvents<T>(
   db: D1Database,
   writes: readonly EventWrite<T>[],
   shared: readonly D1PreparedStatement[],
+  together: readonly D1PreparedStatement[] = [],
 ): Promise<{ results: Map<T, WriteResult>; sharedError?: unknown }> {
   const results = new Map<T, WriteResult>()
-  const all = [...writes.flatMap((write) => write.statements), ...shared]
+  const all = [...writes.flatMap((write) => write.statements), ...together, ...shared]
   if (all.length === 0) return { results }
   try {
     const answers = await db.batch(all)
@@ -46,7 +54,7 @@ export async function persistEvents<T>(
   await Promise.all(
     writes.map(async (write) => {
       try {
-        results.set(write.item, committed(await db.batch(write.statements)))
+        results.set(write.item, committed(await db.batch([...write.statements, ...(write.alone ?? [])])))
       } catch (cause) {
         results.set(write.item, { committed: false, cause })
       }

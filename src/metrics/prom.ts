@@ -60,7 +60,7 @@ const HELP: Record<string, { help: string; labels: string[]; type: 'counter' | '
     type: 'gauge',
   },
   [GAUGES.consumerLag]: {
-    help: 'Age of the events in the latest notify-events batch (event time to processing), by source.',
+    help: 'Age of the events in the latest notify-events batch (event time to processing), by source; of several queues, the largest.',
     labels: ['source'],
     type: 'gauge',
   },

@@ -38,8 +38,9 @@ async function overviewData(db: D1Database, now: Date): Promise<Row[][]> {
     ),
     cappedStatusCounts(db, WAITING_STATUSES),
     db.prepare(
-      // The largest of a source's rows: each shard of notify-events past the first keeps its own.
-      `SELECT json_extract(labels, '$.source') AS source, max(value) AS value, max(updated_at) AS updated_at
+      // The largest of a source's rows (each shard of notify-events past the first keeps its own), with
+      // that row's time: SQLite takes a bare column from the row max() chose.
+      `SELECT json_extract(labels, '$.source') AS source, max(value) AS value, updated_at
        FROM gauges WHERE name = 'notify_consumer_lag_seconds' GROUP BY source ORDER BY source`,
     ),
     db.prepare(

@@ -38,12 +38,13 @@ export async function writeStage(run: EventsRun, planned: readonly Planned[]): P
     return item
   })
   const writes = slots.filter((slot) => 'statements' in slot)
-  const { results, sharedError } = await persistEvents(run.db, writes, [
+  const { results, sharedError } = await persistEvents(
+    run.db,
+    writes,
+    [...run.counters.drain(run.db), ...lagGauges(run, planned)],
     // After the events' own statements: each event counts once its processed mark is this batch's.
-    ...eventCounters(run, planned),
-    ...run.counters.drain(run.db),
-    ...lagGauges(run, planned),
-  ])
+    eventCounters(run, planned),
+  )
   if (sharedError) run.log.warn('materialize.counters-failed', { error: sharedError })
   const written: Written[] = []
   for (const slot of slots) {
@@ -87,7 +88,10 @@ function recordWrite(
   }
   const late = pseudonyms.contact && { ...pseudonyms.contact, receivedAt: inbound.receivedAt }
   if (plan.contact) statements.push(upsertContact(run.db, plan.contact, run.nowIso, late))
-  return { item: { ...item, opens, counted }, statements }
+  // Written on its own (the batch failed), it counts itself in the same transaction.
+  const labels = canonicalLabels({ outcome: plan.outcome, source: work.source })
+  const alone = [incrementClaimed(run.db, COUNTERS.events, labels, [work.event.idempotencyKey], run.id)]
+  return { item: { ...item, opens, counted }, statements, alone }
 }
 
 /**
@@ -95,9 +99,9 @@ function recordWrite(
  * statement per label set, counting the events whose processed mark this
  * batch won — so an event another batch (or an earlier attempt) wrote is not
  * counted again, and one whose write failed is counted when it is written.
- * With the batch's other counters: when the batch fell back to one event at a
- * time and these then fail too, the count is lost with theirs
- * (`materialize.counters-failed`), where each event once carried its own.
+ * Written only with the whole batch: when it falls back to one event at a
+ * time, each event counts itself in its own transaction (`recordWrite`'s
+ * `alone`), so no count waits on a later write that a crash could lose.
  */
 function eventCounters(run: EventsRun, planned: readonly Planned[]): D1PreparedStatement[] {
   const keysByLabels = new Map<string, string[]>()
