@@ -31,7 +31,7 @@ import { startProviderFake } from '../support/provider-fake.ts'
 import { waitFor } from '../support/wait.ts'
 import { costLines, costPer, DELIVERY_PATH, messagesRead } from './costs.ts'
 import { goals, N, progress, results } from './lib.ts'
-import { BENCH_TOKENS, benchEvent, ingestRate, pipelineAt } from './pipeline.ts'
+import { BENCH_TOKEN_VARIABLES, BENCH_TOKENS, benchEvent, ingestRate, pipelineAt } from './pipeline.ts'
 
 /** D1's limit on one database: 10 GB, "cannot be further increased" (developers.cloudflare.com/d1/platform/limits/). */
 export const D1_MAX_BYTES = 10 * 1000 ** 3
@@ -42,7 +42,6 @@ const GOAL_EMAILS_A_MONTH = 10_000_000
 const DAYS_A_MONTH = 365.25 / 12
 const SECONDS_A_MONTH = DAYS_A_MONTH * 86_400
 const API_KEY = 'bench-capacity-key'
-const BENCH_TOKENS_AS_VARIABLES = { INGEST_TOKEN: BENCH_TOKENS.ingest, ADMIN_TOKEN: BENCH_TOKENS.admin }
 const WEBHOOK_SECRET = 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ='
 
 /** Bytes of each table with its indexes, by table, from SQLite's `dbstat` over the database file. */
@@ -104,7 +103,7 @@ function databaseFile(state: string): string {
 export function retentionDays(): Record<string, number | null> {
   // The required variables have no default; the retentions are read as a deployment leaves them.
   const config = configOf({
-    ...BENCH_TOKENS_AS_VARIABLES,
+    ...BENCH_TOKEN_VARIABLES,
     EMAIL_FROM: 'bench@notify-edge.example',
     PUBLIC_URL: 'https://notify-edge.example.workers.dev',
     UNSUBSCRIBE_SIGNING_KEY: 'bench-unsubscribe-signing-key-0123456789',
@@ -168,8 +167,7 @@ export async function benchCapacity() {
   })
   const local = await startLocalWorker(
     {
-      INGEST_TOKEN: BENCH_TOKENS.ingest,
-      ADMIN_TOKEN: BENCH_TOKENS.admin,
+      ...BENCH_TOKEN_VARIABLES,
       LOG_LEVEL: 'info',
       EMAIL_TRANSPORT: 'resend',
       RESEND_API_KEY: API_KEY,

@@ -15,7 +15,15 @@ import { type LocalWorker, startLocalWorker } from '../support/local-worker.ts'
 import { waitFor } from '../support/wait.ts'
 import { costLines, costPer, messagesRead } from './costs.ts'
 import { progress, results, SCALE } from './lib.ts'
-import { BENCH_TOKENS, type BenchEvent, benchEvent, type Pipeline, pipelineAt, responseEvent } from './pipeline.ts'
+import {
+  BENCH_TOKEN_VARIABLES,
+  BENCH_TOKENS,
+  type BenchEvent,
+  benchEvent,
+  type Pipeline,
+  pipelineAt,
+  responseEvent,
+} from './pipeline.ts'
 
 /** Events to one owner in a burst: each burst is one digest. */
 const DIGEST_BURST = 10
@@ -45,8 +53,7 @@ type Measured = {
  */
 export async function benchDigest(): Promise<void> {
   const local = await startLocalWorker({
-    INGEST_TOKEN: BENCH_TOKENS.ingest,
-    ADMIN_TOKEN: BENCH_TOKENS.admin,
+    ...BENCH_TOKEN_VARIABLES,
     LOG_LEVEL: 'info',
     DIGEST_WINDOW_SECONDS: String(WINDOW_SECONDS),
     // As deployed: no exact message kept.

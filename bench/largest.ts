@@ -21,7 +21,14 @@ import { INGEST_MAX_EVENTS } from '@notify-edge/contracts'
 import { startLocalWorker } from '../support/local-worker.ts'
 import { waitFor } from '../support/wait.ts'
 import { cpuMsOfGroup, progress, results } from './lib.ts'
-import { BENCH_TOKENS, type BenchEvent, benchEvent, pipelineAt, responseEvent } from './pipeline.ts'
+import {
+  BENCH_TOKEN_VARIABLES,
+  BENCH_TOKENS,
+  type BenchEvent,
+  benchEvent,
+  pipelineAt,
+  responseEvent,
+} from './pipeline.ts'
 
 const DIGEST_MEMBERS = 500
 const DEAD_LETTERS = 1000
@@ -39,8 +46,7 @@ function brokenEvent(): BenchEvent {
 export async function benchLargest(): Promise<void> {
   progress(`largest: a digest of ${DIGEST_MEMBERS} closing, a bulk replay of ${DEAD_LETTERS} dead letters`)
   const local = await startLocalWorker({
-    INGEST_TOKEN: BENCH_TOKENS.ingest,
-    ADMIN_TOKEN: BENCH_TOKENS.admin,
+    ...BENCH_TOKEN_VARIABLES,
     LOG_LEVEL: 'info',
     DIGEST_WINDOW_SECONDS: String(WINDOW_SECONDS),
     SENT_MESSAGE_RETENTION_DAYS: '0',

@@ -9,6 +9,9 @@ import { rate } from './lib.ts'
 /** The ingest and admin tokens of every Worker a bench starts. */
 export const BENCH_TOKENS = { ingest: 'bench-ingest-token-0123456789', admin: 'bench-admin-token-0123456789' }
 
+/** The same tokens as the Worker's variables (INGEST_TOKEN, ADMIN_TOKEN), for `startLocalWorker`. */
+export const BENCH_TOKEN_VARIABLES = { INGEST_TOKEN: BENCH_TOKENS.ingest, ADMIN_TOKEN: BENCH_TOKENS.admin }
+
 /** One bench event: its id, and the inbound record `POST /v1/ingest` takes. */
 export type BenchEvent = { eventId: string; inbound: InboundEvent }
 

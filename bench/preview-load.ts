@@ -11,7 +11,7 @@
  */
 import { startLocalWorker } from '../support/local-worker.ts'
 import { percentile, progress, results } from './lib.ts'
-import { BENCH_TOKENS } from './pipeline.ts'
+import { BENCH_TOKEN_VARIABLES, BENCH_TOKENS } from './pipeline.ts'
 
 /** Nested loops with nothing to print: the cost is the looping, stopped only by a render limit. */
 const LOOPS = '{% for a in (1..1000) %}{% for b in (1..1000) %}{% if a == b %}{% endif %}{% endfor %}{% endfor %}'
@@ -27,7 +27,7 @@ const SERIAL_SECONDS = 5
 
 /** Previews' cost to the rest of the Worker; writes results.preview_load. */
 export async function benchPreviewLoad() {
-  const local = await startLocalWorker({ ADMIN_TOKEN: BENCH_TOKENS.admin, INGEST_TOKEN: BENCH_TOKENS.ingest })
+  const local = await startLocalWorker(BENCH_TOKEN_VARIABLES)
   const timed = async <T>(work: () => Promise<T>): Promise<[T, number]> => {
     const start = performance.now()
     const value = await work()

@@ -8,7 +8,7 @@ import { type LocalWorker, startLocalWorker } from '../support/local-worker.ts'
 import { type ProviderStats, startProviderFake } from '../support/provider-fake.ts'
 import { RESEND_DEFAULT_REQUESTS_PER_SECOND } from '../support/resend-rate.ts'
 import { N, progress, ratio, results } from './lib.ts'
-import { BENCH_TOKENS, benchEvent, ingestRate, pipelineAt } from './pipeline.ts'
+import { BENCH_TOKEN_VARIABLES, BENCH_TOKENS, benchEvent, ingestRate, pipelineAt } from './pipeline.ts'
 
 const API_KEY = 'bench-resend-key'
 /** A team limit the fake never reaches in a run: no rate limit at all. */
@@ -39,8 +39,7 @@ async function resendRun(fakePerSecond: number, workerPerSecond: number | undefi
   let local: LocalWorker | undefined
   try {
     local = await startLocalWorker({
-      INGEST_TOKEN: BENCH_TOKENS.ingest,
-      ADMIN_TOKEN: BENCH_TOKENS.admin,
+      ...BENCH_TOKEN_VARIABLES,
       // The paced-back count is read from the Worker's info lines.
       LOG_LEVEL: 'info',
       EMAIL_TRANSPORT: 'resend',

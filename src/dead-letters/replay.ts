@@ -110,7 +110,7 @@ export async function replayDeadLetters(
   // Before the resets: a shard counted but not bound fails the replay with nothing changed, and only when there are events.
   const eventsQueues = events.length > 0 ? eventQueues(env, configOf(env).EVENTS_QUEUE_SHARDS) : []
   if (resets.length > 0) await env.DB.batch(resets)
-  if (events.length > 0) await sendEvents(eventsQueues, events)
+  await sendEvents(eventsQueues, events)
   await sendAll(
     env.EMAIL_EVENTS,
     emailEvents.map((body) => ({ body })),
