@@ -109,7 +109,7 @@ export function retentionDays(): Record<string, number | null> {
     UNSUBSCRIBE_SIGNING_KEY: 'bench-unsubscribe-signing-key-0123456789',
   })
   return {
-    processed_events: config.PROCESSED_EVENTS_RETENTION_DAYS,
+    processed_marks: config.PROCESSED_EVENTS_RETENTION_DAYS,
     notifications: config.notificationRetentionDays,
     'notifications (content)': config.NOTIFICATION_CONTENT_RETENTION_DAYS,
     sent_messages: config.SENT_MESSAGE_RETENTION_DAYS,
@@ -120,7 +120,7 @@ export function retentionDays(): Record<string, number | null> {
 }
 
 /** The per-email rows retention deletes, by table: each ages out and goes. */
-const AGEING = ['processed_events', 'notifications', 'delivery_events', 'send_batches', 'sent_messages']
+const AGEING = ['processed_marks', 'notifications', 'delivery_events', 'send_batches', 'sent_messages']
 
 /**
  * What retention itself costs: the cron run at a time past every kind's

@@ -68,7 +68,7 @@ export async function benchLargest(): Promise<void> {
       await worker.post(members.slice(at, at + INGEST_MAX_EVENTS).map((event) => event.inbound))
     }
     await waitFor(
-      async () => ((await count('SELECT count(*) AS n FROM processed_events')) >= DIGEST_MEMBERS ? true : undefined),
+      async () => ((await count('SELECT count(*) AS n FROM processed_marks')) >= DIGEST_MEMBERS ? true : undefined),
       'every member of the digest materialized',
       120_000,
     )

@@ -23,7 +23,8 @@ export const STATUS_AS_FILTER = '+status'
 
 /**
  * One chunk of a table's retention: deletes the `limit` oldest rows whose
- * `column` is before `before`, by their `key` from a LIMITed search on the
+ * `column` is before `before`, by their `key` (a column, or the columns of
+ * a primary key of several, comma-separated) from a LIMITed search on the
  * index of `column`, so one chunk is one short write however large the
  * table. The names are the callers' own literals, never input.
  */
@@ -37,7 +38,7 @@ export function deleteOldest(
 ): D1PreparedStatement {
   return db
     .prepare(
-      `DELETE FROM ${table} WHERE ${key} IN
+      `DELETE FROM ${table} WHERE (${key}) IN
          (SELECT ${key} FROM ${table} WHERE ${column} < ?1 ORDER BY ${column} LIMIT ?2)`,
     )
     .bind(before, limit)

@@ -169,8 +169,8 @@ function claimBundle(claims: { id: string; due: string | null }[], token: string
     recipientGate(env.DB, batch, now, ['InvitationCreated']),
     unknownOutcomeGate(env.DB, batch, now, now, true),
     pauseGate(env.DB, batch, now, 'resend'),
-    claimNotifications(env.DB, batch, now, lease, token, 60, false),
-    claimNotifications(env.DB, batch, now, lease, token, 60, true),
+    claimNotifications(env.DB, batch, now, lease, token, 60, false, 1),
+    claimNotifications(env.DB, batch, now, lease, token, 60, true, 1),
   ])
 }
 

@@ -86,7 +86,7 @@ describe('digests', () => {
     // Past the KV fast path and the processed mark: the event is planned and written again.
     for (const event of events) {
       const key = `arthunt:response.created:${event.eventId}`
-      await env.DB.prepare('DELETE FROM processed_events WHERE idempotency_key = ?1').bind(key).run()
+      await env.DB.prepare('DELETE FROM processed_marks WHERE idempotency_key = ?1').bind(key).run()
       await env.IDEMPOTENCY.delete(key)
     }
     await consume(

@@ -93,7 +93,7 @@ describe('the error table decides what becomes of a message', () => {
     const code = codeWith('NTF_DEPENDENCY_FAILED', 'retry')
     const event = freshInbound('invitation.created')
     const eventId = JSON.parse(event.body).envelope.eventId as string
-    const repair = await refuseInserts('processed_events', `NEW.event_id = '${eventId}'`, `injected for ${eventId}`)
+    const repair = await refuseInserts('processed_marks', `NEW.event_id = '${eventId}'`, `injected for ${eventId}`)
     const dlq = deadLetterQueue()
     const vars = { RETRY_DELAYS_SECONDS: '7,11', DLQ: dlq.queue }
     try {

@@ -124,7 +124,7 @@ describe(`notify-events over ${SHARDS} queue(s)`, () => {
     expect(new Set([sentTo.get(event.sourceMessageId), sentTo.get(again.sourceMessageId)]).size).toBe(SHARDS)
     await eventually(async () => {
       const { results } = await env.DB.prepare(
-        'SELECT count(*) AS n FROM dead_letters WHERE source_message_id IN (?1, ?2) UNION ALL SELECT count(*) FROM processed_events WHERE event_id = ?3',
+        'SELECT count(*) AS n FROM dead_letters WHERE source_message_id IN (?1, ?2) UNION ALL SELECT count(*) FROM processed_marks WHERE event_id = ?3',
       )
         .bind(event.sourceMessageId, again.sourceMessageId, eventIdOf(event))
         .all<{ n: number }>()

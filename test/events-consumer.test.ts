@@ -30,7 +30,7 @@ async function deadLettersOf(eventId: string, count = 1): Promise<DeadLetter[]> 
 }
 
 async function processedCount(eventId: string): Promise<number> {
-  const row = await env.DB.prepare('SELECT count(*) AS n FROM processed_events WHERE event_id = ?')
+  const row = await env.DB.prepare('SELECT count(*) AS n FROM processed_marks WHERE event_id = ?')
     .bind(eventId)
     .first<{ n: number }>()
   return row?.n ?? 0
@@ -38,7 +38,7 @@ async function processedCount(eventId: string): Promise<number> {
 
 /** A real D1 failure confined to one event: a trigger that aborts its insert. */
 function breakD1For(eventId: string): Promise<() => Promise<void>> {
-  return refuseInserts('processed_events', `NEW.event_id = '${eventId}'`, `injected D1 failure for ${eventId}`)
+  return refuseInserts('processed_marks', `NEW.event_id = '${eventId}'`, `injected D1 failure for ${eventId}`)
 }
 
 function eventIdOf(event: InboundEvent): string {
@@ -119,7 +119,7 @@ describe('notify-events consumer', () => {
     ignored.headers['event-type'] = 'person-deleted'
     const ignoredResult = await deliver(ignored, 1)
     expect(ignoredResult.explicitAcks).toHaveLength(1)
-    const trace = await env.DB.prepare('SELECT outcome FROM processed_events WHERE event_id = ?')
+    const trace = await env.DB.prepare('SELECT outcome FROM processed_marks WHERE event_id = ?')
       .bind(ignored.headers['message-id'])
       .all()
     expect(trace.results).toEqual([{ outcome: 'ignored-event' }])

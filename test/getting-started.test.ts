@@ -11,7 +11,7 @@ describe('getting started by hand (docs/getting-started.md), inside workerd', ()
     expect(await accepted.json()).toEqual({ accepted: 1 })
     await vi.waitFor(
       async () => {
-        const row = await env.DB.prepare('SELECT outcome FROM processed_events WHERE idempotency_key = ?')
+        const row = await env.DB.prepare('SELECT outcome FROM processed_marks WHERE idempotency_key = ?')
           .bind('arthunt:response.created:7f1a0c62-5b1b-4d1a-9f1c-44cf2df5a111')
           .first()
         // A response is told in its owner's digest; the digest closes (a second here) with this one alone.

@@ -7,6 +7,18 @@ const insert = (db: D1Database, id: string) => db.prepare('INSERT INTO mark_writ
 const touch = (db: D1Database, id: string) =>
   db.prepare('UPDATE mark_writer_test SET touched = touched + 1 WHERE id = ?1').bind(id)
 
+/** Tallies applied as one statement: each id's `tallied` goes up once per tally that names it. */
+const tally = (db: D1Database) => (ids: readonly string[]) =>
+  ids.length === 0
+    ? []
+    : [
+        db
+          .prepare(
+            'UPDATE mark_writer_test SET tallied = tallied + (SELECT count(*) FROM json_each(?1) j WHERE j.value = mark_writer_test.id) WHERE id IN (SELECT value FROM json_each(?1))',
+          )
+          .bind(JSON.stringify(ids)),
+      ]
+
 async function rows(): Promise<{ id: string; touched: number }[]> {
   const { results } = await env.DB.prepare('SELECT id, touched FROM mark_writer_test ORDER BY id').all<{
     id: string
@@ -18,7 +30,7 @@ async function rows(): Promise<{ id: string; touched: number }[]> {
 describe('GroupCommit (the dispatch marks, group commit)', () => {
   beforeAll(async () => {
     await env.DB.exec(
-      'CREATE TABLE IF NOT EXISTS mark_writer_test (id TEXT PRIMARY KEY, touched INTEGER NOT NULL DEFAULT 0)',
+      'CREATE TABLE IF NOT EXISTS mark_writer_test (id TEXT PRIMARY KEY, touched INTEGER NOT NULL DEFAULT 0, tallied INTEGER NOT NULL DEFAULT 0)',
     )
   })
 
@@ -56,5 +68,31 @@ describe('GroupCommit (the dispatch marks, group commit)', () => {
     expect((await rows()).map((row) => row.id)).toEqual(['one', 'taken', 'three', 'two'].sort())
     // 'one' alone; the group of three fails as a whole and is written again one by one.
     expect(roundTrips()).toBe(1 + 1 + 3)
+  })
+
+  it("a group's tallies are applied in its transaction, one set for the group; a caller written alone applies its own", async () => {
+    await env.DB.exec(
+      "DELETE FROM mark_writer_test; INSERT INTO mark_writer_test (id) VALUES ('a'), ('b'), ('c'), ('taken')",
+    )
+    const db = env.DB
+    const writer = new GroupCommit<string>(db, tally(db))
+    await Promise.all([writer.write([touch(db, 'a')], ['a']), writer.write([touch(db, 'b')], ['b'])])
+    const [c, d] = await Promise.all([writer.write([touch(db, 'c')], ['c']), writer.write([touch(db, 'c')], ['c'])])
+    // Each caller sees the results of its own statements, not the tally's.
+    expect(c?.map((result) => result.meta.changes)).toEqual([1])
+    expect(d?.map((result) => result.meta.changes)).toEqual([1])
+    const settled = await Promise.allSettled([
+      writer.write([touch(db, 'a')], ['a']),
+      writer.write([touch(db, 'b')], ['b']),
+      writer.write([insert(db, 'taken')], ['taken']), // always fails: its tally goes with it
+    ])
+    expect(settled.map((result) => result.status)).toEqual(['fulfilled', 'fulfilled', 'rejected'])
+    const { results } = await env.DB.prepare('SELECT id, tallied FROM mark_writer_test ORDER BY id').all()
+    expect(results).toEqual([
+      { id: 'a', tallied: 2 },
+      { id: 'b', tallied: 2 },
+      { id: 'c', tallied: 2 },
+      { id: 'taken', tallied: 0 },
+    ])
   })
 })

@@ -14,7 +14,7 @@ async function processedKeys(keys: string[]) {
   return vi.waitFor(
     async () => {
       const { results } = await env.DB.prepare(
-        `SELECT idempotency_key, outcome FROM processed_events WHERE idempotency_key IN (${keys.map(() => '?').join(',')})`,
+        `SELECT idempotency_key, outcome FROM processed_marks WHERE idempotency_key IN (${keys.map(() => '?').join(',')})`,
       )
         .bind(...keys)
         .all<{ idempotency_key: string; outcome: string }>()

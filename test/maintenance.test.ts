@@ -5,7 +5,7 @@ import worker from '../src/index.ts'
 
 async function insertProcessed(key: string, processedAt: string) {
   await env.DB.prepare(
-    `INSERT INTO processed_events (idempotency_key, event_id, contract, event_type, source, origin, source_message_id,
+    `INSERT INTO processed_marks (idempotency_key, event_id, contract, event_type, source, origin, source_message_id,
        outcome, received_at, processed_at)
      VALUES (?1, ?1, 'arthunt', 'response.created', 'http', 'test', ?1, 'accepted', ?2, ?2)`,
   )
@@ -22,7 +22,7 @@ describe('cron trigger', () => {
     await worker.scheduled(createScheduledController({ scheduledTime: now, cron: '*/5 * * * *' }), env)
     await waitOnExecutionContext(ctx)
     const { results } = await env.DB.prepare(
-      "SELECT idempotency_key FROM processed_events WHERE idempotency_key LIKE 'retention:%'",
+      "SELECT idempotency_key FROM processed_marks WHERE idempotency_key LIKE 'retention:%'",
     ).all()
     expect(results).toEqual([{ idempotency_key: 'retention:new' }])
   })

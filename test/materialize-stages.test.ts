@@ -82,7 +82,7 @@ describe('materialize stages', () => {
     const neighbour = freshInbound('invitation.created')
     const trigger = `fail_${eventIdOf(failing).replaceAll('-', '_')}`
     await env.DB.prepare(
-      `CREATE TRIGGER ${trigger} BEFORE INSERT ON processed_events WHEN NEW.event_id = '${eventIdOf(failing)}'
+      `CREATE TRIGGER ${trigger} BEFORE INSERT ON processed_marks WHEN NEW.event_id = '${eventIdOf(failing)}'
        BEGIN SELECT RAISE(ABORT, 'injected D1 failure'); END`,
     ).run()
     try {

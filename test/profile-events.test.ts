@@ -62,7 +62,7 @@ async function story(options: { ownerContact?: boolean; reviewerContact?: boolea
 const messageIdOf = (event: { headers: Record<string, string> }) => event.headers['message-id'] as string
 
 async function outcomeOf(eventId: string): Promise<string | undefined> {
-  const row = await env.DB.prepare('SELECT outcome FROM processed_events WHERE event_id = ?1')
+  const row = await env.DB.prepare('SELECT outcome FROM processed_marks WHERE event_id = ?1')
     .bind(eventId)
     .first<{ outcome: string }>()
   return row?.outcome

@@ -3,9 +3,12 @@ import { describe, expect, it } from 'vitest'
 import { cappedStatusCounts } from '../src/console/counts.ts'
 import { discardOpen } from '../src/dead-letters/resolve.ts'
 import { loadContext } from '../src/materialize/context.ts'
+import { deleteProcessedEventsBefore } from '../src/materialize/processed.ts'
 import { noCost } from '../src/metrics/cost.ts'
+import { incrementClaimed } from '../src/metrics/counters.ts'
 import { meteredD1 } from '../src/metrics/metered-d1.ts'
 import { markExpired, selectReleasable } from '../src/notifications/contact-wait.ts'
+import { countChanges } from '../src/notifications/counted.ts'
 import { resolveUnknownOutcomes } from '../src/notifications/marks.ts'
 import { selectStuckNotifications } from '../src/notifications/stuck.ts'
 import { guid, pendingNotification, seedContact, storeDeadLetters } from './helpers.ts'
@@ -37,14 +40,14 @@ async function notifications(count: number, tag: string, status: string, schedul
   return ids
 }
 
-/** The event ids of these notifications. */
-async function eventIdsOf(ids: string[]): Promise<string[]> {
+/** The events of these notifications, as a batch context names them. */
+async function eventsOf(ids: string[]): Promise<{ eventId: string; idempotencyKey: string }[]> {
   const { results } = await env.DB.prepare(
-    'SELECT event_id FROM notifications WHERE id IN (SELECT value FROM json_each(?1))',
+    'SELECT event_id, idempotency_key FROM notifications WHERE id IN (SELECT value FROM json_each(?1))',
   )
     .bind(JSON.stringify(ids))
-    .all<{ event_id: string }>()
-  return results.map((row) => row.event_id)
+    .all<{ event_id: string; idempotency_key: string }>()
+  return results.map((row) => ({ eventId: row.event_id, idempotencyKey: row.idempotency_key }))
 }
 
 describe('what the statements keyed by a list read', () => {
@@ -58,8 +61,7 @@ describe('what the statements keyed by a list read', () => {
     const cost = noCost()
     // pendingNotification's idempotency key is `test:` and the id.
     const context = await loadContext(meteredD1(env.DB, cost), {
-      keys: mine.map((id) => `test:${id}`),
-      eventIds: await eventIdsOf(mine),
+      events: await eventsOf(mine),
       userIds: [],
       needPool: false,
       kinds: [],
@@ -124,6 +126,102 @@ describe('what the statements keyed by a list read', () => {
     expect(discarded.meta.rows_read).toBeLessThan(BACKLOG)
     // Asked again, nothing is open any more: nothing changed, nothing answered.
     expect((await discardOpen(env.DB, mine, 'again', now).all()).results).toEqual([])
+  })
+})
+
+/** `count` processed marks of fresh events, processed at `at`; their event ids and keys. */
+async function processedMarks(
+  count: number,
+  tag: string,
+  at: string,
+): Promise<{ eventId: string; idempotencyKey: string }[]> {
+  const events = Array.from({ length: count }, (_, index) => ({
+    eventId: `${tag}-${index}`,
+    idempotencyKey: `arthunt:ResponseCreated:${tag}-${index}`,
+  }))
+  await env.DB.prepare(
+    `INSERT INTO processed_marks (idempotency_key, event_id, contract, event_type, source, origin, source_message_id,
+       outcome, received_at, processed_at, claim)
+     SELECT json_extract(value, '$.idempotencyKey'), json_extract(value, '$.eventId'), 'arthunt', 'ResponseCreated',
+       'http', 'test', json_extract(value, '$.eventId'), 'accepted', ?2, ?2, ?3
+     FROM json_each(?1)`,
+  )
+    .bind(JSON.stringify(events), at, tag)
+    .run()
+  return events
+}
+
+describe('what the processed marks cost to find', () => {
+  it("a batch's marks, their counter, an event's story and a retention chunk read the marks they are about, not the backlog", async () => {
+    const tag = guid().slice(0, 8)
+    const recent = new Date().toISOString()
+    await processedMarks(BACKLOG, `backlog-${tag}`, recent)
+    // And as many written before migration 0022, which the lookups read beside them.
+    await env.DB.prepare(
+      `INSERT INTO processed_events (idempotency_key, event_id, contract, event_type, source, origin, source_message_id,
+         outcome, received_at, processed_at)
+       SELECT 'legacy:' || idempotency_key, 'legacy-' || event_id, contract, event_type, source, origin,
+         source_message_id, outcome, received_at, processed_at FROM processed_marks WHERE event_id LIKE ?1`,
+    )
+      .bind(`backlog-${tag}-%`)
+      .run()
+    const mine = await processedMarks(2, `mine-${tag}`, '2000-01-01T00:00:00.000Z')
+    const read = async (statement: (db: D1Database) => D1PreparedStatement) => {
+      const cost = noCost()
+      await statement(meteredD1(env.DB, cost)).all()
+      return cost.d1RowsRead
+    }
+    const context = noCost()
+    const found = await loadContext(meteredD1(env.DB, context), {
+      events: mine,
+      userIds: [],
+      needPool: false,
+      kinds: [],
+      decisionPersons: [],
+    })
+    expect([...found.processed].sort()).toEqual(mine.map((event) => event.idempotencyKey).sort())
+    expect(context.d1RowsRead).toBeLessThan(BACKLOG)
+    expect(await read((db) => incrementClaimed(db, 'query_plans_test_total', '{}', mine, `mine-${tag}`))).toBeLessThan(
+      BACKLOG,
+    )
+    const counted = await env.DB.prepare("SELECT value FROM counters WHERE name = 'query_plans_test_total'").first()
+    expect(counted).toEqual({ value: 2 })
+    expect(
+      await read((db) =>
+        db.prepare('SELECT * FROM processed_marks WHERE event_id = ?1 ORDER BY processed_at').bind(mine[0]?.eventId),
+      ),
+    ).toBeLessThan(BACKLOG)
+    // The two old marks are the oldest: one chunk takes them, by the primary key.
+    expect(await read((db) => deleteProcessedEventsBefore(db, '2001-01-01T00:00:00.000Z', 10))).toBeLessThan(BACKLOG)
+    const left = await env.DB.prepare('SELECT count(*) AS n FROM processed_marks WHERE event_id IN (?1, ?2)')
+      .bind(mine[0]?.eventId, mine[1]?.eventId)
+      .first()
+    expect(left).toEqual({ n: 0 })
+  })
+})
+
+describe('what counting the hot path costs', () => {
+  it("a batch's count reads the notifications it names, not the backlog beside them", async () => {
+    const tag = guid().slice(0, 8)
+    await notifications(BACKLOG, `backlog-${tag}`, 'sent', new Date().toISOString())
+    const mine = await notifications(2, `mine-${tag}`, 'sent', new Date().toISOString())
+    await env.DB.prepare('UPDATE notifications SET count_mark = 7 WHERE id IN (SELECT value FROM json_each(?1))')
+      .bind(JSON.stringify(mine))
+      .run()
+    const before = await env.DB.prepare(
+      `SELECT coalesce(sum(value), 0) AS n FROM counters WHERE name = 'notify_notifications_total'
+         AND labels = json_object('channel', 'email', 'kind', 'InvitationCreated', 'status', 'sent')`,
+    ).first<{ n: number }>()
+    const cost = noCost()
+    const db = meteredD1(env.DB, cost)
+    await db.batch(countChanges(db, [...mine.map((id) => ({ id, mark: 7, status: 'sent' }))]))
+    expect(cost.d1RowsRead).toBeLessThan(BACKLOG)
+    expect(cost.d1RowsWritten).toBe(1)
+    const after = await env.DB.prepare(
+      `SELECT coalesce(sum(value), 0) AS n FROM counters WHERE name = 'notify_notifications_total'
+         AND labels = json_object('channel', 'email', 'kind', 'InvitationCreated', 'status', 'sent')`,
+    ).first<{ n: number }>()
+    expect((after?.n ?? 0) - (before?.n ?? 0)).toBe(2)
   })
 })
 

@@ -143,7 +143,7 @@ describe('retention', () => {
       const id = `${tag}-${index}`
       statements.push(
         env.DB.prepare(
-          `INSERT INTO processed_events (idempotency_key, event_id, contract, event_type, source, origin,
+          `INSERT INTO processed_marks (idempotency_key, event_id, contract, event_type, source, origin,
              source_message_id, outcome, received_at, processed_at)
            VALUES (?1, ?1, 'arthunt', 'response.created', 'http', 'test', ?1, 'enqueued', ?2, ?2)`,
         ).bind(`chunk:${id}`, at(index)),
@@ -186,7 +186,7 @@ describe('retention', () => {
 
     const like = `chunk:${tag}-%`
     const left = async () => ({
-      processed_events: await countOf('SELECT count(*) AS n FROM processed_events WHERE idempotency_key LIKE ?1', like),
+      processed_marks: await countOf('SELECT count(*) AS n FROM processed_marks WHERE idempotency_key LIKE ?1', like),
       notifications: await countOf(
         'SELECT count(*) AS n FROM notifications WHERE id LIKE ?1 AND content_removed_at IS NULL',
         like,
@@ -201,7 +201,7 @@ describe('retention', () => {
       audit_log: await countOf('SELECT count(*) AS n FROM audit_log WHERE target LIKE ?1', like),
     })
     const all = (n: number) => ({
-      processed_events: n,
+      processed_marks: n,
       notifications: n,
       sent_messages: n,
       delivery_events: n,
@@ -215,10 +215,10 @@ describe('retention', () => {
     expect(await left()).toEqual(all(15))
     // The oldest went first.
     expect(
-      await countOf('SELECT count(*) AS n FROM processed_events WHERE idempotency_key = ?1', `chunk:${tag}-9`),
+      await countOf('SELECT count(*) AS n FROM processed_marks WHERE idempotency_key = ?1', `chunk:${tag}-9`),
     ).toBe(0)
     expect(
-      await countOf('SELECT count(*) AS n FROM processed_events WHERE idempotency_key = ?1', `chunk:${tag}-10`),
+      await countOf('SELECT count(*) AS n FROM processed_marks WHERE idempotency_key = ?1', `chunk:${tag}-10`),
     ).toBe(1)
     await runCron(new Date(), chunk)
     expect(await left()).toEqual(all(5))
@@ -240,14 +240,14 @@ describe('retention', () => {
     await env.DB.batch(
       Array.from({ length: 45 }, (_, index) =>
         env.DB.prepare(
-          `INSERT INTO processed_events (idempotency_key, event_id, contract, event_type, source, origin,
+          `INSERT INTO processed_marks (idempotency_key, event_id, contract, event_type, source, origin,
              source_message_id, outcome, received_at, processed_at)
            VALUES (?1, ?1, 'arthunt', 'response.created', 'http', 'test', ?1, 'enqueued', ?2, ?2)`,
         ).bind(`backlog:${tag}-${index}`, at(index)),
       ),
     )
     const left = () =>
-      countOf('SELECT count(*) AS n FROM processed_events WHERE idempotency_key LIKE ?1', `backlog:${tag}-%`)
+      countOf('SELECT count(*) AS n FROM processed_marks WHERE idempotency_key LIKE ?1', `backlog:${tag}-%`)
     // Three chunks of ten a run: thirty go in the first, the fifteen left in the second (a chunk of five ends it).
     await runCron(new Date(), { RETENTION_CHUNK_ROWS: '10', RETENTION_MAX_CHUNKS: '3' })
     expect(await left()).toBe(15)

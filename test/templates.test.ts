@@ -126,7 +126,7 @@ describe('templates', () => {
       })
     })
     expect(await notificationsOf(eventId)).toEqual([])
-    expect(await env.DB.prepare('SELECT 1 FROM processed_events WHERE event_id = ?1').bind(eventId).first()).toBeNull()
+    expect(await env.DB.prepare('SELECT 1 FROM processed_marks WHERE event_id = ?1').bind(eventId).first()).toBeNull()
   })
 
   it('formats money per locale and escapes values in HTML only', () => {

@@ -1,6 +1,7 @@
-/** One caller's statements waiting for the next group. */
-type Pending = {
+/** One caller's statements waiting for the next group, and what they ask to be tallied. */
+type Pending<T> = {
   statements: D1PreparedStatement[]
+  tallies: readonly T[]
   resolve: (results: D1Result[]) => void
   reject: (error: unknown) => void
 }
@@ -15,20 +16,29 @@ type Pending = {
  * caller gets the results of its own statements, so a token-guarded mark
  * still tells whether it applied. A group that fails is written again caller
  * by caller: one write that cannot go through never fails the others.
+ *
+ * A caller may hand tallies beside its statements (the dispatch: the
+ * notifications its marks count, src/notifications/counted.ts); `tally`
+ * turns a group's tallies into the statements that apply them, written last
+ * in the group's transaction — one set for the group, not one per caller —
+ * and a caller's own when it is written alone. A caller gets the results of
+ * its own statements only.
  */
-export class GroupCommit {
+export class GroupCommit<T = never> {
   readonly #db: D1Database
-  #waiting: Pending[] = []
+  readonly #tally: (tallies: readonly T[]) => D1PreparedStatement[]
+  #waiting: Pending<T>[] = []
   #writing = false
 
-  constructor(db: D1Database) {
+  constructor(db: D1Database, tally: (tallies: readonly T[]) => D1PreparedStatement[] = () => []) {
     this.#db = db
+    this.#tally = tally
   }
 
-  /** Writes these statements (in order, in one transaction with whatever shares their group). */
-  write(statements: D1PreparedStatement[]): Promise<D1Result[]> {
+  /** Writes these statements (in order, in one transaction with whatever shares their group), and applies `tallies` with them. */
+  write(statements: D1PreparedStatement[], tallies: readonly T[] = []): Promise<D1Result[]> {
     const { promise, resolve, reject } = Promise.withResolvers<D1Result[]>()
-    this.#waiting.push({ statements, resolve, reject })
+    this.#waiting.push({ statements, tallies, resolve, reject })
     void this.#drain()
     return promise
   }
@@ -43,10 +53,13 @@ export class GroupCommit {
     }
   }
 
-  async #writeGroup(group: Pending[]): Promise<void> {
+  async #writeGroup(group: Pending<T>[]): Promise<void> {
     if (group.length > 1) {
       try {
-        const results = await this.#db.batch(group.flatMap((pending) => pending.statements))
+        const results = await this.#db.batch([
+          ...group.flatMap((pending) => pending.statements),
+          ...this.#tally(group.flatMap((pending) => pending.tallies)),
+        ])
         let at = 0
         for (const pending of group) {
           pending.resolve(results.slice(at, at + pending.statements.length))
@@ -59,7 +72,8 @@ export class GroupCommit {
     }
     for (const pending of group) {
       try {
-        pending.resolve(await this.#db.batch(pending.statements))
+        const results = await this.#db.batch([...pending.statements, ...this.#tally(pending.tallies)])
+        pending.resolve(results.slice(0, pending.statements.length))
       } catch (error) {
         pending.reject(error)
       }

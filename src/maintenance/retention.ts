@@ -4,7 +4,7 @@ import { pruneSessions } from '../console/sessions.ts'
 import { pruneResolvedDeadLetters } from '../dead-letters/dead-letter-store.ts'
 import { pruneDeliveryEvents } from '../delivery/delivery-event-store.ts'
 import type { Logger } from '../log.ts'
-import { deleteProcessedEventsBefore } from '../materialize/processed.ts'
+import { deleteLegacyMarksBefore, deleteProcessedEventsBefore } from '../materialize/processed.ts'
 import { BUCKET_RETENTION_MS, pruneBuckets } from '../metrics/buckets.ts'
 import { GAUGES, setGauge } from '../metrics/counters.ts'
 import { pruneBundles } from '../notifications/bundles.ts'
@@ -26,9 +26,15 @@ type Pruning = {
 function prunings(config: Config): Pruning[] {
   return [
     {
-      table: 'processed_events',
+      table: 'processed_marks',
       days: config.PROCESSED_EVENTS_RETENTION_DAYS,
       statement: (db, before, _, limit) => deleteProcessedEventsBefore(db, before, limit),
+    },
+    // The marks written before they were keyed by event: drained, then an empty search a minute.
+    {
+      table: 'processed_events (before migration 0022)',
+      days: config.PROCESSED_EVENTS_RETENTION_DAYS,
+      statement: (db, before, _, limit) => deleteLegacyMarksBefore(db, before, limit),
     },
     {
       table: 'notifications',

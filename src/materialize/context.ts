@@ -5,6 +5,7 @@ import { STATUS_AS_FILTER } from '../sql.ts'
 import type { TemplateSource } from '../templates/sandbox.ts'
 import { activeTemplatesOf, templatesOf } from '../templates/template-store.ts'
 import { type Contact, type ContactRow, contactFromRow } from './contacts.ts'
+import { LEGACY_MARKS } from './processed.ts'
 
 /** Everything the planner needs from D1 for one batch, read in one round trip. */
 export type BatchContext = {
@@ -27,10 +28,12 @@ export type BatchContext = {
 
 /** What to read for a batch. */
 export type ContextQuery = {
-  /** The events' idempotency keys. */
-  keys: string[]
-  /** Their event ids: a notification is found by its event, the index its uniqueness keeps. */
-  eventIds: string[]
+  /**
+   * The events, each by its id and idempotency key: a processed mark is found
+   * by both (its primary key), a notification by its event, the index its
+   * uniqueness keeps.
+   */
+  events: { eventId: string; idempotencyKey: string }[]
   userIds: string[]
   needPool: boolean
   kinds: string[]
@@ -49,13 +52,20 @@ export async function loadContext(db: D1Database, query: ContextQuery): Promise<
 
 /** The eight reads of `loadContext`, in the order `contextOf` takes their results. */
 function contextStatements(db: D1Database, query: ContextQuery): D1PreparedStatement[] {
+  const keys = query.events.map((event) => event.idempotencyKey)
+  const eventIds = query.events.map((event) => event.eventId)
   return [
-    // ?1: JSON array of idempotency keys
+    // ?1: JSON array of [event id, idempotency key]; ?2: JSON array of the keys, for the marks written
+    // before they were keyed by event
     db
       .prepare(
-        'SELECT idempotency_key FROM processed_events WHERE idempotency_key IN (SELECT value FROM json_each(?1))',
+        `SELECT idempotency_key FROM processed_marks
+         WHERE (event_id, idempotency_key) IN
+               (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1))
+         UNION ALL
+         SELECT idempotency_key FROM ${LEGACY_MARKS} WHERE idempotency_key IN (SELECT value FROM json_each(?2))`,
       )
-      .bind(json(query.keys)),
+      .bind(JSON.stringify(query.events.map((event) => [event.eventId, event.idempotencyKey])), json(keys)),
     // ?1: JSON array of idempotency keys; ?2: JSON array of their event ids. Looked up by event id,
     // on the index of the notifications' unique key: an index of the idempotency key would be one more
     // row written for every notification, for this statement alone.
@@ -65,7 +75,7 @@ function contextStatements(db: D1Database, query: ContextQuery): D1PreparedState
          WHERE event_id IN (SELECT value FROM json_each(?2))
            AND idempotency_key IN (SELECT value FROM json_each(?1)) AND ${STATUS_AS_FILTER} = 'pending'`,
       )
-      .bind(json(query.keys), json(query.eventIds)),
+      .bind(json(keys), json(eventIds)),
     // ?1: JSON array of user ids; ?2: 1 to add every reviewer of the pool
     db
       .prepare(

@@ -1,7 +1,7 @@
 import type { InboundEvent } from '../contracts/index.ts'
 import { deleteOldest } from '../sql.ts'
 
-/** An event as recorded in `processed_events`. */
+/** An event as recorded in `processed_marks`. */
 export type ProcessedEvent = {
   idempotencyKey: string
   eventId: string
@@ -14,9 +14,18 @@ export type ProcessedEvent = {
 }
 
 /**
+ * The marks written before they were keyed by event (migration 0022): read
+ * beside `processed_marks` until retention has drained them, never written.
+ */
+export const LEGACY_MARKS = 'processed_events'
+
+/**
  * Records an event as processed by the run `runId`, kept in the row's `claim`
- * column, unless its idempotency key already is (then `meta.changes` is 0 and
- * the row keeps the first writer's run id). Parameters: key, event id, contract, event type, source,
+ * column, unless it already is — by its (event id, idempotency key), or by a
+ * mark written before migration 0022 (then `meta.changes` is 0 and the row
+ * keeps the first writer's run id). The batch's context reads the old marks
+ * too (./context.ts), but an ignored event is recorded without it: the guard
+ * keeps its redelivery from a second mark. Parameters: key, event id, contract, event type, source,
  * origin, source message id, outcome, received at, processed at, run id, kind, trace id.
  */
 export function insertProcessedEvent(
@@ -28,11 +37,12 @@ export function insertProcessedEvent(
   const { inbound } = row
   return db
     .prepare(
-      `INSERT INTO processed_events
+      `INSERT INTO processed_marks
          (idempotency_key, event_id, contract, event_type, source, origin, source_message_id, outcome, received_at,
           processed_at, claim, kind, trace_id)
-       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-       ON CONFLICT (idempotency_key) DO NOTHING`,
+       SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13
+       WHERE NOT EXISTS (SELECT 1 FROM ${LEGACY_MARKS} WHERE idempotency_key = ?1)
+       ON CONFLICT (event_id, idempotency_key) DO NOTHING`,
     )
     .bind(
       row.idempotencyKey,
@@ -58,5 +68,10 @@ export function insertProcessedEvent(
  * redelivery. Parameters: before, limit.
  */
 export function deleteProcessedEventsBefore(db: D1Database, before: string, limit: number): D1PreparedStatement {
-  return deleteOldest(db, 'processed_events', 'idempotency_key', 'processed_at', before, limit)
+  return deleteOldest(db, 'processed_marks', 'event_id, idempotency_key', 'processed_at', before, limit)
+}
+
+/** The same for the marks written before migration 0022, until none is left. Parameters: before, limit. */
+export function deleteLegacyMarksBefore(db: D1Database, before: string, limit: number): D1PreparedStatement {
+  return deleteOldest(db, LEGACY_MARKS, 'idempotency_key', 'processed_at', before, limit)
 }

@@ -47,8 +47,7 @@ export async function releaseWaiting(
   const { results: rows } = await selectReleasable(env.DB, userIds, RELEASE_BATCH).all<AwaitingRow>()
   if (rows.length === 0) return 0
   const context = await loadContext(env.DB, {
-    keys: [],
-    eventIds: [],
+    events: [],
     userIds: [...new Set(rows.map((row) => row.recipient_user_id))],
     needPool: false,
     kinds: [...new Set(rows.map((row) => row.kind))],

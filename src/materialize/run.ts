@@ -6,6 +6,7 @@ import type { Intent } from '../events/define.ts'
 import type { Logger } from '../log.ts'
 import { COUNTERS, CounterBatch } from '../metrics/counters.ts'
 import { countRoundTrips } from '../metrics/round-trips.ts'
+import { newCountMark } from '../notifications/counted.ts'
 import { Settlements } from '../queue/settlements.ts'
 
 /** A valid event with what it asks for: what planning reads. */
@@ -33,6 +34,8 @@ export class EventsRun {
    * `claim` column): an event's counters count only for the run that won its row.
    */
   readonly id = crypto.randomUUID()
+  /** The mark its notification inserts carry, to count them in the same transaction (src/notifications/counted.ts). */
+  readonly countMark = newCountMark()
   readonly db: D1Database
   readonly roundTrips: () => number
   readonly counters = new CounterBatch()

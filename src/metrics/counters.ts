@@ -72,8 +72,11 @@ export class CounterBatch {
   }
 }
 
+/** An event as its processed mark is keyed: its id and idempotency key. */
+export type EventKey = { eventId: string; idempotencyKey: string }
+
 /**
- * Adds to a counter one for each of `keys` whose `processed_events` row
+ * Adds to a counter one for each of `events` whose `processed_marks` row
  * carries `claim`: the events this batch wrote, whichever of them committed.
  * One statement (and one row written) for a batch's events of one label set,
  * where a guarded increment per event wrote a row each.
@@ -82,18 +85,20 @@ export function incrementClaimed(
   db: D1Database,
   name: string,
   labels: string,
-  keys: readonly string[],
+  events: readonly EventKey[],
   claim: string,
 ): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO counters (name, labels, value)
-       SELECT ?1, ?2, count(*) FROM processed_events
-       WHERE idempotency_key IN (SELECT value FROM json_each(?3)) AND claim = ?4
+       SELECT ?1, ?2, count(*) FROM processed_marks
+       WHERE (event_id, idempotency_key) IN
+             (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?3))
+         AND claim = ?4
        HAVING count(*) > 0
        ON CONFLICT (name, labels) DO UPDATE SET value = value + excluded.value`,
     )
-    .bind(name, labels, JSON.stringify(keys), claim)
+    .bind(name, labels, JSON.stringify(events.map((event) => [event.eventId, event.idempotencyKey])), claim)
 }
 
 /**

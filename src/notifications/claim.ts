@@ -110,8 +110,12 @@ const AUTHORITATIVE_DECISION = 'is_fallback = 0 AND decision_person IS NOT NULL'
  * in the same batch as in flight. (One statement would judge every row
  * against the table as it was before it, and take both.)
  *
+ * A row whose status changes carries `mark`, and the caller counts it in the
+ * same transaction (./counted.ts); one taken over from a lapsed lease stays
+ * `sending` and is not counted again, as the trigger would not.
+ *
  * Parameters: the claim batch's JSON (`IN_CLAIM_BATCH`), now, lease until,
- * claim token, match window in seconds.
+ * claim token, match window in seconds, count mark.
  */
 export function claimNotifications(
   db: D1Database,
@@ -121,6 +125,7 @@ export function claimNotifications(
   token: string,
   windowSeconds: number,
   authoritative: boolean,
+  mark: number,
 ): D1PreparedStatement {
   const which = authoritative
     ? `${AUTHORITATIVE_DECISION}
@@ -135,11 +140,12 @@ export function claimNotifications(
   return db
     .prepare(
       `UPDATE notifications SET status = 'sending', lease_until = ?3, claim_token = ?4,
-         send_attempts = send_attempts + 1, updated_at = ?2, claimed_at = ?2, ${TAKEN_OVER}
+         send_attempts = send_attempts + 1, updated_at = ?2, claimed_at = ?2, ${TAKEN_OVER},
+         count_mark = CASE WHEN status <> 'sending' THEN ?6 ELSE count_mark END
        WHERE ${IN_CLAIM_BATCH} AND ${claimable('?2', '?2', STATUS_AS_FILTER)} AND ${NAMED_DUE} AND ${which}
        RETURNING ${CLAIMED_COLUMNS}`,
     )
-    .bind(claims, now, leaseUntil, token, windowSeconds)
+    .bind(claims, now, leaseUntil, token, windowSeconds, mark)
 }
 
 /**

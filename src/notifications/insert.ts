@@ -101,10 +101,17 @@ export function insertInto(db: D1Database, insert: NotificationInsert): D1Prepar
 /**
  * Inserts a notification as planned — to send, awaiting its contact, opted
  * out — unless (event, recipient, channel, kind) already has one (INV-NTF-1).
+ * With a `mark`, the row carries it and the caller counts it in the same
+ * transaction (./counted.ts); without, the insert trigger counts it.
  */
-export function insertNotification(db: D1Database, row: NotificationRow, now: string): D1PreparedStatement {
+export function insertNotification(
+  db: D1Database,
+  row: NotificationRow,
+  now: string,
+  mark: number | null = null,
+): D1PreparedStatement {
   return insertInto(db, {
-    values: valuesOf(row, now),
+    values: { ...valuesOf(row, now), count_mark: mark },
     columns: {
       ...own('id', 'idempotency_key', 'event_id', ...RECIPIENT_COLUMNS),
       ...own('subject', 'text_body', 'html_body', 'template_version', 'status', 'status_reason', 'error_code'),
@@ -112,7 +119,7 @@ export function insertNotification(db: D1Database, row: NotificationRow, now: st
       enqueued_at: '{now}',
       created_at: '{now}',
       updated_at: '{now}',
-      ...own('unsubscribe_url', 'model', 'recipient_hash'),
+      ...own('unsubscribe_url', 'model', 'recipient_hash', 'count_mark'),
     },
   })
 }

@@ -5,8 +5,10 @@ import { heldBy, TRY_NOT_COUNTED } from './sql.ts'
  * sent it — also when a lapsed lease made its outcome `unknown` meanwhile (the
  * claim token stays): the claim that sent it knows it went out. `providerId`
  * is null when the provider said the email went out without naming it (a
- * batch's key already taken), and `reason` then says so.
- * Parameters: id, provider id, now, claim token, reason, transport.
+ * batch's key already taken), and `reason` then says so. The row carries
+ * `mark`, and the caller counts it `sent` in the same transaction
+ * (./counted.ts). Parameters: id, provider id, now, claim token, reason,
+ * transport, count mark.
  */
 export function markSent(
   db: D1Database,
@@ -15,15 +17,16 @@ export function markSent(
   providerId: string | null,
   now: string,
   token: string,
+  mark: number,
   reason: string | null = null,
 ): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE notifications SET status = 'sent', provider_id = coalesce(?2, provider_id), sent_at = ?3, updated_at = ?3,
-         lease_until = NULL, error_code = NULL, status_reason = ?5, transport = ?6
+         lease_until = NULL, error_code = NULL, status_reason = ?5, transport = ?6, count_mark = ?7
        WHERE id = ?1 AND status IN ('sending', 'unknown') AND claim_token = ?4`,
     )
-    .bind(id, providerId, now, token, reason, transport)
+    .bind(id, providerId, now, token, reason, transport, mark)
 }
 
 /**

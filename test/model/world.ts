@@ -66,6 +66,7 @@ const RUN_TABLES = [
   'contacts',
   'preferences',
   'processed_events',
+  'processed_marks',
   'throttle_windows',
   'reviewer_pool',
 ]

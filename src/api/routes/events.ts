@@ -1,6 +1,7 @@
 import { z } from '@hono/zod-openapi'
 import { type DeadLetterSummaryRow, deadLettersOfEvent } from '../../dead-letters/reads.ts'
 import { ApiError } from '../../errors.ts'
+import { LEGACY_MARKS } from '../../materialize/processed.ts'
 import { type DigestReferenceRow, digestsTelling } from '../../notifications/digest-reads.ts'
 import { ADMIN_ERRORS, createRouter, errors, json } from '../openapi.ts'
 import { operatorRoute } from '../roles.ts'
@@ -61,7 +62,12 @@ export const events = createRouter().openapi(show, async (c) => {
   const { eventId } = c.req.valid('param')
   const db = c.env.DB
   const [processed, notifications, deadLetters, digests] = await db.batch([
-    db.prepare('SELECT * FROM processed_events WHERE event_id = ?1 ORDER BY processed_at').bind(eventId),
+    db
+      .prepare(
+        `SELECT * FROM processed_marks WHERE event_id = ?1
+         UNION ALL SELECT * FROM ${LEGACY_MARKS} WHERE event_id = ?1 ORDER BY processed_at`,
+      )
+      .bind(eventId),
     db.prepare('SELECT * FROM notifications WHERE event_id = ?1 ORDER BY created_at, id').bind(eventId),
     deadLettersOfEvent(db, eventId),
     digestsTelling(db, { eventId }),

@@ -7,6 +7,7 @@
  * (audited: it holds the address).
  */
 import { Hono } from 'hono'
+import { LEGACY_MARKS } from '../../materialize/processed.ts'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
 import { Csrf, ErrorNote, Layout, Table } from '../layout.tsx'
 import { needsViewer } from '../page-roles.ts'
@@ -67,7 +68,8 @@ type Notification = NotificationSummary & {
 async function eventOfMessage(db: D1Database, messageId: string): Promise<string | undefined> {
   const row = await db
     .prepare(
-      `SELECT event_id FROM processed_events WHERE source_message_id = ?1
+      `SELECT event_id FROM processed_marks WHERE source_message_id = ?1
+       UNION ALL SELECT event_id FROM ${LEGACY_MARKS} WHERE source_message_id = ?1
        UNION ALL SELECT event_id FROM dead_letters WHERE source_message_id = ?1 AND event_id IS NOT NULL LIMIT 1`,
     )
     .bind(messageId)

@@ -2,6 +2,7 @@ import { describeIssues, toFieldIssues } from '../../contracts/index.ts'
 import { PipelineError } from '../../errors.ts'
 import { messageIdOf } from '../../mail/mime.ts'
 import { type ClaimedRow, claimNotifications, notificationStates } from '../../notifications/claim.ts'
+import { countChanges, newCountMark } from '../../notifications/counted.ts'
 import { DispatchMessageSchema, dispatchFor } from '../../queue/dispatch-message.ts'
 import { readPause, type TransportPause } from '../pause.ts'
 import type { DispatchRun, Later, ToClose, ToSend } from '../run.ts'
@@ -145,17 +146,24 @@ async function sortUnclaimed(run: DispatchRun, unclaimed: readonly Claim[], late
 /**
  * The claim's transaction: the transport's pause, the gates, then the claim
  * of the others and of authoritative decisions, each over the whole batch
- * (`IN_CLAIM_BATCH`), in the order `outcomeOf` reads their results.
+ * (`IN_CLAIM_BATCH`), in the order `outcomeOf` reads their results, and the
+ * count of what they claimed.
  */
 function claimStatements(run: DispatchRun, claims: readonly Claim[], gates: typeof gateStage): D1PreparedStatement[] {
   const { env, nowIso, lease, config } = run
   const batch = claimsJson(run, claims)
   const window = config.DECISION_MATCH_SECONDS
+  const mark = newCountMark()
   return [
     readPause(env.DB, config.EMAIL_TRANSPORT),
     ...gates(run, batch),
-    claimNotifications(env.DB, batch, nowIso, lease.until, lease.token, window, false),
-    claimNotifications(env.DB, batch, nowIso, lease.until, lease.token, window, true),
+    claimNotifications(env.DB, batch, nowIso, lease.until, lease.token, window, false, mark),
+    claimNotifications(env.DB, batch, nowIso, lease.until, lease.token, window, true, mark),
+    // Last: what the two claims took, counted `sending` (nothing `outcomeOf` reads).
+    ...countChanges(
+      env.DB,
+      claims.map(({ id }) => ({ id, mark, status: 'sending' })),
+    ),
   ]
 }
 

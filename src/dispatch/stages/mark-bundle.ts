@@ -1,6 +1,7 @@
 import { type PipelineCode, PipelineError } from '../../errors.ts'
 import { maskEmails } from '../../log.ts'
 import { leaveBundle } from '../../notifications/bundles.ts'
+import { type CountedChange, newCountMark } from '../../notifications/counted.ts'
 import {
   markPaced,
   markRetry,
@@ -88,10 +89,11 @@ async function recordSent(context: SendContext, bundle: Bundle, sent: Sent[]): P
   const { env, config, log, lease, transport, pause } = context
   const at = new Date().toISOString()
   const kept = config.SENT_MESSAGE_RETENTION_DAYS
+  const mark = newCountMark()
   const perMember = bundle.members.map((member, index) => {
     const one = sent[index] as Sent
     return [
-      markSent(env.DB, member.row.id, transport.name, one.providerId, at, lease.token),
+      markSent(env.DB, member.row.id, transport.name, one.providerId, at, lease.token, mark),
       ...recordSentMessage(env.DB, kept, member.row.id, transport.name, one.messageId, one.raw, at, lease.token),
     ]
   })
@@ -99,7 +101,7 @@ async function recordSent(context: SendContext, bundle: Bundle, sent: Sent[]): P
   const markAt = perMember.map((_, index) => perMember.slice(0, index).reduce((sum, group) => sum + group.length, 0))
   const statements = perMember.flat()
   if (pause) statements.push(resumeTransport(env.DB, pause.transport), releasePaused(env.DB, at))
-  const written = await write(context, statements)
+  const written = await write(context, statements, sentChanges(bundle, mark))
   if (!Array.isArray(written)) return failedWrite(context, bundle, written.cause)
   if (pause) log.warn('transport.resumed', { transport: pause.transport, code: pause.code, pausedSince: pause.since })
   return bundle.members.map((member, index) => {
@@ -206,9 +208,13 @@ async function recordTaken(context: SendContext, bundle: Bundle, error: SendErro
   const { env, log, lease, transport } = context
   const at = new Date().toISOString()
   const reason = `the provider had taken an earlier request of batch ${bundle.id}: sent with it`
+  const mark = newCountMark()
   const written = await write(
     context,
-    bundle.members.map((member) => markSent(env.DB, member.row.id, transport.name, null, at, lease.token, reason)),
+    bundle.members.map((member) =>
+      markSent(env.DB, member.row.id, transport.name, null, at, lease.token, mark, reason),
+    ),
+    sentChanges(bundle, mark),
   )
   if (!Array.isArray(written)) return failedWrite(context, bundle, written.cause)
   log.warn('dispatch.batch-taken', {
@@ -247,13 +253,22 @@ async function recordUnknownBatch(context: SendContext, bundle: Bundle, error: S
   return bundle.members.map((member) => ({ member, settlement: { action: 'ack' } }))
 }
 
-/** Writes a bundle's marks (one transaction with whatever shares their group), or says why it could not. */
+/** Every member of the bundle, counted `sent` when its mark under `mark` applied. */
+function sentChanges(bundle: Bundle, mark: number): CountedChange[] {
+  return bundle.members.map((member) => ({ id: member.row.id, mark, status: 'sent' }))
+}
+
+/**
+ * Writes a bundle's marks (one transaction with whatever shares their group),
+ * counting `changes` with them, or says why it could not.
+ */
 async function write(
   context: SendContext,
   statements: D1PreparedStatement[],
+  changes: readonly CountedChange[] = [],
 ): Promise<D1Result[] | { cause: unknown }> {
   try {
-    return await context.marks.write(statements)
+    return await context.marks.write(statements, changes)
   } catch (cause) {
     return { cause }
   }

@@ -4,6 +4,7 @@ import { PipelineError } from '../../errors.ts'
 import { maskEmails } from '../../log.ts'
 import { messageIdOf } from '../../mail/mime.ts'
 import type { ClaimedRow } from '../../notifications/claim.ts'
+import { type CountedChange, newCountMark } from '../../notifications/counted.ts'
 import {
   markPaced,
   markRetry,
@@ -93,11 +94,16 @@ async function recordSent(
   const { env, config, log, lease, transport, pause } = context
   const at = new Date().toISOString()
   const kept = config.SENT_MESSAGE_RETENTION_DAYS
-  const marked = await record(context.marks, [
-    markSent(env.DB, row.id, transport.name, sent.providerId, at, lease.token),
-    ...recordSentMessage(env.DB, kept, row.id, transport.name, sent.messageId, sent.raw, at, lease.token),
-    ...(pause ? [resumeTransport(env.DB, pause.transport), releasePaused(env.DB, at)] : []),
-  ])
+  const mark = newCountMark()
+  const marked = await record(
+    context.marks,
+    [
+      markSent(env.DB, row.id, transport.name, sent.providerId, at, lease.token, mark),
+      ...recordSentMessage(env.DB, kept, row.id, transport.name, sent.messageId, sent.raw, at, lease.token),
+      ...(pause ? [resumeTransport(env.DB, pause.transport), releasePaused(env.DB, at)] : []),
+    ],
+    [{ id: row.id, mark, status: 'sent' }],
+  )
   if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
   if (marked === 'fenced') log.error('dispatch.lease-lost', { ...fieldsOf(row), transport: transport.name })
   else log.info('notification.sent', { ...fieldsOf(row), transport: transport.name, providerId: sent.providerId })
@@ -297,13 +303,14 @@ export function settleOnRow(context: SendContext, row: ClaimedRow, failure: Fail
   return settle(failure, row.send_attempts, context.config.DISPATCH_RETRY_DELAYS_SECONDS)
 }
 
-/** Writes a result's marks; `fenced` when the claim was no longer ours (the first statement changed nothing). */
+/** Writes a result's marks, counting `changes` with them; `fenced` when the claim was no longer ours (the first statement changed nothing). */
 async function record(
-  writer: GroupCommit,
+  writer: GroupCommit<CountedChange>,
   marks: D1PreparedStatement[],
+  changes: readonly CountedChange[] = [],
 ): Promise<'ok' | 'fenced' | { cause: unknown }> {
   try {
-    const [mark] = await writer.write(marks)
+    const [mark] = await writer.write(marks, changes)
     return (mark?.meta.changes ?? 0) > 0 ? 'ok' : 'fenced'
   } catch (cause) {
     return { cause }

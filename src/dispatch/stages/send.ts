@@ -3,6 +3,7 @@ import { GroupCommit } from '../../d1/group-commit.ts'
 import type { Logger } from '../../log.ts'
 import type { Mail } from '../../mail/mime.ts'
 import type { ClaimedRow } from '../../notifications/claim.ts'
+import { type CountedChange, countChanges } from '../../notifications/counted.ts'
 import type { Settlement } from '../../queue/policy.ts'
 import type { Outgoing } from '../../queue/send.ts'
 import type { DispatchLease } from '../lease.ts'
@@ -21,8 +22,8 @@ export type SendContext = {
   log: Logger
   lease: DispatchLease
   transport: Transport
-  /** Where the marks are written, grouped with those of sends that finished meanwhile. */
-  marks: GroupCommit
+  /** Where the marks are written, grouped with those of sends that finished meanwhile, and counted. */
+  marks: GroupCommit<CountedChange>
   /** The transport's pause as the claim read it: an accepted send ends it. */
   pause: TransportPause | undefined
   /** The account's send pace, for a transport that has one (resend). */
@@ -58,7 +59,8 @@ export async function sendStage(
   mark: MarkStage,
 ): Promise<{ retries: Later[]; orphans: Outgoing[] }> {
   const { env, config, log, lease, pause } = run
-  const context: SendContext = { env, config, log, lease, transport, marks: new GroupCommit(env.DB), pause, pace }
+  const marks = new GroupCommit<CountedChange>(env.DB, (changes) => countChanges(env.DB, changes))
+  const context: SendContext = { env, config, log, lease, transport, marks, pause, pace }
   const queue: (ToSend | Bundle)[] = [...work.bundles, ...work.alone]
   const retries: Later[] = []
   const orphans: Outgoing[] = []

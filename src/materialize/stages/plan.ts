@@ -75,8 +75,7 @@ function contextQuery(works: readonly Work[]): ContextQuery {
     if (intent.decision) decisionPersons.push(intent.decision.person)
   }
   return {
-    keys: works.map((work) => work.event.idempotencyKey),
-    eventIds: works.map((work) => work.event.eventId),
+    events: works.map(({ event }) => ({ eventId: event.eventId, idempotencyKey: event.idempotencyKey })),
     userIds,
     needPool,
     kinds: [...kinds],

@@ -2,7 +2,8 @@ import { type EventWrite, persistEvents, type WriteResult } from '../../d1/trans
 import { eraseLateArrivals } from '../../erasure/notification-statements.ts'
 import { pseudonymOf, userPseudonymOf } from '../../erasure/pseudonym.ts'
 import { PipelineError } from '../../errors.ts'
-import { COUNTERS, canonicalLabels, GAUGES, incrementClaimed, setGauge } from '../../metrics/counters.ts'
+import { COUNTERS, canonicalLabels, type EventKey, GAUGES, incrementClaimed, setGauge } from '../../metrics/counters.ts'
+import { type CountedChange, countChanges } from '../../notifications/counted.ts'
 import { QUEUES } from '../../queue/names.ts'
 import { upsertContact } from '../contacts.ts'
 import { notificationWrites, type WriteMarks } from '../notification-writes.ts'
@@ -22,7 +23,7 @@ type Slot = EventWrite<(PlannedRecord & WriteMarks) | Ignored> | PlannedDuplicat
 
 /**
  * Stage 4: persist each event's processed mark, notifications, contact and
- * counter, with the batch's counters and gauges, in one D1 batch; when that
+ * counters, with the batch's counters and gauges, in one D1 batch; when that
  * fails, each event on its own (persistEvents), so one bad event fails alone.
  */
 export async function writeStage(run: EventsRun, planned: readonly Planned[]): Promise<Written[]> {
@@ -42,8 +43,9 @@ export async function writeStage(run: EventsRun, planned: readonly Planned[]): P
     run.db,
     writes,
     [...run.counters.drain(run.db), ...lagGauges(run, planned)],
-    // After the events' own statements: each event counts once its processed mark is this batch's.
-    eventCounters(run, planned),
+    // After the events' own statements: each event counts once its processed mark is this batch's,
+    // and each notification once its insert is this batch's.
+    [...eventCounters(run, planned), ...countChanges(run.db, writes.flatMap(changesOf))],
   )
   if (sharedError) run.log.warn('materialize.counters-failed', { error: sharedError })
   const written: Written[] = []
@@ -78,7 +80,13 @@ function recordWrite(
 ): EventWrite<PlannedRecord & WriteMarks> {
   const { work, plan, inbound } = item
   const statements = [insertProcessedEvent(run.db, processedRow(item), run.nowIso, run.id)]
-  const { opens, counted } = notificationWrites(run.db, plan.notifications, run.nowIso, statements)
+  const { opens, counted, changes } = notificationWrites(
+    run.db,
+    plan.notifications,
+    run.nowIso,
+    statements,
+    run.countMark,
+  )
   const hashes = [...new Set(plan.notifications.flatMap((row) => (row.recipientHash ? [row.recipientHash] : [])))]
   // Last of its notifications' statements: an event on its way when its recipient was erased writes nothing of them.
   if (plan.notifications.length > 0) {
@@ -90,8 +98,16 @@ function recordWrite(
   if (plan.contact) statements.push(upsertContact(run.db, plan.contact, run.nowIso, late))
   // Written on its own (the batch failed), it counts itself in the same transaction.
   const labels = canonicalLabels({ outcome: plan.outcome, source: work.source })
-  const alone = [incrementClaimed(run.db, COUNTERS.events, labels, [work.event.idempotencyKey], run.id)]
-  return { item: { ...item, opens, counted }, statements, alone }
+  const alone = [
+    incrementClaimed(run.db, COUNTERS.events, labels, [work.event], run.id),
+    ...countChanges(run.db, changes),
+  ]
+  return { item: { ...item, opens, counted, changes }, statements, alone }
+}
+
+/** The notification inserts of one event's write that count themselves. */
+function changesOf(write: Slot): CountedChange[] {
+  return 'item' in write && write.item.type === 'record' ? write.item.changes : []
 }
 
 /**
@@ -104,15 +120,17 @@ function recordWrite(
  * `alone`), so no count waits on a later write that a crash could lose.
  */
 function eventCounters(run: EventsRun, planned: readonly Planned[]): D1PreparedStatement[] {
-  const keysByLabels = new Map<string, string[]>()
+  const eventsByLabels = new Map<string, EventKey[]>()
   for (const item of planned) {
     if (item.type !== 'record') continue
     const labels = canonicalLabels({ outcome: item.plan.outcome, source: item.work.source })
-    const keys = keysByLabels.get(labels) ?? []
-    keys.push(item.work.event.idempotencyKey)
-    keysByLabels.set(labels, keys)
+    const events = eventsByLabels.get(labels) ?? []
+    events.push(item.work.event)
+    eventsByLabels.set(labels, events)
   }
-  return [...keysByLabels].map(([labels, keys]) => incrementClaimed(run.db, COUNTERS.events, labels, keys, run.id))
+  return [...eventsByLabels].map(([labels, events]) =>
+    incrementClaimed(run.db, COUNTERS.events, labels, events, run.id),
+  )
 }
 
 /** The pseudonyms of an event's recipients, and of its contact's address and user. */
