@@ -21,6 +21,15 @@ const SECOND_EVENTS_SHARD = {
   },
 }
 
+/** What a second D1 shard adds to wrangler.toml: its database, bound as DB_1 (docs/scaling.md). */
+const SECOND_DB_SHARD = { d1Databases: { DB_1: 'notify-edge-1' } }
+
+/**
+ * The guarantee tests that run again with the recipients spread over two D1 databases (DB_SHARDS=2):
+ * the pipeline end to end, from ingest through dispatch to delivery events and the cron.
+ */
+const TWO_DATABASES = ['test/db-shards.test.ts', 'test/arthunt.test.ts', 'test/getting-started.test.ts']
+
 /** The tests that run again with notify-events spread over two queues. */
 const SHARDED = [
   'test/event-queues.test.ts',
@@ -31,12 +40,16 @@ const SHARDED = [
   'test/dead-letters.test.ts',
 ]
 
-/** The Worker as the tests run it: wrangler.toml's bindings, test secrets, and `eventShards` queues for notify-events. */
-const worker = (eventShards: 1 | 2) =>
+/**
+ * The Worker as the tests run it: wrangler.toml's bindings, test secrets, `eventShards` queues for
+ * notify-events and `dbShards` D1 databases.
+ */
+const worker = (eventShards: 1 | 2, dbShards: 1 | 2 = 1) =>
   cloudflareTest(async () => ({
     wrangler: { configPath: './wrangler.toml' },
     miniflare: {
       ...(eventShards === 2 ? SECOND_EVENTS_SHARD : {}),
+      ...(dbShards === 2 ? SECOND_DB_SHARD : {}),
       // The only outbound HTTP the Worker makes is to the email provider: a fake of it, in tests only.
       outboundService: fakeResend,
       bindings: {
@@ -70,6 +83,7 @@ const worker = (eventShards: 1 | 2) =>
         MODEL_SHRINK: process.env.MODEL_SHRINK ?? 'yes',
         MODEL_TIMEOUT_MS: process.env.MODEL_TIMEOUT_MS ?? '900000',
         EVENTS_QUEUE_SHARDS: String(eventShards),
+        DB_SHARDS: String(dbShards),
       },
     },
   }))
@@ -85,6 +99,7 @@ export default defineConfig({
         test: { name: 'worker', include: ['test/**/*.test.ts'], exclude: ['test/node/**'] },
       },
       { extends: true, plugins: [worker(2)], test: { name: 'two event queues', include: SHARDED } },
+      { extends: true, plugins: [worker(1, 2)], test: { name: 'two databases', include: TWO_DATABASES } },
     ],
     setupFiles: ['./test/setup.ts'],
     globalSetup: ['./test/global-setup.ts'],

@@ -34,6 +34,9 @@ const Seconds = z.coerce.number().int().nonnegative()
 /** The most queues notify-events may be spread over (EVENTS_QUEUE_SHARDS): 80,000 events a second. */
 export const EVENTS_QUEUE_SHARDS_MAX = 16
 
+/** The most D1 databases the recipients may be spread over (DB_SHARDS): each holds about 11 million emails a month. */
+export const DB_SHARDS_MAX = 16
+
 /** The highest send pace one Durable Object is asked to keep (see RESEND_REQUESTS_PER_SECOND). */
 export const PACE_MAX_REQUESTS_PER_SECOND = 500
 
@@ -169,6 +172,17 @@ export const ConfigSchema = z
       .default(1)
       .describe(
         'queues notify-events is spread over, each taking up to 5,000 events a second: notify-events, notify-events-1, … bound as EVENTS, EVENTS_1, …, each with its own consumer (1–16)',
+      ),
+    // One D1 database holds about 11 million emails a month at the default retention (docs/scaling.md):
+    // past that, the recipients are spread over more (src/d1/shards.ts).
+    DB_SHARDS: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(DB_SHARDS_MAX)
+      .default(1)
+      .describe(
+        "D1 databases the recipients are spread over, each holding its recipients' notifications, contacts, preferences and suppressions: DB, DB_1, … (1–16)",
       ),
     PROCESSED_EVENTS_RETENTION_DAYS: z.coerce
       .number()

@@ -2,7 +2,9 @@ import { createExecutionContext, createMessageBatch, getQueueResult } from 'clou
 import { env } from 'cloudflare:workers'
 import { vi } from 'vitest'
 import type { InboundEvent } from '../src/contracts/index.ts'
+import { bucketOf } from '../src/d1/shards.ts'
 import worker from '../src/index.ts'
+import { allShards, dbOfUser } from './shards.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 export const INGEST_TOKEN = 'test-ingest-token-0123456789'
@@ -121,12 +123,13 @@ export async function seedContact(
     version?: number
   } = {},
 ): Promise<void> {
-  await env.DB.prepare(
-    `INSERT INTO contacts (user_id, email, locale, time_zone, display_name, version, updated_at)
+  await (await dbOfUser(userId))
+    .prepare(
+      `INSERT INTO contacts (user_id, email, locale, time_zone, display_name, version, updated_at)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
      ON CONFLICT (user_id) DO UPDATE SET email = excluded.email, locale = excluded.locale, time_zone = excluded.time_zone,
        display_name = excluded.display_name, version = excluded.version`,
-  )
+    )
     .bind(
       userId,
       contact.email ?? `user-${userId.slice(0, 8)}@example.com`,
@@ -159,10 +162,16 @@ export type NotificationRecord = {
 
 /** The notifications of an event (by its eventId / message-id). */
 export async function notificationsOf(eventId: string): Promise<NotificationRecord[]> {
-  const { results } = await env.DB.prepare('SELECT * FROM notifications WHERE event_id = ?1 ORDER BY recipient_user_id')
-    .bind(eventId)
-    .all<NotificationRecord>()
-  return results
+  const rows = await allShards(async (db) => {
+    const { results } = await db
+      .prepare('SELECT * FROM notifications WHERE event_id = ?1')
+      .bind(eventId)
+      .all<NotificationRecord>()
+    return results
+  })
+  return rows.sort((a, b) =>
+    a.recipient_user_id < b.recipient_user_id ? -1 : a.recipient_user_id > b.recipient_user_id ? 1 : 0,
+  )
 }
 
 /**
@@ -187,13 +196,16 @@ export function eventually<T>(check: () => Promise<T>, timeout = 30_000): Promis
 
 /** Raw MIME messages handed to the transport for an event's notifications. */
 export async function sentMessagesOf(eventId: string): Promise<{ notification_id: string; raw: string }[]> {
-  const { results } = await env.DB.prepare(
-    `SELECT s.notification_id, s.raw FROM sent_messages s JOIN notifications n ON n.id = s.notification_id
-     WHERE n.event_id = ?1`,
-  )
-    .bind(eventId)
-    .all<{ notification_id: string; raw: string }>()
-  return results
+  return allShards(async (db) => {
+    const { results } = await db
+      .prepare(
+        `SELECT s.notification_id, s.raw FROM sent_messages s JOIN notifications n ON n.id = s.notification_id
+         WHERE n.event_id = ?1`,
+      )
+      .bind(eventId)
+      .all<{ notification_id: string; raw: string }>()
+    return results
+  })
 }
 
 /** A parsed raw MIME message: decoded headers and text/html parts. */
@@ -346,17 +358,25 @@ export async function dispatchBatch(
 }
 
 /** A pending notification due now, as materialize would have written it. */
-export async function pendingNotification(email: string, overrides: { scheduledAt?: string } = {}): Promise<string> {
-  const id = `ntf_test_${guid().replaceAll('-', '')}`
+export async function pendingNotification(
+  email: string,
+  overrides: { scheduledAt?: string; enqueuedAt?: string; userId?: string } = {},
+): Promise<string> {
+  const userId = overrides.userId ?? guid()
+  // Without a user of its own, an id without a bucket, in the primary (as rows made before D1 shards).
+  const id = overrides.userId
+    ? `ntf_b${await bucketOf(userId)}_${guid().replaceAll('-', '')}`
+    : `ntf_test_${guid().replaceAll('-', '')}`
   const now = new Date().toISOString()
-  await env.DB.prepare(
-    `INSERT INTO notifications (id, idempotency_key, event_id, source, kind, channel, urgency,
+  await (overrides.userId ? await dbOfUser(userId) : env.DB)
+    .prepare(
+      `INSERT INTO notifications (id, idempotency_key, event_id, source, kind, channel, urgency,
        recipient_user_id, recipient_email, recipient_name, locale, time_zone, subject, text_body, html_body,
        template_version, status, scheduled_at, enqueued_at, created_at, updated_at)
      VALUES (?1, ?2, ?3, 'http', 'InvitationCreated', 'email', 'normal', ?4, ?5, 'Михаил Дизайнер', 'ru',
-       'Europe/Moscow', 'Вас пригласили в проект', 'Текст', '<p>Текст</p>', 1, 'pending', ?6, ?7, ?7, ?7)`,
-  )
-    .bind(id, `test:${id}`, guid(), guid(), email, overrides.scheduledAt ?? now, now)
+       'Europe/Moscow', 'Вас пригласили в проект', 'Текст', '<p>Текст</p>', 1, 'pending', ?6, ?7, ?8, ?8)`,
+    )
+    .bind(id, `test:${id}`, guid(), userId, email, overrides.scheduledAt ?? now, overrides.enqueuedAt ?? now, now)
     .run()
   return id
 }

@@ -1,6 +1,8 @@
 import { utf8Length } from '@notify-edge/contracts'
+import { configOf } from '../config.ts'
 import { InboundEventSchema } from '../contracts/index.ts'
 import { sha256Hex } from '../crypto.ts'
+import { shardEnvs, shardOfId } from '../d1/shards.ts'
 import { persistEvents } from '../d1/transactions.ts'
 import { peekIdentity } from '../events/decode-inbound.ts'
 import { onlyKindOf } from '../events/registry.ts'
@@ -44,7 +46,7 @@ type Unstored = { message: Message<unknown>; row: DeadLetterRow; cause: unknown 
  * delivery — never lost without a trace.
  */
 export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env, log: Logger): Promise<void> {
-  const rows = await withEvents(env.DB, await Promise.all(batch.messages.map((message) => toRow(message))), log)
+  const rows = await withEvents(env, await Promise.all(batch.messages.map((message) => toRow(message))), log)
   const { results } = await persistEvents(
     env.DB,
     rows.map((row, index) => ({ item: index, statements: [upsertDeadLetter(env.DB, row)] })),
@@ -113,7 +115,7 @@ async function settleUnstored(
  * for the batch. A read that fails leaves them as they are (a dead letter is
  * never held back for it).
  */
-async function withEvents(db: D1Database, rows: DeadLetterRow[], log: Logger): Promise<DeadLetterRow[]> {
+async function withEvents(env: Env, rows: DeadLetterRow[], log: Logger): Promise<DeadLetterRow[]> {
   const notificationOf = (row: DeadLetterRow) => {
     if (row.queue !== QUEUES.dispatch || row.eventId !== null) return undefined
     const parsed = DispatchMessageSchema.safeParse(JSON.parse(row.body))
@@ -122,11 +124,20 @@ async function withEvents(db: D1Database, rows: DeadLetterRow[], log: Logger): P
   const ids = [...new Set(rows.flatMap((row) => notificationOf(row) ?? []))]
   if (ids.length === 0) return rows
   try {
-    const { results } = await db
-      .prepare('SELECT id, event_id, source, kind FROM notifications WHERE id IN (SELECT value FROM json_each(?1))')
-      .bind(JSON.stringify(ids))
-      .all<{ id: string; event_id: string; source: string; kind: string }>()
-    const byId = new Map(results.map((row) => [row.id, row]))
+    // Each notification in its D1 shard (src/d1/shards.ts); the dead letter itself is kept in the primary.
+    const count = configOf(env).DB_SHARDS
+    const envs = shardEnvs(env, count)
+    const found = await Promise.all(
+      [...Map.groupBy(ids, (id) => shardOfId(id, count))].map(async ([shard, list]) => {
+        const { results } = await (envs[shard] as Env).DB.prepare(
+          'SELECT id, event_id, source, kind FROM notifications WHERE id IN (SELECT value FROM json_each(?1))',
+        )
+          .bind(JSON.stringify(list))
+          .all<{ id: string; event_id: string; source: string; kind: string }>()
+        return results
+      }),
+    )
+    const byId = new Map(found.flat().map((row) => [row.id, row]))
     return rows.map((row) => {
       const notification = byId.get(notificationOf(row) ?? '')
       if (!notification) return row

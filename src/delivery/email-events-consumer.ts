@@ -1,4 +1,5 @@
 import { configOf } from '../config.ts'
+import { shardEnvs, shardOfId } from '../d1/shards.ts'
 import { type EventWrite, persistEvents } from '../d1/transactions.ts'
 import { pseudonymOf } from '../erasure/pseudonym.ts'
 import { PipelineError } from '../errors.ts'
@@ -47,8 +48,47 @@ export async function consumeEmailEvents(batch: MessageBatch<unknown>, env: Env,
       decoded.push({ message, event: result.event, pseudonym })
     }
   }
-  if (decoded.length > 0) await record(decoded, env, log, settlements)
+  const count = config.DB_SHARDS
+  if (decoded.length > 0 && count === 1) await record(decoded, env, log, settlements)
+  else if (decoded.length > 0) await recordSharded(decoded, env, count, log, settlements)
   await settlements.finish(batch, { dlq: env.DLQ, log })
+}
+
+/**
+ * With D1 shards, each event is recorded in the shard of its notification:
+ * the one its id names (our header, which Resend's events carry back), else
+ * the one whose notification has its provider id (one read per shard for the
+ * batch). An event no shard knows is recorded in the primary.
+ */
+async function recordSharded(
+  decoded: readonly Decoded[],
+  env: Env,
+  count: number,
+  log: Logger,
+  settlements: Settlements,
+): Promise<void> {
+  const envs = shardEnvs(env, count)
+  const unnamed = decoded.filter(({ event }) => event.notificationId === null)
+  const found = new Map<string, number>()
+  if (unnamed.length > 0) {
+    try {
+      const ids = unnamed.map(({ event }) => event.providerMessageId)
+      const matched = await Promise.all(envs.map((shard) => notificationsOfEvents(shard.DB, ids, [])))
+      matched.forEach(({ byProviderId }, shard) => {
+        for (const id of byProviderId.keys()) found.set(id, shard)
+      })
+    } catch (cause) {
+      const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 read: ${(cause as Error).message}`, { cause })
+      for (const { message } of decoded) settlements.fail(message, error)
+      return
+    }
+  }
+  const parts = Map.groupBy(decoded, ({ event }) =>
+    event.notificationId === null
+      ? (found.get(bare(event.providerMessageId)) ?? 0)
+      : shardOfId(event.notificationId, count),
+  )
+  await Promise.all([...parts].map(([shard, part]) => record(part, envs[shard] as Env, log, settlements)))
 }
 
 async function record(decoded: readonly Decoded[], env: Env, log: Logger, settlements: Settlements): Promise<void> {

@@ -1,4 +1,7 @@
+import { configOf } from '../config.ts'
+import { shardEnv } from '../d1/shards.ts'
 import type { Logger } from '../log.ts'
+import { bySharded } from '../queue/shard-batches.ts'
 import { DispatchRun } from './run.ts'
 import { bundleStage } from './stages/bundle.ts'
 import { claimStage, claimsOf } from './stages/claim.ts'
@@ -35,6 +38,16 @@ import { paceFor, transportFor } from './transports/index.ts'
  * (src/dispatch/pause.ts).
  */
 export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, log: Logger): Promise<void> {
+  // With D1 shards, each shard's notifications go through the stages in that shard, side by side: a
+  // bundle, a claim, a pause never spans two databases.
+  const count = configOf(env).DB_SHARDS
+  if (count === 1) return dispatchShard(batch, env, log)
+  const parts = bySharded(batch, count, (body) => (body as { notificationId?: unknown } | null)?.notificationId)
+  await Promise.all(parts.map(([shard, part]) => dispatchShard(part, shardEnv(env, shard, count), log)))
+}
+
+/** One shard's messages of a batch, through every stage, each ended by its stage or at the end. */
+async function dispatchShard(batch: MessageBatch<unknown>, env: Env, log: Logger): Promise<void> {
   const run = new DispatchRun(env, log)
   const claimed = await claimStage(run, claimsOf(run, batch.messages), gateStage)
   const closed = await closeDigestStage(run, claimed.toClose)

@@ -1,4 +1,5 @@
 import { configOf } from '../config.ts'
+import { shardEnvs } from '../d1/shards.ts'
 import { notificationDeadLetter } from '../dead-letters/notification.ts'
 import { endIdlePause, releaseOrphanedPaused, releaseProbe, takeProbe } from '../dispatch/pause.ts'
 import { hasIdempotencyKey } from '../dispatch/transports/index.ts'
@@ -31,7 +32,36 @@ const STUCK_BATCH = 1000
  * `notify_maintenance_last_run_timestamp_seconds`).
  */
 export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<void> {
-  const steps: [string, () => Promise<unknown>][] = [
+  const count = configOf(env).DB_SHARDS
+  // With D1 shards, every step but the last runs in each shard on its own: each holds its recipients'
+  // notifications, their pause and their retention (src/d1/shards.ts).
+  const steps: [string, number, () => Promise<unknown>][] = [
+    ...shardEnvs(env, count).flatMap((shard, index) =>
+      shardSteps(shard, now, log).map(([step, run]): [string, number, () => Promise<unknown>] => [step, index, run]),
+    ),
+    // Last, one row: the doctor (GET /v1/health/config) and /metrics tell from it whether the cron runs.
+    [
+      'last-run',
+      0,
+      () => setGauge(env.DB, GAUGES.maintenanceLastRun, {}, now.getTime() / 1000, now.toISOString()).run(),
+    ],
+  ]
+  // Each step on its own: one that fails (a bug, D1 for a moment) must not keep the others from running.
+  let failed: unknown
+  for (const [step, shard, run] of steps) {
+    try {
+      await run()
+    } catch (error) {
+      log.error('maintenance.step-failed', { step, ...(count > 1 ? { shard } : {}), error })
+      failed ??= error
+    }
+  }
+  if (failed !== undefined) throw failed
+}
+
+/** The steps of one shard (of the one database without shards), in order. */
+function shardSteps(env: Env, now: Date, log: Logger): [string, () => Promise<unknown>][] {
+  return [
     ['probe', () => probePausedTransport(env, now, log)],
     ['release', () => releaseWaiting(env, configOf(env), null, now, log)],
     ['contact-wait', () => expireContactWaits(env, now, log)],
@@ -40,20 +70,7 @@ export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<
     // The minute's gains of the charted counters, for the console's charts and rates.
     ['buckets', () => env.DB.batch(bucketStatements(env.DB, now))],
     ['retention', () => runRetention(env, configOf(env), now, log)],
-    // Last, one row: the doctor (GET /v1/health/config) and /metrics tell from it whether the cron runs.
-    ['last-run', () => setGauge(env.DB, GAUGES.maintenanceLastRun, {}, now.getTime() / 1000, now.toISOString()).run()],
   ]
-  // Each step on its own: one that fails (a bug, D1 for a moment) must not keep the others from running.
-  let failed: unknown
-  for (const [step, run] of steps) {
-    try {
-      await run()
-    } catch (error) {
-      log.error('maintenance.step-failed', { step, error })
-      failed ??= error
-    }
-  }
-  if (failed !== undefined) throw failed
 }
 
 async function reEnqueueStuck(env: Env, now: Date, log: Logger): Promise<void> {

@@ -44,16 +44,56 @@ const json = (values: readonly string[]) => JSON.stringify([...new Set(values)])
 
 /**
  * Reads the batch context with one `DB.batch` of eight statements, whatever
- * the batch size: lists travel as one JSON parameter each (`json_each`).
+ * the batch size: lists travel as one JSON parameter each (`json_each`). In a
+ * D1 shard other than the primary (`primary` given), what only operators
+ * write — the reviewer pool, channel policies, templates — is read from the
+ * primary first, and the pool's members are then looked up in the shard by id.
  */
-export async function loadContext(db: D1Database, query: ContextQuery): Promise<BatchContext> {
-  return contextOf(await db.batch(contextStatements(db, query)), query.kinds)
+export async function loadContext(shard: D1Database, query: ContextQuery, primary?: D1Database): Promise<BatchContext> {
+  if (primary === undefined) {
+    const recipients = recipientStatements(shard, query, true)
+    const [processed, pending, contacts, pool, policies, templates, decisions, choices] = await shard.batch([
+      ...recipients.slice(0, 3),
+      ...operatorStatements(shard, query),
+      ...recipients.slice(3),
+    ])
+    return contextOf(
+      [processed, pending, contacts, pool, policies, templates, decisions, choices] as D1Result[],
+      query.kinds,
+    )
+  }
+  const [pool, policies, templates] = await primary.batch(operatorStatements(primary, query))
+  const members = rows<{ user_id: string }>(pool as D1Result).map((row) => row.user_id)
+  const [processed, pending, contacts, decisions, choices] = await shard.batch(
+    recipientStatements(shard, { ...query, userIds: [...query.userIds, ...members] }, false),
+  )
+  return contextOf(
+    [processed, pending, contacts, pool, policies, templates, decisions, choices] as D1Result[],
+    query.kinds,
+  )
 }
 
-/** The eight reads of `loadContext`, in the order `contextOf` takes their results. */
-function contextStatements(db: D1Database, query: ContextQuery): D1PreparedStatement[] {
+/** The reads of what only operators write, in `contextOf`'s order: the reviewer pool, channel policies, templates. */
+function operatorStatements(db: D1Database, query: ContextQuery): D1PreparedStatement[] {
+  return [
+    // ?1: 1 when the pool is needed
+    db.prepare('SELECT user_id FROM reviewer_pool WHERE ?1 = 1 ORDER BY user_id').bind(query.needPool ? 1 : 0),
+    // All of them, disabled ones too: a pair with every channel disabled is silent, not defaulted.
+    db.prepare('SELECT kind, urgency, channel, enabled FROM channel_policies'),
+    // ?1: JSON array of kinds
+    activeTemplatesOf(db, [...new Set(query.kinds)]),
+  ]
+}
+
+/**
+ * The reads of the recipients' rows, in `contextOf`'s order: processed marks, pending notifications,
+ * contacts, then decisions and preferences. `joinPool`: add the reviewer pool's members by a join (the pool
+ * is in the same database); otherwise they are among `userIds`.
+ */
+function recipientStatements(db: D1Database, query: ContextQuery, joinPool: boolean): D1PreparedStatement[] {
   const keys = query.events.map((event) => event.idempotencyKey)
   const eventIds = query.events.map((event) => event.eventId)
+  const pool = joinPool && query.needPool ? 1 : 0
   return [
     // ?1: JSON array of [event id, idempotency key]; ?2: JSON array of the keys, for the marks written
     // before they were keyed by event
@@ -83,13 +123,7 @@ function contextStatements(db: D1Database, query: ContextQuery): D1PreparedState
          WHERE user_id IN (SELECT value FROM json_each(?1))
             OR (?2 = 1 AND user_id IN (SELECT user_id FROM reviewer_pool))`,
       )
-      .bind(json(query.userIds), query.needPool ? 1 : 0),
-    // ?1: 1 when the pool is needed
-    db.prepare('SELECT user_id FROM reviewer_pool WHERE ?1 = 1 ORDER BY user_id').bind(query.needPool ? 1 : 0),
-    // All of them, disabled ones too: a pair with every channel disabled is silent, not defaulted.
-    db.prepare('SELECT kind, urgency, channel, enabled FROM channel_policies'),
-    // ?1: JSON array of kinds
-    activeTemplatesOf(db, [...new Set(query.kinds)]),
+      .bind(json(query.userIds), pool),
     // ?1: JSON array of "{PersonId}:{decision}"
     db
       .prepare(
@@ -105,7 +139,7 @@ function contextStatements(db: D1Database, query: ContextQuery): D1PreparedState
            AND (user_id IN (SELECT value FROM json_each(?1))
                 OR (?2 = 1 AND user_id IN (SELECT user_id FROM reviewer_pool)))`,
       )
-      .bind(json(query.userIds), query.needPool ? 1 : 0, json(query.kinds)),
+      .bind(json(query.userIds), pool, json(query.kinds)),
   ]
 }
 

@@ -177,7 +177,7 @@ export async function notificationFor(
   )
   if ('error' in made) return made
   const row: NotificationRow = { ...base, ...made, status: 'pending', statusReason: null, errorCode: null, model: null }
-  const throttle = throttleOf(intent, channel, base.timeZone, config, now)
+  const throttle = throttleOf(intent, channel, base, config, now)
   return throttle ? { ...row, throttle } : row
 }
 
@@ -189,19 +189,19 @@ export async function notificationFor(
 function throttleOf(
   intent: NotificationSource['intent'],
   channel: string,
-  timeZone: string,
+  base: BaseRow,
   config: Config,
   now: Date,
 ): Throttle | undefined {
   const policy = deliveryOf(intent.kind, channel)
   if (!policy.throttle) return undefined
   const { max, windowMinutes } = policy.throttle
-  const closesAt = policy.digest && digestCloseAt(policy.digest, now, timeZone, config.DIGEST_WINDOW_SECONDS)
+  const closesAt = policy.digest && digestCloseAt(policy.digest, now, base.timeZone, config.DIGEST_WINDOW_SECONDS)
   return {
     max,
     windowMinutes,
     windowFloor: new Date(now.getTime() - windowMinutes * 60_000).toISOString(),
-    digest: closesAt ? { id: newNotificationId(), closesAt: closesAt.toISOString() } : undefined,
+    digest: closesAt ? { id: newNotificationId(base.id), closesAt: closesAt.toISOString() } : undefined,
     model: JSON.stringify(intent.model),
   }
 }
@@ -230,7 +230,7 @@ async function digested(
     unsubscribeUrl,
     scheduledAt: now.toISOString(),
     model: JSON.stringify(intent.model),
-    digest: { id: newNotificationId(), closesAt: closesAt.toISOString() },
+    digest: { id: newNotificationId(base.id), closesAt: closesAt.toISOString() },
   }
 }
 

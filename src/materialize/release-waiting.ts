@@ -1,4 +1,5 @@
 import type { Config } from '../config.ts'
+import { otherPrimaryOf } from '../d1/shards.ts'
 import { notificationDeadLetter } from '../dead-letters/notification.ts'
 import { pseudonymOf } from '../erasure/pseudonym.ts'
 import type { PipelineError } from '../errors.ts'
@@ -46,13 +47,17 @@ export async function releaseWaiting(
   if (userIds?.length === 0) return 0
   const { results: rows } = await selectReleasable(env.DB, userIds, RELEASE_BATCH).all<AwaitingRow>()
   if (rows.length === 0) return 0
-  const context = await loadContext(env.DB, {
-    events: [],
-    userIds: [...new Set(rows.map((row) => row.recipient_user_id))],
-    needPool: false,
-    kinds: [...new Set(rows.map((row) => row.kind))],
-    decisionPersons: [],
-  })
+  const context = await loadContext(
+    env.DB,
+    {
+      events: [],
+      userIds: [...new Set(rows.map((row) => row.recipient_user_id))],
+      needPool: false,
+      kinds: [...new Set(rows.map((row) => row.kind))],
+      decisionPersons: [],
+    },
+    otherPrimaryOf(env),
+  )
   const nowIso = now.toISOString()
   const statements: D1PreparedStatement[] = []
   const letters: D1PreparedStatement[] = []

@@ -12,6 +12,13 @@ import { Settlements } from '../queue/settlements.ts'
 /** A valid event with what it asks for: what planning reads. */
 export type Work = { event: DecodedEvent; source: string; intent: Intent }
 
+/**
+ * What one D1 shard's run of a batch writes (src/materialize/shards.ts):
+ * the recipients it holds, and the messages whose events it counts — each
+ * event is counted in one shard only, its first.
+ */
+export type ShardPart = { holds: (userId: string) => boolean; counts: ReadonlySet<Message<unknown>> }
+
 /** A message of the batch, with its inbound event once it parsed as one: what `EventsRun` settles. */
 export type Received = { message: Message<unknown>; inbound?: InboundEvent }
 
@@ -48,7 +55,11 @@ export class EventsRun {
   /** Each message's settlement, under the events retry policy (RETRY_DELAYS_SECONDS). */
   readonly settlements: Settlements
 
-  constructor(batch: MessageBatch<unknown>, env: Env, log: Logger) {
+  /** With D1 shards: which part of each event this run writes; undefined with one database (all of it). */
+  readonly part: ShardPart | undefined
+
+  constructor(batch: MessageBatch<unknown>, env: Env, log: Logger, part?: ShardPart) {
+    this.part = part
     this.config = configOf(env)
     this.now = new Date()
     this.nowIso = this.now.toISOString()
@@ -60,6 +71,11 @@ export class EventsRun {
     this.size = batch.messages.length
     this.queue = batch.queue
     this.settlements = new Settlements(this.config.RETRY_DELAYS_SECONDS)
+  }
+
+  /** Whether this run counts the event of `message` in `notify_events_total` (with shards, its first shard does). */
+  countsEvent(message: Message<unknown>): boolean {
+    return this.part === undefined || this.part.counts.has(message)
   }
 
   /** Counts an outcome of `notify_events_total` (written with the batch, or after it). */

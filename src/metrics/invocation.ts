@@ -1,4 +1,5 @@
-import { EVENTS_QUEUE_SHARDS_MAX, withBindings } from '../config.ts'
+import { DB_SHARDS_MAX, EVENTS_QUEUE_SHARDS_MAX, withBindings } from '../config.ts'
+import { dbBindingOf } from '../d1/shards.ts'
 import type { Logger } from '../log.ts'
 import { eventsBindingOf } from '../queue/names.ts'
 import { type Cost, noCost } from './cost.ts'
@@ -19,11 +20,16 @@ export function meterEnv(env: Env): { env: Env; cost: Cost } {
   if (env.DB) bindings.DB = meteredD1(env.DB, cost)
   if (env.IDEMPOTENCY) bindings.IDEMPOTENCY = meteredKv(env.IDEMPOTENCY, cost)
   for (const name of QUEUE_BINDINGS) if (env[name]) bindings[name] = meteredQueue(env[name], cost)
-  // The shards of notify-events past the first (EVENTS_1, …), which the generated Env does not name.
-  const shards = bindings as Record<string, Queue>
+  // The shards of notify-events and of D1 past the first (EVENTS_1, DB_1, …), which the generated Env does not name.
+  const shards = bindings as Record<string, Queue | D1Database>
+  const given = env as unknown as Record<string, Queue | D1Database | undefined>
   for (let shard = 1; shard < EVENTS_QUEUE_SHARDS_MAX; shard++) {
-    const queue = (env as unknown as Record<string, Queue | undefined>)[eventsBindingOf(shard)]
+    const queue = given[eventsBindingOf(shard)] as Queue | undefined
     if (queue) shards[eventsBindingOf(shard)] = meteredQueue(queue, cost)
+  }
+  for (let shard = 1; shard < DB_SHARDS_MAX; shard++) {
+    const db = given[dbBindingOf(shard)] as D1Database | undefined
+    if (db) shards[dbBindingOf(shard)] = meteredD1(db, cost)
   }
   return { env: withBindings(env, bindings), cost }
 }

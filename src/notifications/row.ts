@@ -1,4 +1,5 @@
 import { sha256Hex } from '../crypto.ts'
+import { bucketOf, bucketOfId } from '../d1/shards.ts'
 import type { Urgency } from '../events/define.ts'
 import type { NotificationStatus } from './status.ts'
 
@@ -48,18 +49,24 @@ export type NotificationRow = {
 
 /**
  * The id of the notification for (event, recipient, channel, kind): derived,
- * so that a redelivered event names the same notifications (INV-NTF-1).
+ * so that a redelivered event names the same notifications (INV-NTF-1). It
+ * carries its recipient's bucket (`ntf_b<bucket>_<hash>`), so everything that
+ * names a notification — a dispatch message, a dead letter, a delivery
+ * event's header, the API — finds its D1 shard without a read
+ * (src/d1/shards.ts).
  */
 export async function notificationId(eventId: string, userId: string, channel: string, kind: string) {
-  return `ntf_${(await sha256Hex(`${eventId}\n${userId}\n${channel}\n${kind}`)).slice(0, 32)}`
+  const hash = (await sha256Hex(`${eventId}\n${userId}\n${channel}\n${kind}`)).slice(0, 32)
+  return `ntf_b${await bucketOf(userId)}_${hash}`
 }
 
 /**
  * A new notification id of the same form, for a row no event names: a
- * digest (several events, opened by whichever came first).
+ * digest (several events, opened by whichever came first), in the bucket of
+ * `beside`, a notification of the same recipient.
  */
-export function newNotificationId(): string {
-  return `ntf_${crypto.randomUUID().replaceAll('-', '')}`
+export function newNotificationId(beside: string): string {
+  return `ntf_b${bucketOfId(beside) ?? 0}_${crypto.randomUUID().replaceAll('-', '')}`
 }
 
 /** A kind's throttle as a planned notification carries it. */

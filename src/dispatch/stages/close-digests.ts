@@ -1,3 +1,4 @@
+import { primaryDb, withOperatorReads } from '../../d1/shards.ts'
 import { notificationDeadLetter } from '../../dead-letters/notification.ts'
 import { PipelineError } from '../../errors.ts'
 import { DIGEST_TEMPLATE_SUFFIX, digestKindNames } from '../../events/registry.ts'
@@ -44,12 +45,15 @@ export async function closeDigestStage(run: DispatchRun, due: readonly ToClose[]
   let templates: TemplateSource[]
   try {
     const keys = digestKindNames().flatMap((kind) => [kind, `${kind}${DIGEST_TEMPLATE_SUFFIX}`])
-    const [, closing, told, stored] = await env.DB.batch([
-      fenceDigests(env.DB, ids, nowIso),
-      closingDigests(env.DB, ids),
-      digestMembers(env.DB, ids, config.DIGEST_MAX_ITEMS),
-      activeTemplatesOf(env.DB, keys),
-    ])
+    const [[, closing, told], [stored]] = await withOperatorReads(
+      env,
+      [
+        fenceDigests(env.DB, ids, nowIso),
+        closingDigests(env.DB, ids),
+        digestMembers(env.DB, ids, config.DIGEST_MAX_ITEMS),
+      ],
+      [activeTemplatesOf(primaryDb(env), keys)],
+    )
     digests = (closing?.results ?? []) as ClosingDigest[]
     members = (told?.results ?? []) as DigestMemberRow[]
     templates = templatesOf(stored, keys)

@@ -1,3 +1,4 @@
+import { otherPrimaryOf } from '../../d1/shards.ts'
 import { PipelineError } from '../../errors.ts'
 import { type BatchContext, type ContextQuery, loadContext } from '../context.ts'
 import { type DuplicatePlan, planEvent, type RecordPlan } from '../plan-event.ts'
@@ -36,7 +37,7 @@ export async function planStage(run: EventsRun, known: readonly Known[]): Promis
 /** The batch's context, or undefined when D1 could not be read: then every valid event fails (retried). */
 async function contextOf(run: EventsRun, valid: readonly Valid[]): Promise<BatchContext | undefined> {
   try {
-    return await loadContext(run.db, contextQuery(valid.map((item) => item.work)))
+    return await loadContext(run.db, contextQuery(valid.map((item) => item.work)), otherPrimaryOf(run.env))
   } catch (cause) {
     const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 read: ${(cause as Error).message}`, { cause })
     for (const item of valid) run.fail(item, error, fieldsOf(item))
@@ -50,12 +51,25 @@ async function planOne(run: EventsRun, item: Valid, context: BatchContext): Prom
   try {
     const plan = await planEvent(work, context, run.config, run.now)
     if (plan.type === 'duplicate') return { ...item, type: 'duplicate', plan }
-    if (plan.type === 'record') return { ...item, type: 'record', plan }
+    if (plan.type === 'record') return { ...item, type: 'record', plan: partOf(run, plan) }
     run.fail(item, plan.error, fieldsOf(item), work.intent.type === 'notify' ? work.intent.kind : undefined)
   } catch (error) {
     run.fail(item, error, fieldsOf(item))
   }
   return undefined
+}
+
+/**
+ * What of a plan this run writes: with D1 shards, the notifications and the
+ * contact of the recipients its shard holds. The plan is made whole in every
+ * shard the event touches, from that shard's context; each keeps its own.
+ */
+function partOf(run: EventsRun, plan: RecordPlan): RecordPlan {
+  const { part } = run
+  if (part === undefined) return plan
+  const notifications = plan.notifications.filter((row) => part.holds(row.recipientUserId))
+  const { contact, ...rest } = plan
+  return contact && part.holds(contact.userId) ? { ...rest, notifications, contact } : { ...rest, notifications }
 }
 
 function fieldsOf(item: EventItem) {

@@ -35,7 +35,7 @@ export async function writeStage(run: EventsRun, planned: readonly Planned[]): P
       return { item, statements: [insertProcessedEvent(run.db, item.row, run.nowIso, run.id)] }
     if (item.type === 'record') return recordWrite(run, item, pseudonyms[index] as Pseudonyms)
     // A duplicate found in D1 is counted now, with the batch (it may still redispatch).
-    run.count(item.inbound.source, 'skipped-duplicate')
+    if (run.countsEvent(item.message)) run.count(item.inbound.source, 'skipped-duplicate')
     return item
   })
   const writes = slots.filter((slot) => 'statements' in slot)
@@ -99,7 +99,7 @@ function recordWrite(
   // Written on its own (the batch failed), it counts itself in the same transaction.
   const labels = canonicalLabels({ outcome: plan.outcome, source: work.source })
   const alone = [
-    incrementClaimed(run.db, COUNTERS.events, labels, [work.event], run.id),
+    ...(run.countsEvent(item.message) ? [incrementClaimed(run.db, COUNTERS.events, labels, [work.event], run.id)] : []),
     ...countChanges(run.db, changes),
   ]
   return { item: { ...item, opens, counted, changes }, statements, alone }
@@ -122,7 +122,7 @@ function changesOf(write: Slot): CountedChange[] {
 function eventCounters(run: EventsRun, planned: readonly Planned[]): D1PreparedStatement[] {
   const eventsByLabels = new Map<string, EventKey[]>()
   for (const item of planned) {
-    if (item.type !== 'record') continue
+    if (item.type !== 'record' || !run.countsEvent(item.message)) continue
     const labels = canonicalLabels({ outcome: item.plan.outcome, source: item.work.source })
     const events = eventsByLabels.get(labels) ?? []
     events.push(item.work.event)

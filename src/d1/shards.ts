@@ -1,0 +1,150 @@
+/**
+ * D1 past one database: DB_SHARDS databases, bound as DB (shard 0, the
+ * primary), DB_1, DB_2, … Every per-recipient row lives in the shard of its
+ * recipient, and every shard has the whole schema (the same migrations), so
+ * the code that works on one shard is the code that works on one database:
+ * it runs with `shardEnv`, an env whose `DB` is that shard. What only
+ * operators write (templates, channel policies, the reviewer pool, the
+ * audit log, console sessions, health checks) is read from and written to
+ * the primary (`primaryDb`). One shard is exactly the single database a
+ * deployment always had.
+ */
+
+import { withBindings } from '../config.ts'
+import { ApiError } from '../errors.ts'
+
+/**
+ * Buckets a recipient hashes to. A bucket, not a shard, is what an id
+ * carries, so that a shard added later takes whole buckets and no id
+ * changes; 1,024 leaves every one of 16 shards 64 buckets to share.
+ */
+export const BUCKETS = 1024
+
+/** The binding of shard `shard`: DB, DB_1, … */
+export function dbBindingOf(shard: number): string {
+  return shard === 0 ? 'DB' : `DB_${shard}`
+}
+
+/** The database name wrangler.toml gives shard `shard` by convention: notify-edge, notify-edge-1, … */
+export function dbNameOf(base: string, shard: number): string {
+  return shard === 0 ? base : `${base}-${shard}`
+}
+
+const encoder = new TextEncoder()
+
+/**
+ * A recipient's bucket: the first two bytes of the sha256 of their user id
+ * (of the address where there is none), modulo `BUCKETS`. Stable across
+ * isolates, deploys and shard counts.
+ */
+export async function bucketOf(key: string): Promise<number> {
+  const digest = await crypto.subtle.digest('SHA-256', encoder.encode(key))
+  return new DataView(digest).getUint16(0) % BUCKETS
+}
+
+/** The shard that holds a bucket, of `count`: the bucket modulo the count (docs/scaling.md, adding a shard). */
+export function shardOfBucket(bucket: number, count: number): number {
+  return count <= 1 ? 0 : bucket % count
+}
+
+/** The shard of a recipient, of `count`. */
+export async function shardOfRecipient(key: string, count: number): Promise<number> {
+  return count <= 1 ? 0 : shardOfBucket(await bucketOf(key), count)
+}
+
+const BUCKETED_ID = /^[a-z]+_b(\d{1,4})_/
+
+/**
+ * The bucket an id carries (`ntf_b517_…`, see src/notifications/row.ts), or
+ * undefined for an id made before ids carried one: those rows are in the
+ * primary, where every row was before there were shards.
+ */
+export function bucketOfId(id: string): number | undefined {
+  const found = BUCKETED_ID.exec(id)
+  const bucket = found ? Number(found[1]) : Number.NaN
+  return Number.isInteger(bucket) && bucket < BUCKETS ? bucket : undefined
+}
+
+/** The shard holding the row an id names, of `count`. */
+export function shardOfId(id: string, count: number): number {
+  const bucket = bucketOfId(id)
+  return bucket === undefined ? 0 : shardOfBucket(bucket, count)
+}
+
+/** Derived env → the primary database of the env it was derived from. */
+const primaries = new WeakMap<object, D1Database>()
+/** Derived env → its shard's index. */
+const indexes = new WeakMap<object, number>()
+
+/**
+ * Every shard's database, in order; a shard the count asks for and the
+ * Worker lacks is a configuration error naming the block to add.
+ */
+export function shardDatabases(env: Env, count: number): D1Database[] {
+  return Array.from({ length: count }, (_, shard) => {
+    const name = dbBindingOf(shard)
+    const db = (env as unknown as Record<string, D1Database | undefined>)[name]
+    if (db === undefined) {
+      throw new ApiError(
+        'CONFIG_INVALID',
+        `DB_SHARDS is ${count}, but ${name} is not bound: add [[d1_databases]] binding = "${name}", database_name = "notify-edge-${shard}", migrations_dir = "migrations/d1" to wrangler.toml`,
+      )
+    }
+    return db
+  })
+}
+
+/**
+ * `env` as the code of one shard sees it: its `DB` is the shard's database.
+ * Everything else — queues, KV, the parsed configuration — is `env`'s.
+ */
+export function shardEnv(env: Env, shard: number, count: number): Env {
+  if (shard === 0) return env
+  const db = shardDatabases(env, count)[shard] as D1Database
+  const derived = withBindings(env, { DB: db })
+  primaries.set(derived, primaryDb(env))
+  indexes.set(derived, shard)
+  return derived
+}
+
+/** Every shard's env, in order (`shardEnv`). */
+export function shardEnvs(env: Env, count: number): Env[] {
+  shardDatabases(env, count)
+  return Array.from({ length: count }, (_, shard) => shardEnv(env, shard, count))
+}
+
+/** The primary database, from any shard's env: where operator-wide tables are read and written. */
+export function primaryDb(env: Env): D1Database {
+  return primaries.get(env) ?? env.DB
+}
+
+/** The primary database when `env` is a shard's other than the primary (`shardEnv`); undefined when its `DB` is the primary. */
+export function otherPrimaryOf(env: Env): D1Database | undefined {
+  return primaries.get(env)
+}
+
+/** Which shard an env works on (`shardEnv`); 0 for the primary. */
+export function shardIndexOf(env: Env): number {
+  return indexes.get(env) ?? 0
+}
+
+/**
+ * A shard's statements and reads of the primary's operator-wide tables, in
+ * one round trip when they are the same database (one shard: as before
+ * there were shards), else the primary's first, then the shard's.
+ *
+ * @returns each list's results, in order
+ */
+export async function withOperatorReads(
+  env: Env,
+  shard: readonly D1PreparedStatement[],
+  primary: readonly D1PreparedStatement[],
+): Promise<[D1Result[], D1Result[]]> {
+  const other = otherPrimaryOf(env)
+  if (other === undefined) {
+    const results = await env.DB.batch([...shard, ...primary])
+    return [results.slice(0, shard.length), results.slice(shard.length)]
+  }
+  const operator = await other.batch([...primary])
+  return [await env.DB.batch([...shard]), operator]
+}

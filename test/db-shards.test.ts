@@ -1,0 +1,169 @@
+/**
+ * The recipients spread over D1 shards (src/d1/shards.ts). In the `two
+ * databases` project (DB_SHARDS=2) these tests put recipients in both shards;
+ * in the `worker` project (one database) they run the same with both in the
+ * primary, and check that one shard is what a deployment always had.
+ */
+import { env } from 'cloudflare:workers'
+import { describe, expect, it } from 'vitest'
+import { bucketOfId, shardOfRecipient } from '../src/d1/shards.ts'
+import {
+  deliver,
+  eventually,
+  freshInbound,
+  guid,
+  parseMime,
+  pendingNotification,
+  runCron,
+  seedContact,
+  sentMessagesOf,
+} from './helpers.ts'
+import { allShards, dbOfNotification, dbOfUser, shardDbs } from './shards.ts'
+
+const eventIdOf = (event: { headers: Record<string, string> }) => event.headers['message-id'] as string
+
+/** A user id whose rows live in shard `shard` (of the shards under test). */
+async function userIn(shard: number): Promise<string> {
+  const count = shardDbs().length
+  for (;;) {
+    const id = guid()
+    if ((await shardOfRecipient(id, count)) === shard % count) return id
+  }
+}
+
+/** Reviewers in the pool (kept in the primary), one per shard, with their contacts in their own shards. */
+async function reviewersInEveryShard(): Promise<{ reviewers: string[]; remove: () => Promise<void> }> {
+  const reviewers = await Promise.all([0, 1].map(userIn))
+  for (const reviewer of reviewers) {
+    await seedContact(reviewer, { email: `reviewer-${reviewer.slice(0, 8)}@example.com` })
+    await env.DB.prepare('INSERT INTO reviewer_pool (user_id, added_at) VALUES (?1, ?2)')
+      .bind(reviewer, new Date().toISOString())
+      .run()
+  }
+  const remove = async () => {
+    await env.DB.prepare('DELETE FROM reviewer_pool WHERE user_id IN (?1, ?2)')
+      .bind(...reviewers)
+      .run()
+  }
+  return { reviewers, remove }
+}
+
+/** A request for the whole pool's review. */
+const poolRequest = () =>
+  freshInbound('verification-request-submitted', (value) => {
+    delete value.ReviewerUserId
+  })
+
+/** The processed marks of an event in each shard, in shard order. */
+async function marksByShard(eventId: string): Promise<number[]> {
+  return Promise.all(
+    shardDbs().map(async (db) => {
+      const row = await db
+        .prepare('SELECT count(*) AS n FROM processed_marks WHERE event_id = ?1')
+        .bind(eventId)
+        .first<{ n: number }>()
+      return row?.n ?? 0
+    }),
+  )
+}
+
+/** notify_events_total for an outcome, summed over the shards. */
+async function eventsCounted(outcome: string): Promise<number> {
+  const values = await allShards(async (db) => {
+    const { results } = await db
+      .prepare("SELECT value FROM counters WHERE name = 'notify_events_total' AND labels = ?1")
+      .bind(JSON.stringify({ outcome, source: 'http' }))
+      .all<{ value: number }>()
+    return results.map((row) => row.value)
+  })
+  return values.reduce((sum, value) => sum + value, 0)
+}
+
+describe('recipients spread over D1 shards', () => {
+  it("each recipient's notification is written in the recipient's shard, and the event is marked in each", async () => {
+    const { reviewers, remove } = await reviewersInEveryShard()
+    try {
+      const event = poolRequest()
+      const result = await deliver(event, 1)
+      expect(result.explicitAcks).toHaveLength(1)
+      const eventId = eventIdOf(event)
+      for (const reviewer of reviewers) {
+        const db = await dbOfUser(reviewer)
+        const row = await db
+          .prepare('SELECT id FROM notifications WHERE event_id = ?1 AND recipient_user_id = ?2')
+          .bind(eventId, reviewer)
+          .first<{ id: string }>()
+        // The id names its shard: every later step finds the row by it.
+        expect(dbOfNotification(row?.id as string)).toBe(db)
+        expect(bucketOfId(row?.id as string)).toBeTypeOf('number')
+      }
+      const marks = await marksByShard(eventId)
+      expect(marks).toEqual(shardDbs().length === 2 ? [1, 1] : [1])
+      await eventually(async () => expect(await sentMessagesOf(eventId)).toHaveLength(2))
+    } finally {
+      await remove()
+    }
+  })
+
+  it('an event whose second shard fails midway is retried, and redelivered ends with one email each, counted once', async () => {
+    const { reviewers, remove } = await reviewersInEveryShard()
+    const event = poolRequest()
+    const eventId = eventIdOf(event)
+    const last = shardDbs().at(-1) as D1Database
+    const trigger = `refuse_${guid().replaceAll('-', '_')}`
+    const enqueued = await eventsCounted('enqueued')
+    try {
+      // The last shard refuses this event's processed mark: its transaction fails as a crash would leave it.
+      await last
+        .prepare(
+          `CREATE TRIGGER ${trigger} BEFORE INSERT ON processed_marks WHEN NEW.event_id = '${eventId}'
+           BEGIN SELECT RAISE(ABORT, 'the shard went away'); END`,
+        )
+        .run()
+      const first = await deliver(event, 1, 'msg-crash')
+      expect(first.explicitAcks).toEqual([])
+      expect(first.retryMessages).toEqual([{ msgId: 'msg-crash', delaySeconds: 5 }])
+      if (shardDbs().length === 2) {
+        // The first shard committed its part, and its email goes; the second has nothing of it.
+        expect(await marksByShard(eventId)).toEqual([1, 0])
+        await eventually(async () => expect(await sentMessagesOf(eventId)).toHaveLength(1))
+      } else expect(await marksByShard(eventId)).toEqual([0])
+      await last.prepare(`DROP TRIGGER ${trigger}`).run()
+
+      // The retry writes what is missing; a redelivery after it writes nothing.
+      const second = await deliver(event, 2, 'msg-crash')
+      expect(second.explicitAcks).toEqual(['msg-crash'])
+      const third = await deliver(event, 1, 'msg-again')
+      expect(third.explicitAcks).toEqual(['msg-again'])
+      expect(await marksByShard(eventId)).toEqual(shardDbs().map(() => 1))
+      await eventually(async () => expect(await sentMessagesOf(eventId)).toHaveLength(2))
+      const sent = await sentMessagesOf(eventId)
+      const to = sent.map(({ raw }) => /(reviewer-[0-9a-f]{8})@/.exec(parseMime(raw).headers.to ?? '')?.[1])
+      expect(to.sort()).toEqual(reviewers.map((reviewer) => `reviewer-${reviewer.slice(0, 8)}`).sort())
+      expect(await eventsCounted('enqueued')).toBe(enqueued + 1)
+    } finally {
+      await last
+        .prepare(`DROP TRIGGER IF EXISTS ${trigger}`)
+        .run()
+        .catch(() => undefined)
+      await remove()
+    }
+  })
+
+  it("the cron finds a notification whose dispatch message was lost in the recipient's shard, and sends it", async () => {
+    const user = await userIn(1)
+    const email = `stuck-${user.slice(0, 8)}@example.com`
+    const long = '2000-01-01T00:00:00.000Z'
+    const id = await pendingNotification(email, { userId: user, scheduledAt: long, enqueuedAt: long })
+    const db = dbOfNotification(id)
+    expect(db).toBe(await dbOfUser(user))
+    await runCron(new Date())
+    await eventually(async () => {
+      const row = await db
+        .prepare('SELECT status FROM notifications WHERE id = ?1')
+        .bind(id)
+        .first<{ status: string }>()
+      expect(row?.status).toBe('sent')
+    })
+  })
+})

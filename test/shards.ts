@@ -1,0 +1,30 @@
+/**
+ * The D1 shards of the Worker under test (src/d1/shards.ts): one database in
+ * the `worker` project, two in `two databases`. Helpers that read or seed a
+ * recipient's rows go through these, so that a test runs the same in both.
+ */
+import { env } from 'cloudflare:workers'
+import { configOf } from '../src/config.ts'
+import { shardDatabases, shardOfId, shardOfRecipient } from '../src/d1/shards.ts'
+
+/** Every shard's database, the primary first. */
+export function shardDbs(): D1Database[] {
+  return shardDatabases(env, configOf(env).DB_SHARDS)
+}
+
+/** The database holding a recipient's rows. */
+export async function dbOfUser(userId: string): Promise<D1Database> {
+  const dbs = shardDbs()
+  return dbs[await shardOfRecipient(userId, dbs.length)] as D1Database
+}
+
+/** The database holding the notification an id names. */
+export function dbOfNotification(id: string): D1Database {
+  const dbs = shardDbs()
+  return dbs[shardOfId(id, dbs.length)] as D1Database
+}
+
+/** The rows a query finds in every shard, the primary's first. */
+export async function allShards<T>(query: (db: D1Database) => Promise<T[]>): Promise<T[]> {
+  return (await Promise.all(shardDbs().map(query))).flat()
+}
