@@ -5,13 +5,13 @@
  *
  * 1. the secrets the Worker cannot run without are set (`wrangler secret list`);
  *    when one is missing it stops here, before anything is created or deployed;
- * 2. the D1 database and the KV namespace exist (`wrangler d1 list --json`,
+ * 2. the D1 database (and each shard's, DB_1, …) and the KV namespace exist (`wrangler d1 list --json`,
  *    `wrangler kv namespace list`; created when missing), and wrangler.toml holds
  *    their ids: a placeholder id is replaced, an id the account does not have stops it;
  * 3. every queue wrangler.toml names exists (`wrangler queues list`, then
  *    `wrangler queues info` for a name the first page does not show; created when
  *    missing), and notify-dlq keeps messages 14 days (`wrangler queues update`);
- * 4. the D1 migrations are applied remotely, and none is left unapplied;
+ * 4. the D1 migrations are applied remotely, to every shard, and none is left unapplied;
  * 5. `wrangler deploy`.
  *
  * It runs the `wrangler` first on PATH (`npm run` puts node_modules/.bin there),
@@ -25,6 +25,14 @@ import { ConfigSchema } from '../src/config.ts'
 
 /** The ids wrangler.toml ships with: local runs ignore them, a deploy replaces them. */
 export const PLACEHOLDER_D1_ID = '00000000-0000-4000-8000-000000000001'
+
+/**
+ * The placeholder id of a D1 shard past the primary (DB_1, DB_2, …: docs/scaling.md), one of its own
+ * so that a deploy replaces each with its own database's id.
+ */
+export function placeholderShardId(shard: number): string {
+  return `00000000-0000-4000-8000-1${String(shard).padStart(11, '0')}`
+}
 export const PLACEHOLDER_KV_ID = '00000000000000000000000000000001'
 /** The dead-letter queue, whose consumer retries for about 94 hours (wrangler.toml, src/dead-letters/dlq-consumer.ts). */
 export const DEAD_LETTER_QUEUE = 'notify-dlq'
@@ -40,6 +48,8 @@ export type DeployConfig = {
   name: string
   emailTransport: string
   d1: { binding: string; name: string; id: string }
+  /** The D1 shards past the primary (DB_1, DB_2, …), in binding order: each created and migrated as the primary is. */
+  shards: { binding: string; name: string; id: string; placeholder: string }[]
   kv: { binding: string; id: string }
   /** Every queue a producer or consumer names, dead-letter queues included, in the file's order. */
   queues: string[]
@@ -69,7 +79,15 @@ export function readDeployConfig(path = CONFIG_FILE): DeployConfig {
     if (!found) throw new DeployError(`${path}: ${what} is missing`)
     return found
   }
-  const d1 = only(config.d1_databases, '[[d1_databases]]')
+  // The primary (DB) and its shards (DB_1, …: src/d1/shards.ts); no other database.
+  const others = config.d1_databases.filter((db) => db.binding !== 'DB')
+  const strange = others.find((db) => !/^DB_[1-9][0-9]?$/.test(db.binding))
+  if (strange)
+    throw new DeployError(`${path}: [[d1_databases]] binding "${strange.binding}" is neither DB nor a shard DB_n`)
+  const d1 = only(
+    config.d1_databases.filter((db) => db.binding === 'DB'),
+    '[[d1_databases]] binding = "DB"',
+  )
   const kv = only(config.kv_namespaces, '[[kv_namespaces]]')
   const queues = [
     ...(config.queues.producers ?? []).map((producer) => producer.queue),
@@ -84,6 +102,14 @@ export function readDeployConfig(path = CONFIG_FILE): DeployConfig {
       name: required(d1.database_name, '[[d1_databases]] database_name'),
       id: required(d1.database_id, '[[d1_databases]] database_id'),
     },
+    shards: others
+      .map((db) => ({
+        binding: db.binding,
+        name: required(db.database_name, `[[d1_databases]] ${db.binding} database_name`),
+        id: required(db.database_id, `[[d1_databases]] ${db.binding} database_id`),
+        placeholder: placeholderShardId(Number(db.binding.slice(3))),
+      }))
+      .sort((a, b) => Number(a.binding.slice(3)) - Number(b.binding.slice(3))),
     kv: { binding: kv.binding, id: required(kv.id, '[[kv_namespaces]] id') },
     queues: [...new Set(queues)],
   }
@@ -190,19 +216,26 @@ function writeId(text: string, placeholder: string, id: string, what: string): s
   return text.replace(`"${placeholder}"`, `"${id}"`)
 }
 
-function ensureDatabase(config: DeployConfig, text: string): string {
+/** The primary D1 database and each shard's. */
+function ensureDatabases(config: DeployConfig, text: string): string {
+  let written = ensureDatabase({ ...config.d1, placeholder: PLACEHOLDER_D1_ID }, text)
+  for (const shard of config.shards) written = ensureDatabase(shard, written)
+  return written
+}
+
+function ensureDatabase(database: { name: string; id: string; placeholder: string }, text: string): string {
   type Database = { uuid: string; name: string }
   const list = () => jsonArray<Database>(readOk(['d1', 'list', '--json']), 'the D1 databases')
   let databases = list()
-  const { name, id } = config.d1
-  if (id !== PLACEHOLDER_D1_ID) {
+  const { name, id, placeholder } = database
+  if (id !== placeholder) {
     const byId = databases.find((db) => db.uuid === id)
     const byName = databases.find((db) => db.name === name)
     if (!byId)
       throw new DeployError(
         `${CONFIG_FILE} names D1 database_id ${id}, which this account does not have` +
           (byName ? ` (its database "${name}" is ${byName.uuid})` : ` (nor a database named "${name}")`) +
-          `. Put the right id there, or ${PLACEHOLDER_D1_ID} to let npm run deploy find or create "${name}".`,
+          `. Put the right id there, or ${placeholder} to let npm run deploy find or create "${name}".`,
       )
     if (byId.name !== name)
       throw new DeployError(`${CONFIG_FILE}: D1 database_id ${id} is the database "${byId.name}", not "${name}"`)
@@ -215,7 +248,7 @@ function ensureDatabase(config: DeployConfig, text: string): string {
   } else say(`D1 database "${name}" exists`)
   const db = databases.find((candidate) => candidate.name === name)
   if (!db) throw new DeployError(`D1 database "${name}" is not listed after its creation`)
-  return writeId(text, PLACEHOLDER_D1_ID, db.uuid, `database_id of "${name}"`)
+  return writeId(text, placeholder, db.uuid, `database_id of "${name}"`)
 }
 
 function ensureNamespace(config: DeployConfig, text: string): string {
@@ -271,12 +304,15 @@ function ensureQueues(config: DeployConfig): void {
     ])
 }
 
+/** The migrations, in the primary and then in every shard: each has the whole schema. */
 function migrate(config: DeployConfig): void {
-  act(['d1', 'migrations', 'apply', config.d1.name, '--remote'])
-  // Declining wrangler's question leaves migrations unapplied and still exits 0: the new code must not go live then.
-  const left = readOk(['d1', 'migrations', 'list', config.d1.name, '--remote'])
-  if (!left.includes('No migrations to apply'))
-    throw new DeployError(`D1 migrations are still unapplied, so nothing was deployed:\n${left}`)
+  for (const { name } of [config.d1, ...config.shards]) {
+    act(['d1', 'migrations', 'apply', name, '--remote'])
+    // Declining wrangler's question leaves migrations unapplied and still exits 0: the new code must not go live then.
+    const left = readOk(['d1', 'migrations', 'list', name, '--remote'])
+    if (!left.includes('No migrations to apply'))
+      throw new DeployError(`D1 migrations are still unapplied in "${name}", so nothing was deployed:\n${left}`)
+  }
 }
 
 export function deploy(): void {
@@ -296,7 +332,7 @@ export function deploy(): void {
   say(`secrets: ${requiredSecrets(config.emailTransport).join(', ')} are set`)
 
   // Each id is written as soon as it is known: a run that stops later finds it there the next time.
-  for (const ensure of [ensureDatabase, ensureNamespace]) {
+  for (const ensure of [ensureDatabases, ensureNamespace]) {
     const written = ensure(config, text)
     if (written === text) continue
     writeFileSync(CONFIG_FILE, written)

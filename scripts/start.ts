@@ -60,7 +60,7 @@ function step(label: string, command: string, args: string[], fatal: boolean): v
 
 step('services: PostgreSQL, RabbitMQ, Kafka', 'bash', ['scripts/services-up.sh'], false)
 if (env.PG_URL) step('PostgreSQL outbox migration', process.execPath, ['bridge/src/migrate.ts'], false)
-step('D1 migrations', 'wrangler', ['d1', 'migrations', 'apply', 'DB', '--local'], true)
+step('D1 migrations (every shard)', process.execPath, ['scripts/migrate.ts'], true)
 
 const children: ChildProcess[] = []
 function run(part: 'worker' | 'bridge', command: string, args: string[], extraEnv: Record<string, string>): void {

@@ -8,6 +8,7 @@ import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import { bucketOfId, shardOfRecipient } from '../src/d1/shards.ts'
 import {
+  ADMIN_TOKEN,
   deliver,
   eventually,
   freshInbound,
@@ -17,10 +18,22 @@ import {
   runCron,
   seedContact,
   sentMessagesOf,
+  storeDeadLetters,
 } from './helpers.ts'
 import { allShards, dbOfNotification, dbOfUser, shardDbs } from './shards.ts'
+import { fetchWorker } from './worker-fetch.ts'
 
 const eventIdOf = (event: { headers: Record<string, string> }) => event.headers['message-id'] as string
+
+/** The operator API, as the admin. */
+async function api<T = Record<string, unknown>>(method: string, path: string, body?: unknown) {
+  const response = await fetchWorker(path, {
+    method,
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  })
+  return { status: response.status, body: (response.status === 204 ? {} : await response.json()) as T }
+}
 
 /** A user id whose rows live in shard `shard` (of the shards under test). */
 async function userIn(shard: number): Promise<string> {
@@ -165,5 +178,133 @@ describe('recipients spread over D1 shards', () => {
         .first<{ status: string }>()
       expect(row?.status).toBe('sent')
     })
+  })
+
+  it("the operator API finds a notification by its id in its shard, and tells an event's story from every shard", async () => {
+    const { reviewers, remove } = await reviewersInEveryShard()
+    try {
+      const event = poolRequest()
+      await deliver(event, 1)
+      const eventId = eventIdOf(event)
+      const story = await api<{ processed: unknown[]; notifications: { id: string; recipientUserId?: string }[] }>(
+        'GET',
+        `/v1/events/${eventId}`,
+      )
+      expect(story.status).toBe(200)
+      // One processed mark per shard the event was written in, and both notifications.
+      expect(story.body.processed).toHaveLength(shardDbs().length)
+      expect(story.body.notifications).toHaveLength(reviewers.length)
+      for (const { id } of story.body.notifications) {
+        const one = await api<{ id: string }>('GET', `/v1/notifications/${id}`)
+        expect(one).toMatchObject({ status: 200, body: { id } })
+      }
+    } finally {
+      await remove()
+    }
+  })
+
+  it('an erasure by address finds the person in every shard, and one audit row counts them all', async () => {
+    const user = await userIn(1)
+    const address = `erase-${user.slice(0, 8)}@example.com`
+    const id = await pendingNotification(address, { userId: user, scheduledAt: '2999-01-01T00:00:00.000Z' })
+    await seedContact(user, { email: address })
+    // An operator's suppression is written in every shard: any of them may hold a recipient at the address.
+    expect((await api('PUT', `/v1/suppressions/${address}`, { reason: 'asked' })).status).toBe(200)
+    const listed = await allShards(async (db) => {
+      const { results } = await db.prepare('SELECT address FROM suppressions WHERE address = ?1').bind(address).all()
+      return results
+    })
+    expect(listed).toHaveLength(shardDbs().length)
+
+    const erased = await api<{ erased: Record<string, number> }>('POST', '/v1/erasures', { address })
+    expect(erased.status).toBe(200)
+    expect(erased.body.erased).toMatchObject({ contacts: 1, notifications: 1, suppressions: shardDbs().length })
+    const left = await allShards(async (db) => {
+      const { results } = await db
+        .prepare(
+          `SELECT 'contact' AS what FROM contacts WHERE user_id = ?1
+           UNION ALL SELECT 'suppression' FROM suppressions WHERE address = ?2
+           UNION ALL SELECT 'notification' FROM notifications WHERE id = ?3 AND recipient_email IS NOT NULL`,
+        )
+        .bind(user, address, id)
+        .all()
+      return results
+    })
+    expect(left).toEqual([])
+    const audit = await env.DB.prepare(
+      "SELECT parameters FROM audit_log WHERE action = 'recipient.erase' ORDER BY id DESC LIMIT 1",
+    ).first<{ parameters: string }>()
+    expect(JSON.parse(audit?.parameters ?? '{}').erased).toEqual(erased.body.erased)
+  })
+
+  it("dead letters of every shard are listed in one order that a cursor keeps, and a shard's is replayed there", async () => {
+    const user = await userIn(1)
+    const address = `late-${user.slice(0, 8)}@example.com`
+    // A notification whose contact never came, in the user's shard: the cron ends it with a dead letter there.
+    const db = await dbOfUser(user)
+    const id = await pendingNotification(address, { userId: user })
+    await db
+      .prepare(
+        "UPDATE notifications SET status = 'awaiting-contact', recipient_email = NULL, scheduled_at = ?2 WHERE id = ?1",
+      )
+      .bind(id, '2000-01-01T00:00:00.000Z')
+      .run()
+    await runCron(new Date())
+    const letter = await db
+      .prepare("SELECT id FROM dead_letters WHERE code = 'NTF_CONTACT_NOT_FOUND' AND body LIKE ?1")
+      .bind(`%${id}%`)
+      .first<{ id: string }>()
+    expect(letter).not.toBeNull()
+    await storeDeadLetters(2, 'NTF_INVALID_PAYLOAD')
+
+    // One item a page: every dead letter once, in the list's order, across the shards.
+    const seen: string[] = []
+    let cursor: string | null = null
+    do {
+      const page: { body: { items: { id: string; firstSeen: string }[]; nextCursor: string | null } } = await api(
+        'GET',
+        `/v1/dead-letters?limit=1&order=asc${cursor ? `&cursor=${cursor}` : ''}`,
+      )
+      seen.push(...page.body.items.map((item) => item.id))
+      cursor = page.body.nextCursor
+    } while (cursor)
+    const all = await allShards(async (shard) => {
+      const { results } = await shard
+        .prepare('SELECT id FROM dead_letters ORDER BY first_seen, id')
+        .all<{ id: string }>()
+      return results.map((row) => row.id)
+    })
+    expect(seen.sort()).toEqual(all.sort())
+    expect(new Set(seen).size).toBe(seen.length)
+
+    // As if it had failed to send instead (with its address): the replay resets it in its shard, and it goes.
+    await db
+      .prepare("UPDATE notifications SET status = 'failed', recipient_email = ?2 WHERE id = ?1")
+      .bind(id, address)
+      .run()
+    const replayed = await api<{ replayed: string[] }>('POST', `/v1/dead-letters/${letter?.id}/replay`)
+    expect(replayed).toMatchObject({ status: 200, body: { replayed: [letter?.id] } })
+    await eventually(async () => {
+      const row = await db
+        .prepare('SELECT status FROM notifications WHERE id = ?1')
+        .bind(id)
+        .first<{ status: string }>()
+      expect(row?.status).toBe('sent')
+    })
+  })
+
+  it('/metrics adds up the counters of every shard', async () => {
+    const counted = await eventsCounted('enqueued')
+    const response = await fetchWorker('/metrics', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+    const text = await response.text()
+    const line = text
+      .split('\n')
+      .find(
+        (entry) =>
+          entry.startsWith('notify_events_total{') &&
+          entry.includes('outcome="enqueued"') &&
+          entry.includes('source="http"'),
+      )
+    expect(Number(line?.split(' ').at(-1))).toBe(counted)
   })
 })

@@ -18,6 +18,7 @@ import {
   postIngest,
   runCron,
 } from './helpers.ts'
+import { allShards, dbOfNotification } from './shards.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 const WEBHOOK_SECRET = 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ='
@@ -39,9 +40,11 @@ async function notify(event: ReturnType<typeof responseTo>, until = 'sent') {
 }
 
 async function providerIdOf(id: string): Promise<string> {
-  const row = await env.DB.prepare('SELECT provider_id FROM notifications WHERE id = ?1').bind(id).first<{
-    provider_id: string
-  }>()
+  // In the D1 shard its id names.
+  const row = await dbOfNotification(id)
+    .prepare('SELECT provider_id FROM notifications WHERE id = ?1')
+    .bind(id)
+    .first<{ provider_id: string }>()
   return row?.provider_id as string
 }
 
@@ -65,13 +68,18 @@ async function deliveriesCounted(transport: string, status: string): Promise<num
     .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0)
 }
 
+/** The address's entry, from the D1 shard that has one (a bounce suppresses in its notification's shard). */
 async function suppressionOf(address: string) {
-  return env.DB.prepare('SELECT * FROM suppressions WHERE address = ?1').bind(address).first<{
-    cause: string
-    until: string | null
-    source: string
-    notification_id: string | null
-  }>()
+  const [found = null] = await allShards(async (db) => {
+    const { results } = await db.prepare('SELECT * FROM suppressions WHERE address = ?1').bind(address).all<{
+      cause: string
+      until: string | null
+      source: string
+      notification_id: string | null
+    }>()
+    return results
+  })
+  return found
 }
 
 describe('Cloudflare delivery events on notify-email-events', () => {
@@ -84,7 +92,8 @@ describe('Cloudflare delivery events on notify-email-events', () => {
     await env.EMAIL_EVENTS.send(event)
     await eventually(async () => expect((await notificationView(sent.id)).deliveryStatus).toBe('delivered'))
     const redelivered = await eventually(async () => {
-      const { results } = await env.DB.prepare('SELECT count(*) AS n FROM delivery_events WHERE notification_id = ?1')
+      const { results } = await dbOfNotification(sent.id)
+        .prepare('SELECT count(*) AS n FROM delivery_events WHERE notification_id = ?1')
         .bind(sent.id)
         .all<{ n: number }>()
       return results[0]?.n
@@ -132,13 +141,15 @@ describe('Cloudflare delivery events on notify-email-events', () => {
     const next = responseTo(email, userId)
     const row = await notify(next, 'suppressed')
     expect(row.error_code).toBe('NTF_RECIPIENT_SUPPRESSED')
-    const { results: sentRows } = await env.DB.prepare('SELECT 1 FROM sent_messages WHERE notification_id = ?1')
+    const { results: sentRows } = await dbOfNotification(row.id)
+      .prepare('SELECT 1 FROM sent_messages WHERE notification_id = ?1')
       .bind(row.id)
       .all()
     expect(sentRows).toHaveLength(0)
-    const { results: deadLetters } = await env.DB.prepare('SELECT 1 FROM dead_letters WHERE event_id = ?1')
-      .bind(eventIdOf(next))
-      .all()
+    const deadLetters = await allShards(async (db) => {
+      const { results } = await db.prepare('SELECT 1 FROM dead_letters WHERE event_id = ?1').bind(eventIdOf(next)).all()
+      return results
+    })
     expect(deadLetters).toHaveLength(0)
   })
 

@@ -2,6 +2,7 @@ import { env } from 'cloudflare:workers'
 import { describe, expect, it, vi } from 'vitest'
 import type { InboundEvent } from '../src/contracts/index.ts'
 import { deliver, deliverBatch, freshInbound, guid, postIngest, refuseInserts, seedContact } from './helpers.ts'
+import { allShards } from './shards.ts'
 
 type DeadLetter = {
   body: string
@@ -19,9 +20,13 @@ type DeadLetter = {
 async function deadLettersOf(eventId: string, count = 1): Promise<DeadLetter[]> {
   return vi.waitFor(
     async () => {
-      const { results } = await env.DB.prepare('SELECT * FROM dead_letters WHERE event_id = ?')
-        .bind(eventId)
-        .all<DeadLetter>()
+      const results = await allShards(async (db) => {
+        const { results } = await db
+          .prepare('SELECT * FROM dead_letters WHERE event_id = ?')
+          .bind(eventId)
+          .all<DeadLetter>()
+        return results
+      })
       expect(results).toHaveLength(count)
       return results
     },
@@ -29,11 +34,16 @@ async function deadLettersOf(eventId: string, count = 1): Promise<DeadLetter[]> 
   )
 }
 
+/** How many shards marked the event processed (one, in one database). */
 async function processedCount(eventId: string): Promise<number> {
-  const row = await env.DB.prepare('SELECT count(*) AS n FROM processed_marks WHERE event_id = ?')
-    .bind(eventId)
-    .first<{ n: number }>()
-  return row?.n ?? 0
+  const counts = await allShards(async (db) => {
+    const row = await db
+      .prepare('SELECT count(*) AS n FROM processed_marks WHERE event_id = ?')
+      .bind(eventId)
+      .first<{ n: number }>()
+    return [row?.n ?? 0]
+  })
+  return counts.reduce((sum, n) => sum + n, 0)
 }
 
 /** A real D1 failure confined to one event: a trigger that aborts its insert. */
@@ -119,10 +129,14 @@ describe('notify-events consumer', () => {
     ignored.headers['event-type'] = 'person-deleted'
     const ignoredResult = await deliver(ignored, 1)
     expect(ignoredResult.explicitAcks).toHaveLength(1)
-    const trace = await env.DB.prepare('SELECT outcome FROM processed_marks WHERE event_id = ?')
-      .bind(ignored.headers['message-id'])
-      .all()
-    expect(trace.results).toEqual([{ outcome: 'ignored-event' }])
+    const trace = await allShards(async (db) => {
+      const { results } = await db
+        .prepare('SELECT outcome FROM processed_marks WHERE event_id = ?')
+        .bind(ignored.headers['message-id'])
+        .all()
+      return results
+    })
+    expect(trace).toEqual([{ outcome: 'ignored-event' }])
 
     const event = freshInbound('verification-request-submitted', (value) => {
       value.ReviewerUserId = guid()
@@ -166,10 +180,15 @@ describe('notify-events consumer', () => {
     const broken = freshInbound('invitation.created')
     const repair = await breakD1For(eventIdOf(broken))
     const deadLettered = async () => {
-      const row = await env.DB.prepare("SELECT value FROM counters WHERE name = 'notify_events_total' AND labels = ?1")
-        .bind(JSON.stringify({ outcome: 'dead-lettered', source: 'http' }))
-        .first<{ value: number }>()
-      return row?.value ?? 0
+      // Summed over the D1 shards, as /metrics does.
+      const values = await allShards(async (db) => {
+        const row = await db
+          .prepare("SELECT value FROM counters WHERE name = 'notify_events_total' AND labels = ?1")
+          .bind(JSON.stringify({ outcome: 'dead-lettered', source: 'http' }))
+          .first<{ value: number }>()
+        return [row?.value ?? 0]
+      })
+      return values.reduce((sum, value) => sum + value, 0)
     }
     const before = await deadLettered()
     const messages = (attempts: number) => [

@@ -4,7 +4,7 @@ import { vi } from 'vitest'
 import type { InboundEvent } from '../src/contracts/index.ts'
 import { bucketOf } from '../src/d1/shards.ts'
 import worker from '../src/index.ts'
-import { allShards, dbOfUser } from './shards.ts'
+import { allShards, dbOfUser, shardDbs } from './shards.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 export const INGEST_TOKEN = 'test-ingest-token-0123456789'
@@ -180,12 +180,17 @@ export async function notificationsOf(eventId: string): Promise<NotificationReco
  */
 export async function refuseInserts(table: string, condition: string, error: string): Promise<() => Promise<void>> {
   const name = `refuse_${guid().replaceAll('-', '_')}`
-  await env.DB.prepare(
-    `CREATE TRIGGER ${name} BEFORE INSERT ON ${table} WHEN ${condition}
-     BEGIN SELECT RAISE(ABORT, '${error}'); END`,
-  ).run()
+  // In every D1 shard: the row may be written in any of them.
+  for (const db of shardDbs()) {
+    await db
+      .prepare(
+        `CREATE TRIGGER ${name} BEFORE INSERT ON ${table} WHEN ${condition}
+         BEGIN SELECT RAISE(ABORT, '${error}'); END`,
+      )
+      .run()
+  }
   return async () => {
-    await env.DB.prepare(`DROP TRIGGER ${name}`).run()
+    for (const db of shardDbs()) await db.prepare(`DROP TRIGGER ${name}`).run()
   }
 }
 

@@ -10,6 +10,7 @@
  * admin's.
  */
 import type { Operator } from '../audit/operator.ts'
+import { rowsEverywhere } from '../d1/shards.ts'
 import { describeWorker } from '../health/describe.ts'
 import { type Finding, findingsOf } from '../health/findings.ts'
 import type { Deployment } from '../health/types.ts'
@@ -44,7 +45,9 @@ export async function healthOf(env: Env, now = new Date()): Promise<PageHealth> 
   const findings = findingsOf(deployment)
   const pause = deployment.pause
   if (!pause) return { findings }
-  const counted = await cappedStatusCounts(env.DB, ['paused']).first<{ n: number }>()
+  // Every D1 shard pauses on its own, each with its waiting notifications: counted together.
+  const [rows = []] = await rowsEverywhere(env, (db) => [cappedStatusCounts(db, ['paused'])])
+  const counted = { n: rows.reduce((sum, row) => sum + Number(row.n ?? 0), 0) }
   return {
     findings,
     paused: {

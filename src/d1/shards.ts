@@ -10,8 +10,9 @@
  * deployment always had.
  */
 
-import { withBindings } from '../config.ts'
+import { configOf, withBindings } from '../config.ts'
 import { ApiError } from '../errors.ts'
+import { dbBindingOf } from './shard-names.ts'
 
 /**
  * Buckets a recipient hashes to. A bucket, not a shard, is what an id
@@ -19,16 +20,6 @@ import { ApiError } from '../errors.ts'
  * changes; 1,024 leaves every one of 16 shards 64 buckets to share.
  */
 export const BUCKETS = 1024
-
-/** The binding of shard `shard`: DB, DB_1, … */
-export function dbBindingOf(shard: number): string {
-  return shard === 0 ? 'DB' : `DB_${shard}`
-}
-
-/** The database name wrangler.toml gives shard `shard` by convention: notify-edge, notify-edge-1, … */
-export function dbNameOf(base: string, shard: number): string {
-  return shard === 0 ? base : `${base}-${shard}`
-}
 
 const encoder = new TextEncoder()
 
@@ -147,4 +138,72 @@ export async function withOperatorReads(
   }
   const operator = await other.batch([...primary])
   return [await env.DB.batch([...shard]), operator]
+}
+
+/** The database of the shard holding the row an id names (`shardOfId`). */
+export function shardDbOfId(env: Env, id: string): D1Database {
+  const count = configOf(env).DB_SHARDS
+  return shardDatabases(env, count)[shardOfId(id, count)] as D1Database
+}
+
+/** The database of the shard holding a recipient's rows. */
+export async function shardDbOfUser(env: Env, userId: string): Promise<D1Database> {
+  const count = configOf(env).DB_SHARDS
+  return shardDatabases(env, count)[await shardOfRecipient(userId, count)] as D1Database
+}
+
+/** Every shard's database, the primary first. */
+export function allShardDbs(env: Env): D1Database[] {
+  return shardDatabases(env, configOf(env).DB_SHARDS)
+}
+
+/**
+ * The same statements run in every shard (one batch each, side by side), and
+ * each statement's rows from every shard together, the primary's first: what
+ * an operator's read of everything about an event or an address sees.
+ */
+export async function rowsEverywhere(
+  env: Env,
+  statements: (db: D1Database) => D1PreparedStatement[],
+): Promise<Record<string, unknown>[][]> {
+  const batches: D1Result<Record<string, unknown>>[][] = await Promise.all(
+    allShardDbs(env).map((db) => db.batch<Record<string, unknown>>(statements(db))),
+  )
+  return (batches[0] ?? []).map((_, index) => batches.flatMap((results) => results[index]?.results ?? []))
+}
+
+/**
+ * Orders rows merged from several shards by these columns, as SQLite's
+ * default (binary) collation orders their text: what one database's
+ * `ORDER BY` would have given.
+ */
+export function byColumns(...columns: string[]) {
+  return (a: Record<string, unknown>, b: Record<string, unknown>): number => {
+    for (const column of columns) {
+      const [x, y] = [String(a[column]), String(b[column])]
+      if (x !== y) return x < y ? -1 : 1
+    }
+    return 0
+  }
+}
+
+/**
+ * Rows of several shards' counts, one per value of `keys`, every other
+ * numeric column added up (a count, a counter's value); in the order each
+ * key first appeared, the primary's first.
+ */
+export function sumRows<T extends Record<string, unknown>>(rows: readonly T[], keys: readonly string[]): T[] {
+  const sums = new Map<string, Record<string, unknown>>()
+  for (const row of rows) {
+    const key = JSON.stringify(keys.map((column) => row[column]))
+    const sum = sums.get(key)
+    if (!sum) {
+      sums.set(key, { ...row })
+      continue
+    }
+    for (const [column, value] of Object.entries(row)) {
+      if (!keys.includes(column) && typeof value === 'number') sum[column] = Number(sum[column] ?? 0) + value
+    }
+  }
+  return [...sums.values()] as T[]
 }

@@ -1,4 +1,5 @@
 import { configOf } from '../config.ts'
+import { shardDbOfId } from '../d1/shards.ts'
 import { resetForReplay } from '../notifications/replay.ts'
 import { WORKER_LIMITS } from '../platform-limits.ts'
 import { DispatchMessageSchema, dispatchFor } from '../queue/dispatch-message.ts'
@@ -51,14 +52,19 @@ export type ReplayResult = { replayed: string[]; skipped: { id: string; reason: 
  * notification rows' retention after they ended); past both, nothing
  * remembers it, and it is planned again as a new event would be. A failed
  * notification that retention emptied or deleted is skipped with the reason.
- * `audit`, when given, runs in the same D1 batch right after the marks (its
- * `changes()` is their count).
+ * `audit`, when given, is the audit row, run in the same D1 batch right
+ * after the marks (given no count, its `changes()` is theirs). With D1
+ * shards, `letters` is the shard the rows are kept in (src/d1/shards.ts) and
+ * each notification is reset in its own; the audit row, written in the
+ * primary, follows the marks of another shard as a write of its own, given
+ * their count.
  */
 export async function replayDeadLetters(
   env: Env,
   rows: readonly ReplayRow[],
   now: Date,
-  audit?: D1PreparedStatement,
+  audit?: (replayed?: number) => D1PreparedStatement,
+  letters: D1Database = env.DB,
 ): Promise<ReplayResult> {
   const nowIso = now.toISOString()
   const waitUntil = new Date(now.getTime() + configOf(env).CONTACT_WAIT_HOURS * 3_600_000).toISOString()
@@ -66,9 +72,9 @@ export async function replayDeadLetters(
   const events: unknown[] = []
   const emailEvents: unknown[] = []
   const dispatches: Outgoing[] = []
-  const resets: D1PreparedStatement[] = []
+  const resets: { db: D1Database; statement: D1PreparedStatement }[] = []
   const replayed: string[] = []
-  const removed = await unsendable(env.DB, rows)
+  const removed = await unsendable(env, rows)
   for (const row of rows) {
     const body: unknown = JSON.parse(row.body)
     if (isErased(body)) {
@@ -100,7 +106,9 @@ export async function replayDeadLetters(
       }
       // A fresh message for the reset's due time: the dead one names a time the row no longer has.
       dispatches.push(dispatchFor(message.data.notificationId, nowIso, now))
-      resets.push(resetForReplay(env.DB, message.data.notificationId, nowIso, waitUntil))
+      const id = message.data.notificationId
+      const db = shardDbOfId(env, id)
+      resets.push({ db, statement: resetForReplay(db, id, nowIso, waitUntil) })
     } else {
       skipped.push({ id: row.id, reason: `it died on an unknown queue (${row.queue})` })
       continue
@@ -109,14 +117,22 @@ export async function replayDeadLetters(
   }
   // Before the resets: a shard counted but not bound fails the replay with nothing changed, and only when there are events.
   const eventsQueues = events.length > 0 ? eventQueues(env, configOf(env).EVENTS_QUEUE_SHARDS) : []
-  if (resets.length > 0) await env.DB.batch(resets)
+  // Each shard's resets in one batch of its own.
+  await Promise.all(
+    [...Map.groupBy(resets, (reset) => reset.db)].map(([db, list]) => db.batch(list.map((reset) => reset.statement))),
+  )
   await sendEvents(eventsQueues, events)
   await sendAll(
     env.EMAIL_EVENTS,
     emailEvents.map((body) => ({ body })),
   )
   await sendAll(env.DISPATCH, dispatches)
-  if (replayed.length > 0) await env.DB.batch([markReplayed(env.DB, replayed, nowIso), ...(audit ? [audit] : [])])
+  if (replayed.length > 0 && letters === env.DB) {
+    await letters.batch([markReplayed(letters, replayed, nowIso), ...(audit ? [audit()] : [])])
+  } else if (replayed.length > 0) {
+    const [marked] = await letters.batch([markReplayed(letters, replayed, nowIso)])
+    if (audit && marked?.meta.changes) await audit(replayed.length).run()
+  }
   return { replayed, skipped }
 }
 
@@ -126,20 +142,26 @@ export async function replayDeadLetters(
  * content, or their row's retention deleted them. A replay of one would reset
  * nothing and send nothing, and be reported as replayed.
  */
-async function unsendable(db: D1Database, rows: readonly ReplayRow[]): Promise<Map<string, string>> {
+async function unsendable(env: Env, rows: readonly ReplayRow[]): Promise<Map<string, string>> {
   const ids = rows.flatMap((row) => {
     if (row.queue !== QUEUES.dispatch) return []
     const message = DispatchMessageSchema.safeParse(JSON.parse(row.body))
     return message.success ? [message.data.notificationId] : []
   })
   if (ids.length === 0) return new Map()
-  const { results } = await db
-    .prepare(
-      'SELECT id, content_removed_at IS NOT NULL AS removed FROM notifications WHERE id IN (SELECT value FROM json_each(?1))',
-    )
-    .bind(JSON.stringify(ids))
-    .all<{ id: string; removed: number }>()
-  const found = new Map(results.map((row) => [row.id, row.removed === 1]))
+  // Each notification in the D1 shard its id names.
+  const parts = await Promise.all(
+    [...Map.groupBy(ids, (id) => shardDbOfId(env, id))].map(async ([db, list]) => {
+      const { results } = await db
+        .prepare(
+          'SELECT id, content_removed_at IS NOT NULL AS removed FROM notifications WHERE id IN (SELECT value FROM json_each(?1))',
+        )
+        .bind(JSON.stringify(list))
+        .all<{ id: string; removed: number }>()
+      return results
+    }),
+  )
+  const found = new Map(parts.flat().map((row) => [row.id, row.removed === 1]))
   const gone = new Map<string, string>()
   for (const id of ids) {
     const removed = found.get(id)

@@ -18,36 +18,50 @@ export type ErasureResult = { target: string; erased: ErasedCounts }
  * to those users' other addresses. Either way the same person is found,
  * whichever of their names the request gave.
  */
-async function personOf(db: D1Database, request: ErasureRequest): Promise<{ users: string[]; addresses: string[] }> {
+async function personOf(
+  dbs: readonly D1Database[],
+  request: ErasureRequest,
+): Promise<{ users: string[]; addresses: string[] }> {
+  const everywhere = async <T>(query: (db: D1Database) => Promise<T[]>) => (await Promise.all(dbs.map(query))).flat()
   const users =
     'userId' in request
       ? [request.userId]
-      : (
-          await db
-            .prepare(
-              `SELECT user_id FROM contacts WHERE lower(email) = ?1
-               UNION SELECT recipient_user_id FROM notifications WHERE lower(recipient_email) = ?1`,
-            )
-            .bind(normalizeAddress(request.address))
-            .all<{ user_id: string }>()
-        ).results.map((row) => row.user_id)
+      : [
+          ...new Set(
+            await everywhere(async (db) =>
+              (
+                await db
+                  .prepare(
+                    `SELECT user_id FROM contacts WHERE lower(email) = ?1
+                     UNION SELECT recipient_user_id FROM notifications WHERE lower(recipient_email) = ?1`,
+                  )
+                  .bind(normalizeAddress(request.address))
+                  .all<{ user_id: string }>()
+              ).results.map((row) => row.user_id),
+            ),
+          ),
+        ]
   // An address the person had before may be left only on the suppression list, once retention took it off
   // their notifications, or deleted the notifications themselves: the entry names the user it was about (and
   // the notification that caused it, for an entry written before it named the user).
-  const { results } = await db
-    .prepare(
-      `SELECT lower(email) AS address FROM contacts WHERE user_id IN (SELECT value FROM json_each(?1))
-       UNION SELECT lower(recipient_email) FROM notifications
-       WHERE recipient_user_id IN (SELECT value FROM json_each(?1)) AND recipient_email IS NOT NULL
-       UNION SELECT address FROM suppressions
-       WHERE user_id IN (SELECT value FROM json_each(?1)) AND address NOT LIKE '${PSEUDONYM_PREFIX}%'
-       UNION SELECT s.address FROM suppressions s JOIN notifications n ON n.id = s.notification_id
-       WHERE n.recipient_user_id IN (SELECT value FROM json_each(?1)) AND s.address NOT LIKE '${PSEUDONYM_PREFIX}%'`,
-    )
-    .bind(JSON.stringify(users))
-    .all<{ address: string }>()
+  const found = await everywhere(async (db) =>
+    (
+      await db
+        .prepare(
+          `SELECT lower(email) AS address FROM contacts WHERE user_id IN (SELECT value FROM json_each(?1))
+           UNION SELECT lower(recipient_email) FROM notifications
+           WHERE recipient_user_id IN (SELECT value FROM json_each(?1)) AND recipient_email IS NOT NULL
+           UNION SELECT address FROM suppressions
+           WHERE user_id IN (SELECT value FROM json_each(?1)) AND address NOT LIKE '${PSEUDONYM_PREFIX}%'
+           UNION SELECT s.address FROM suppressions s JOIN notifications n ON n.id = s.notification_id
+           WHERE n.recipient_user_id IN (SELECT value FROM json_each(?1)) AND s.address NOT LIKE '${PSEUDONYM_PREFIX}%'`,
+        )
+        .bind(JSON.stringify(users))
+        .all<{ address: string }>()
+    ).results.map((row) => row.address),
+  )
   const given = 'address' in request ? [normalizeAddress(request.address)] : []
-  return { users, addresses: [...new Set([...given, ...results.map((row) => row.address)])] }
+  return { users, addresses: [...new Set([...given, ...found])] }
 }
 
 /**
@@ -79,8 +93,9 @@ async function base64DeadLetters(db: D1Database, users: string[], addresses: str
 }
 
 /**
- * Erases a recipient from every table, in one D1 batch (one transaction) with
- * its audit row:
+ * Erases a recipient from every table of every D1 shard (`dbs`, the primary
+ * first), each shard in one D1 batch (one transaction), the primary's with
+ * the audit row:
  *
  * - contacts, preferences and the reviewer pool: their rows are deleted;
  * - notifications: the recipient snapshot, subject, bodies, unsubscribe link
@@ -104,15 +119,16 @@ async function base64DeadLetters(db: D1Database, users: string[], addresses: str
  * event still on a queue, stored after the erasure.
  */
 export async function eraseRecipient(
-  db: D1Database,
+  dbs: readonly D1Database[],
   erasureKey: string,
   operator: Operator,
   request: ErasureRequest,
   now: Date,
 ): Promise<ErasureResult> {
-  const { users, addresses } = await personOf(db, request)
+  const [primary, ...others] = dbs as [D1Database, ...D1Database[]]
+  const { users, addresses } = await personOf(dbs, request)
   const pairs = await Promise.all(addresses.map(async (address) => [address, await pseudonymOf(address, erasureKey)]))
-  const letters = await base64DeadLetters(db, users, addresses)
+  const letters = (await Promise.all(dbs.map((db) => base64DeadLetters(db, users, addresses)))).flat()
   const parameters: ErasureParameters = [
     JSON.stringify(users),
     JSON.stringify(addresses),
@@ -121,24 +137,43 @@ export async function eraseRecipient(
     JSON.stringify(letters),
   ]
   const target = 'userId' in request ? request.userId : await pseudonymOf(request.address, erasureKey)
-  const statements = erasureStatements(db, parameters, {
-    actor: operator.name,
-    role: operator.role,
-    via: operator.via,
-    target,
-    by: 'userId' in request ? 'userId' : 'address',
-  })
   const pseudonyms = [
     ...pairs.map(([, pseudonym]) => pseudonym as string),
     ...(await Promise.all(users.map((user) => userPseudonymOf(user, erasureKey)))),
   ]
-  const [audited] = await db.batch<{ parameters: string }>([
+  // With D1 shards, each other shard erases its part in a transaction of its own first, counting it; the
+  // primary's, last, writes the one audit row with every shard's counts added. Should one fail, the request
+  // fails, and erasing again finds what is left.
+  const elsewhere = zero()
+  for (const db of others) {
+    const [counted] = await db.batch<ErasedCounts>([
+      ...erasureStatements(db, parameters, undefined),
+      recordErased(db, pseudonyms, now.toISOString()),
+    ])
+    const part = counted?.results[0]
+    for (const { name } of ERASED_TABLES) elsewhere[name] += Number(part?.[name] ?? 0)
+  }
+  const statements = erasureStatements(
+    primary,
+    parameters,
+    {
+      actor: operator.name,
+      role: operator.role,
+      via: operator.via,
+      target,
+      by: 'userId' in request ? 'userId' : 'address',
+    },
+    elsewhere,
+  )
+  const [audited] = await primary.batch<{ parameters: string }>([
     ...statements,
-    recordErased(db, pseudonyms, now.toISOString()),
+    recordErased(primary, pseudonyms, now.toISOString()),
   ])
   const row = audited?.results[0]
-  const erased = row
-    ? (JSON.parse(row.parameters) as { erased: ErasedCounts }).erased
-    : (Object.fromEntries(ERASED_TABLES.map(({ name }) => [name, 0])) as ErasedCounts)
+  const erased = row ? (JSON.parse(row.parameters) as { erased: ErasedCounts }).erased : zero()
   return { target, erased }
+}
+
+function zero(): ErasedCounts {
+  return Object.fromEntries(ERASED_TABLES.map(({ name }) => [name, 0])) as ErasedCounts
 }

@@ -91,9 +91,16 @@ export type ErasedCounts = Record<(typeof ERASED_TABLES)[number]['name'], number
  * triggers wrote). Parameters after the shared ones: actor, role, via,
  * target, how the person was named (`userId` or `address`).
  */
-function auditErasure(db: D1Database, parameters: ErasureParameters, who: AuditFields): D1PreparedStatement {
+function auditErasure(
+  db: D1Database,
+  parameters: ErasureParameters,
+  who: AuditFields,
+  elsewhere: ErasedCounts | undefined,
+): D1PreparedStatement {
+  // ?11: what the other D1 shards erased (src/d1/shards.ts), added to this database's counts.
   const counts = ERASED_TABLES.map(
-    ({ name, table, where }) => `(SELECT count(*) FROM ${table} WHERE ${where}) AS ${name}`,
+    ({ name, table, where }) =>
+      `(SELECT count(*) FROM ${table} WHERE ${where}) + coalesce(json_extract(?11, '$.${name}'), 0) AS ${name}`,
   )
   const names = ERASED_TABLES.map(({ name }) => name)
   return bindErasure(
@@ -106,8 +113,21 @@ function auditErasure(db: D1Database, parameters: ErasureParameters, who: AuditF
      FROM counted WHERE ${names.join(' + ')} > 0
      RETURNING parameters`,
     parameters,
-    [who.actor, who.role, who.via, who.target, who.by],
+    [who.actor, who.role, who.via, who.target, who.by, JSON.stringify(elsewhere ?? {})],
   )
+}
+
+/**
+ * What an erasure is about to change in one database, per table, as one row
+ * (to run first in the erasure's batch, whose one transaction makes the
+ * counts exactly what changes): a D1 shard other than the primary counts its
+ * part this way, and the primary's audit row adds it up.
+ */
+export function countErasure(db: D1Database, parameters: ErasureParameters): D1PreparedStatement {
+  const counts = ERASED_TABLES.map(
+    ({ name, table, where }) => `(SELECT count(*) FROM ${table} WHERE ${where}) AS ${name}`,
+  )
+  return bindErasure(db, `SELECT ${counts.join(',\n')}`, parameters)
 }
 
 /** Keeps the person's suppressions under their pseudonyms, the stronger entry winning as everywhere on the list. */
@@ -130,7 +150,8 @@ function pseudonymizeSuppressions(db: D1Database, parameters: ErasureParameters)
 
 /**
  * The erasure's statements, bound, in the order they must run: the audit
- * row first (it counts what is about to change), the raw messages and
+ * row first (it counts what is about to change, adding what other shards
+ * erased; without `who`, in a shard other than the primary, a count alone), the raw messages and
  * provider events before the notifications (they find the person's
  * notifications through the snapshot the notifications lose), the
  * suppressions' pseudonyms before the entries in clear go.
@@ -138,11 +159,12 @@ function pseudonymizeSuppressions(db: D1Database, parameters: ErasureParameters)
 export function erasureStatements(
   db: D1Database,
   parameters: ErasureParameters,
-  who: AuditFields,
+  who: AuditFields | undefined,
+  elsewhere?: ErasedCounts,
 ): D1PreparedStatement[] {
   const bound = (sql: string) => bindErasure(db, sql, parameters)
   return [
-    auditErasure(db, parameters, who),
+    who ? auditErasure(db, parameters, who, elsewhere) : countErasure(db, parameters),
     eraseSentMessages(db, parameters),
     bound(`UPDATE delivery_events SET detail = NULL WHERE ${DELIVERY_EVENTS_TO_ERASE}`),
     eraseNotifications(db, parameters),

@@ -15,7 +15,7 @@ import { checkResendDomain } from './resend-domains.ts'
 import { refusedTemplates } from './template-check.ts'
 import { transportOf } from './transport.ts'
 import type { Deployment, DomainCheck } from './types.ts'
-import { bindingNamesOf } from './wiring.ts'
+import { bindingNamesOf, dbShards } from './wiring.ts'
 
 /** The variables as set, as strings; secrets left out. */
 function varsOf(env: Record<string, unknown>): Record<string, string | undefined> {
@@ -32,6 +32,7 @@ function varsOf(env: Record<string, unknown>): Record<string, string | undefined
 async function stateOf(
   db: D1Database | undefined,
   transport: string,
+  others: readonly D1Database[],
 ): Promise<{ pause?: TransportPause | null; cronLastRun?: string | null; databaseError?: string }> {
   if (!db) return {}
   try {
@@ -39,8 +40,10 @@ async function stateOf(
       readPause(db, transport),
       db.prepare("SELECT updated_at FROM gauges WHERE name = ?1 AND labels = '{}'").bind(GAUGES.maintenanceLastRun),
     ])
+    // Each D1 shard pauses on its own (src/d1/shards.ts): a pause in any of them is the transport's.
+    const elsewhere = await Promise.all(others.map((shard) => readPause(shard, transport).first<TransportPause>()))
     return {
-      pause: (pause?.results[0] as TransportPause | undefined) ?? null,
+      pause: (pause?.results[0] as TransportPause | undefined) ?? elsewhere.find((found) => found !== null) ?? null,
       cronLastRun: (lastRun?.results[0] as { updated_at: string } | undefined)?.updated_at ?? null,
     }
   } catch (error) {
@@ -82,7 +85,11 @@ export async function describeWorker(env: Env, now: Date, options: { recall?: bo
   const vars = varsOf(raw)
   const db = raw.DB as D1Database | undefined
   const [state, domain, templatesRefused] = await Promise.all([
-    stateOf(db, transportOf({ vars })),
+    stateOf(
+      db,
+      transportOf({ vars }),
+      dbShards(vars).flatMap(({ binding }) => (raw[binding] ? [raw[binding] as D1Database] : [])),
+    ),
     domainCheckOf(vars, raw.RESEND_API_KEY, db, { now, recall: options.recall ?? false }),
     // Rendering every stored template is the doctor's to do, not every console page's.
     options.recall ? undefined : refusedTemplates(env),

@@ -3,7 +3,8 @@
  * producers, send_email, the send pace), the queues it consumes, its cron and
  * whether that cron runs, and the resources a deploy creates.
  */
-import { EVENTS_QUEUE_SHARDS_MAX } from '../config.ts'
+import { DB_SHARDS_MAX, EVENTS_QUEUE_SHARDS_MAX } from '../config.ts'
+import { dbBindingOf, dbNameOf } from '../d1/shard-names.ts'
 import { eventsBindingOf, eventsQueueOf, QUEUES } from '../queue/names.ts'
 import { transportOf } from './transport.ts'
 import type { Deployment, Finding } from './types.ts'
@@ -49,9 +50,23 @@ function eventShards(vars: Deployment['vars']): { binding: string; queue: string
   }))
 }
 
-/** The binding names a Worker with these variables may have: every fixed one and each shard of notify-events. */
+/** The D1 shards past the primary that DB_SHARDS asks for, by binding and the database name the repository gives them. */
+export function dbShards(vars: Deployment['vars']): { binding: string; database: string }[] {
+  const count = Number(vars.DB_SHARDS ?? 1)
+  const shards = Number.isInteger(count) && count > 1 && count <= DB_SHARDS_MAX ? count : 1
+  return Array.from({ length: shards - 1 }, (_, index) => ({
+    binding: dbBindingOf(index + 1),
+    database: dbNameOf('notify-edge', index + 1),
+  }))
+}
+
+/** The binding names a Worker with these variables may have: every fixed one, each shard of notify-events and of D1. */
 export function bindingNamesOf(vars: Deployment['vars']): string[] {
-  return [...BINDING_NAMES, ...eventShards(vars).map((shard) => shard.binding)]
+  return [
+    ...BINDING_NAMES,
+    ...eventShards(vars).map((shard) => shard.binding),
+    ...dbShards(vars).map((shard) => shard.binding),
+  ]
 }
 
 /** Bindings, consumers, placeholder resources and secrets written as variables. */
@@ -62,6 +77,9 @@ export function bindingFindings(deployment: Deployment): Finding[] {
   const declared: Record<string, string> = { ...BINDINGS }
   for (const { binding, queue } of shards)
     declared[binding] = `[[queues.producers]] binding = "${binding}", queue = "${queue}"`
+  for (const { binding, database } of dbShards(deployment.vars))
+    declared[binding] =
+      `[[d1_databases]] binding = "${binding}", database_name = "${database}", migrations_dir = "migrations/d1"`
   const needed = Object.keys(declared).filter((name) => (TRANSPORT_OF_BINDING[name] ?? transport) === transport)
   const unbound = needed.filter((name) => !deployment.bindings.includes(name))
   if (unbound.length > 0) {
@@ -69,7 +87,7 @@ export function bindingFindings(deployment: Deployment): Finding[] {
       id: 'bindings-missing',
       severity: 'blocker',
       message: `not bound: ${unbound.join(', ')}; the Worker cannot take, send or record notifications without them`,
-      fix: `add to wrangler.toml, as the repository's has them (a shard of notify-events as docs/scaling.md shows it): ${unbound.map((name) => declared[name]).join('; ')}; then npm run deploy`,
+      fix: `add to wrangler.toml, as the repository's has them (a shard of notify-events or of D1 as docs/scaling.md shows it): ${unbound.map((name) => declared[name]).join('; ')}; then npm run deploy`,
     })
   }
   const unguarded = Object.keys(GUARD_BINDINGS).filter((name) => !deployment.bindings.includes(name))

@@ -86,7 +86,9 @@ export class EventsRun {
   /** Ends a message that cannot succeed (its codes are `dead-letter` codes): a dead letter, as the error table decides. */
   deadLetter(item: Received, code: PipelineCode, error: string, fields: Record<string, unknown>): void {
     const settled = this.settlements.failWith(item.message, { code, error })
-    if (settled.action === 'dead-letter') this.count(item.inbound?.source ?? 'unknown', 'dead-lettered')
+    if (settled.action === 'dead-letter' && this.part === undefined) {
+      this.count(item.inbound?.source ?? 'unknown', 'dead-lettered')
+    }
     this.log.warn('event.invalid', { ...fields, code, error })
   }
 
@@ -94,7 +96,11 @@ export class EventsRun {
   fail(item: Received, error: unknown, fields: Record<string, unknown>, kind?: string): void {
     const settled = this.settlements.fail(item.message, error)
     if (settled.action === 'dead-letter' && kind) this.settlements.settle(item.message, { ...settled, kind })
-    if (settled.action === 'dead-letter') this.count(String(fields.source ?? item.inbound?.source), 'dead-lettered')
+    // A shard's run does not count it: the batch's own run does, once, for the settlement all its shards
+    // came to (./shards.ts).
+    if (settled.action === 'dead-letter' && this.part === undefined) {
+      this.count(String(fields.source ?? item.inbound?.source), 'dead-lettered')
+    }
     this.log.warn(`event.${settled.action}`, {
       ...fields,
       attempts: item.message.attempts,

@@ -71,6 +71,8 @@ export async function materializeSharded(
     const failed = worst(settled)
     if (failed) {
       run.settlements.settle(item.message, failed)
+      // Counted here, once, whichever shards failed it (a shard's run counts none: src/materialize/run.ts).
+      if (failed.action === 'dead-letter') run.count(item.inbound.source, 'dead-lettered')
       continue
     }
     const made = done.flatMap((list) => list.filter((made) => made.message === item.message))

@@ -1,5 +1,5 @@
 import { DB_SHARDS_MAX, EVENTS_QUEUE_SHARDS_MAX, withBindings } from '../config.ts'
-import { dbBindingOf } from '../d1/shards.ts'
+import { dbBindingOf } from '../d1/shard-names.ts'
 import type { Logger } from '../log.ts'
 import { eventsBindingOf } from '../queue/names.ts'
 import { type Cost, noCost } from './cost.ts'

@@ -11,6 +11,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, test } from 'node:test'
 
+import { placeholderShardId } from '../../scripts/deploy.ts'
+
 const ROOT = join(import.meta.dirname, '..', '..')
 const DEPLOY = join(ROOT, 'scripts', 'deploy.ts')
 const STAND_IN = join(ROOT, 'support', 'wrangler-stand-in.ts')
@@ -212,4 +214,41 @@ test('with EMAIL_TRANSPORT = "resend", the Resend API key and webhook secret are
   } finally {
     writeFileSync(join(fresh.dir, 'wrangler.toml'), toml)
   }
+})
+
+test('with a second D1 shard (DB_1), its database is created, its id written and its migrations applied too', () => {
+  const sharded = project()
+  for (const secret of SECRETS) {
+    const put = sharded.wrangler(['secret', 'put', secret], `value-of-${secret}-0123456789abcdef0123456789`)
+    assert.equal(put.status, 0, String(put.stderr))
+  }
+  const placeholder = placeholderShardId(1)
+  writeFileSync(
+    join(sharded.dir, 'wrangler.toml'),
+    sharded
+      .wranglerToml()
+      .replace('[vars]\n', '[vars]\nDB_SHARDS = "2"\n')
+      .concat(
+        `\n[[d1_databases]]\nbinding = "DB_1"\ndatabase_name = "notify-edge-1"\ndatabase_id = "${placeholder}"\nmigrations_dir = "migrations/d1"\n`,
+      ),
+  )
+  const run = sharded.deploy()
+  assert.equal(run.status, 0, run.output)
+  const account = sharded.account()
+  const made = changes(account)
+  assert.deepEqual(
+    made.filter((call) => call.startsWith('d1 ')),
+    [
+      'd1 create notify-edge',
+      'd1 create notify-edge-1',
+      'd1 migrations apply notify-edge --remote',
+      'd1 migrations apply notify-edge-1 --remote',
+    ],
+  )
+  const shard = account.d1.find((db) => db.name === 'notify-edge-1')
+  assert.ok(shard)
+  assert.match(sharded.wranglerToml(), new RegExp(`database_id = "${shard.uuid}"`))
+  assert.doesNotMatch(sharded.wranglerToml(), new RegExp(placeholder))
+  assert.deepEqual(account.migrations[shard.uuid], migrationFiles())
+  assert.equal(account.worker?.deployments, 1)
 })

@@ -175,3 +175,29 @@ test("with NOTIFY_EDGE_URL and NOTIFY_EDGE_TOKEN it shows the deployed Worker's 
   )
   assert.match(reports[1]?.findings[0]?.message ?? '', /403 FORBIDDEN/)
 })
+
+test('two D1 shards without the second one bound: it is named with the block to add, and bound it passes', async () => {
+  const counted = (toml: string) => ready(toml).replace('LOG_LEVEL = "info"', 'LOG_LEVEL = "info"\nDB_SHARDS = "2"')
+  const half = wranglerToml('half-sharded-d1.toml', counted)
+  const { code, stdout } = await doctor(['--config', half, '--json'])
+  assert.equal(code, 1)
+  const findings = (JSON.parse(stdout) as Reports).reports[0]?.findings ?? []
+  const missing = findings.find((finding) => finding.id === 'bindings-missing')
+  assert.match(missing?.message ?? '', /not bound: DB_1;/)
+  assert.match(missing?.fix ?? '', /\[\[d1_databases\]\] binding = "DB_1", database_name = "notify-edge-1"/)
+
+  const whole = wranglerToml(
+    'sharded-d1.toml',
+    (toml) => `${counted(toml)}
+[[d1_databases]]
+binding = "DB_1"
+database_name = "notify-edge-1"
+database_id = "00000000-0000-4000-8000-100000000001"
+migrations_dir = "migrations/d1"
+`,
+  )
+  const sharded = await doctor(['--config', whole, '--json'])
+  const blockers = idsOf((JSON.parse(sharded.stdout) as Reports).reports[0]?.findings ?? [], 'blocker')
+  assert.deepEqual(blockers, [])
+  assert.equal(sharded.code, 0)
+})

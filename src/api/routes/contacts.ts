@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi'
 import { Id, Locale, TimeZone } from '../../contracts/fields.ts'
+import { shardDbOfUser } from '../../d1/shards.ts'
 import { ApiError } from '../../errors.ts'
 import { type ContactRow, contactFromRow, correctContact, upsertContact } from '../../materialize/contacts.ts'
 import { runAudited } from '../audited.ts'
@@ -74,14 +75,17 @@ const remove = operatorRoute('admin', {
 /** `/v1/contacts`: the contact replica the PIN events read addresses from. */
 export const contacts = createRouter()
   .openapi(get, async (c) => {
-    const row = await find(c.env.DB, c.req.valid('param').userId)
+    const { userId } = c.req.valid('param')
+    const row = await find(await shardDbOfUser(c.env, userId), userId)
     if (!row) throw new ApiError('NOT_FOUND', 'no such contact')
     return c.json(toContact(row), 200)
   })
   .openapi(put, async (c) => {
     const { userId } = c.req.valid('param')
     const body = c.req.valid('json')
-    const current = await find(c.env.DB, userId)
+    // The contact is in its person's D1 shard (src/d1/shards.ts).
+    const db = await shardDbOfUser(c.env, userId)
+    const current = await find(db, userId)
     const { version } = body
     const now = new Date().toISOString()
     const contact = {
@@ -92,27 +96,33 @@ export const contacts = createRouter()
       displayName: body.displayName ?? null,
     }
     const statement =
-      version === undefined
-        ? correctContact(c.env.DB, contact, now)
-        : upsertContact(c.env.DB, { ...contact, version }, now)
+      version === undefined ? correctContact(db, contact, now) : upsertContact(db, { ...contact, version }, now)
     // The trail keeps what was set, not the address or the name themselves.
     const parameters = { version: version ?? 'correction', locale: contact.locale, timeZone: contact.timeZone }
-    const [result] = await runAudited(c, [statement], {
-      action: 'contact.put',
-      target: userId,
-      parameters,
-    })
+    const [result] = await runAudited(
+      c,
+      [statement],
+      {
+        action: 'contact.put',
+        target: userId,
+        parameters,
+      },
+      db,
+    )
     if (result?.meta.changes === 0) {
       throw new ApiError('CONFLICT', `version ${version} is not newer than the stored version ${current?.version}`)
     }
-    return c.json(toContact((await find(c.env.DB, userId)) as Row), 200)
+    return c.json(toContact((await find(db, userId)) as Row), 200)
   })
   .openapi(remove, async (c) => {
     const { userId } = c.req.valid('param')
-    const [result] = await runAudited(c, [c.env.DB.prepare('DELETE FROM contacts WHERE user_id = ?1').bind(userId)], {
-      action: 'contact.delete',
-      target: userId,
-    })
+    const db = await shardDbOfUser(c.env, userId)
+    const [result] = await runAudited(
+      c,
+      [db.prepare('DELETE FROM contacts WHERE user_id = ?1').bind(userId)],
+      { action: 'contact.delete', target: userId },
+      db,
+    )
     if (result?.meta.changes === 0) throw new ApiError('NOT_FOUND', 'no such contact')
     return c.body(null, 204)
   })

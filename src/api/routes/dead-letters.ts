@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi'
 import { auditChange } from '../../audit/audit-store.ts'
+import { allShardDbs, byColumns, rowsEverywhere } from '../../d1/shards.ts'
 import {
   bodiesOf,
   type DeadLetterSummaryRow,
@@ -215,11 +216,12 @@ export const deadLetters = createRouter()
         { field: 'cursor', message: 'unknown cursor' },
       ])
     }
-    const { results } = await listDeadLetters(c.env.DB, filter, {
-      cursor,
-      limit: limit + 1,
-      order,
-    }).all<DeadLetterSummaryRow>()
+    // Every D1 shard keeps the dead letters of its recipients' notifications (src/d1/shards.ts): a page of
+    // each, merged in the list's (first_seen, id) order, which the cursor holds across shards.
+    const [found = []] = await rowsEverywhere(c.env, (db) => [
+      listDeadLetters(db, filter, { cursor, limit: limit + 1, order }),
+    ])
+    const results = inOrder(found as DeadLetterSummaryRow[], order)
     const page = results.slice(0, limit)
     const last = page.at(-1)
     return c.json(
@@ -228,7 +230,7 @@ export const deadLetters = createRouter()
     )
   })
   .openapi(show, async (c) => {
-    const row = await getDeadLetter(c.env.DB, c.req.valid('param').id).first<Record<string, unknown>>()
+    const row = (await findDeadLetter(c.env, c.req.valid('param').id))?.row
     if (!row) throw new ApiError('NOT_FOUND', 'no such dead letter')
     const body = JSON.parse(String(row.body)) as { headers?: unknown }
     const headers = typeof body === 'object' && body !== null && typeof body.headers === 'object' ? body.headers : null
@@ -245,20 +247,18 @@ export const deadLetters = createRouter()
     )
   })
   .openapi(replayOne, async (c) => {
-    const row = await getDeadLetter(c.env.DB, c.req.valid('param').id).first<{
-      id: string
-      queue: string
-      body: string
-    }>()
-    if (!row) throw new ApiError('NOT_FOUND', 'no such dead letter')
+    const found = await findDeadLetter(c.env, c.req.valid('param').id)
+    if (!found) throw new ApiError('NOT_FOUND', 'no such dead letter')
+    const row = found.row as { id: string; queue: string; body: string }
     const now = new Date()
-    const audit = auditChange(
-      c.env.DB,
-      c.get('operator'),
-      { action: 'dead-letter.replay', target: row.id },
-      now.toISOString(),
-    )
-    const result = await replayOrUnavailable(c.env, [row], now, audit)
+    const audit = (affected?: number) =>
+      auditChange(
+        c.env.DB,
+        c.get('operator'),
+        { action: 'dead-letter.replay', target: row.id, ...(affected ? { affected } : {}) },
+        now.toISOString(),
+      )
+    const result = await replayOrUnavailable(c.env, [row], now, audit, found.db)
     if (result.replayed.length === 0) throw new ApiError('CONFLICT', `cannot replay: ${result.skipped[0]?.reason}`)
     return c.json(result, 200)
   })
@@ -267,13 +267,10 @@ export const deadLetters = createRouter()
     const { reason } = c.req.valid('json')
     const entry = { action: 'dead-letter.discard', target: id, parameters: { reason } }
     // The audit row only when the discard changed a row: a 404 leaves no trace in D1.
-    const now = new Date().toISOString()
-    const [discarded] = await c.env.DB.batch([
-      markDiscarded(c.env.DB, id, reason, now),
-      auditChange(c.env.DB, c.get('operator'), entry, now),
-    ])
+    const db = (await findDeadLetter(c.env, id))?.db ?? c.env.DB
+    const [discarded] = await runAudited(c, [markDiscarded(db, id, reason, new Date().toISOString())], entry, db)
     if (!discarded?.meta.changes) throw new ApiError('NOT_FOUND', 'no such dead letter')
-    const row = await getDeadLetter(c.env.DB, id).first<DeadLetterSummaryRow>()
+    const row = await getDeadLetter(db, id).first<DeadLetterSummaryRow>()
     return c.json(summaryOf(row as DeadLetterSummaryRow), 200)
   })
   .openapi(bulk, async (c) => {
@@ -285,58 +282,89 @@ export const deadLetters = createRouter()
       ])
     }
     // The sizes first, without the bodies: the page is cut to what one call can hold.
-    const { results } = await listDeadLetters(
-      c.env.DB,
-      { ...filter, status: filter.status ?? 'open' },
-      { cursor, limit: max + 1, order: 'asc', bodyBytes: true },
-    ).all<DeadLetterSummaryRow & { body_bytes: number | null }>()
+    const [found = []] = await rowsEverywhere(c.env, (db) => [
+      listDeadLetters(
+        db,
+        { ...filter, status: filter.status ?? 'open' },
+        { cursor, limit: max + 1, order: 'asc', bodyBytes: true },
+      ),
+    ])
+    const results = inOrder(found as (DeadLetterSummaryRow & { body_bytes: number | null })[], 'asc')
     const page = replayPage(results, max)
     const last = page.at(-1)
     const nextCursor = page.length < results.length && last ? encodeCursor(last) : null
     const matched = page.map(summaryOf)
     if (dryRun || page.length === 0) return c.json({ dryRun, matched, replayed: [], skipped: [], nextCursor }, 200)
-    const { results: found } = await bodiesOf(
-      c.env.DB,
-      page.map((row) => row.id),
-    ).all<{ id: string; queue: string; body: string }>()
-    const byId = new Map(found.map((row) => [row.id, row]))
-    const rows = page.flatMap((row) => byId.get(row.id) ?? [])
     const now = new Date()
     const parameters = { ...filter, max, ...(cursorText === undefined ? {} : { cursor: cursorText }) }
-    const audit = auditChange(
-      c.env.DB,
-      c.get('operator'),
-      { action: 'dead-letters.replay', target: null, parameters },
-      now.toISOString(),
-    )
-    return c.json({ dryRun, matched, ...(await replayOrUnavailable(c.env, rows, now, audit)), nextCursor }, 200)
+    const result: z.infer<typeof ReplayResult> = { replayed: [], skipped: [] }
+    // Shard by shard: each shard's rows are read, replayed and marked there, each with its audit row.
+    for (const db of allShardDbs(c.env)) {
+      const ids = page.map((row) => row.id)
+      const { results: bodies } = await bodiesOf(db, ids).all<{ id: string; queue: string; body: string }>()
+      if (bodies.length === 0) continue
+      const byId = new Map(bodies.map((row) => [row.id, row]))
+      const rows = page.flatMap((row) => byId.get(row.id) ?? [])
+      const audit = (affected?: number) =>
+        auditChange(
+          c.env.DB,
+          c.get('operator'),
+          { action: 'dead-letters.replay', target: null, parameters, ...(affected ? { affected } : {}) },
+          now.toISOString(),
+        )
+      const part = await replayOrUnavailable(c.env, rows, now, audit, db)
+      result.replayed.push(...part.replayed)
+      result.skipped.push(...part.skipped)
+    }
+    return c.json({ dryRun, matched, ...result, nextCursor }, 200)
   })
   .openapi(bulkDiscard, async (c) => {
     const { dryRun, max, reason, ...filter } = c.req.valid('json')
-    const { results } = await listDeadLetters(
-      c.env.DB,
-      { ...filter, status: 'open' },
-      { limit: max, order: 'asc' },
-    ).all<DeadLetterSummaryRow>()
+    const [found = []] = await rowsEverywhere(c.env, (db) => [
+      listDeadLetters(db, { ...filter, status: 'open' }, { limit: max, order: 'asc' }),
+    ])
+    const results = inOrder(found as DeadLetterSummaryRow[], 'asc').slice(0, max)
     const matched = results.map(summaryOf)
     const ids = results.map((row) => row.id)
     if (dryRun || ids.length === 0) return c.json({ dryRun, matched, discarded: [] }, 200)
     const entry = { action: 'dead-letters.discard', target: null, parameters: { ...filter, reason, max } }
-    const [changed] = await runAudited(c, [discardOpen(c.env.DB, ids, reason, new Date().toISOString())], entry)
-    // Anything replayed or discarded meanwhile kept its state; the answer names what this call changed,
-    // as the statement returned it. (Not from `meta.changes`: D1 counts the counters' trigger rows in it.)
-    const discarded = ((changed?.results ?? []) as { id: string }[]).map((row) => row.id)
+    const discarded: string[] = []
+    for (const db of allShardDbs(c.env)) {
+      const [changed] = await runAudited(c, [discardOpen(db, ids, reason, new Date().toISOString())], entry, db)
+      // Anything replayed or discarded meanwhile kept its state; the answer names what this call changed,
+      // as the statement returned it. (Not from `meta.changes`: D1 counts the counters' trigger rows in it.)
+      discarded.push(...((changed?.results ?? []) as { id: string }[]).map((row) => row.id))
+    }
     return c.json({ dryRun, matched, discarded }, 200)
   })
+
+/** Rows merged from several shards, in the list's (first_seen, id) order. */
+function inOrder<T extends DeadLetterSummaryRow>(rows: T[], order: 'asc' | 'desc'): T[] {
+  const ascending = rows.sort(byColumns('first_seen', 'id'))
+  return order === 'asc' ? ascending : ascending.reverse()
+}
+
+/** A dead letter by its id, and the D1 shard keeping it (src/d1/shards.ts). */
+async function findDeadLetter(
+  env: Env,
+  id: string,
+): Promise<{ db: D1Database; row: Record<string, unknown> } | undefined> {
+  const found = await Promise.all(
+    allShardDbs(env).map(async (db) => ({ db, row: await getDeadLetter(db, id).first<Record<string, unknown>>() })),
+  )
+  const hit = found.find((entry) => entry.row !== null)
+  return hit ? { db: hit.db, row: hit.row as Record<string, unknown> } : undefined
+}
 
 async function replayOrUnavailable(
   env: Env,
   rows: { id: string; queue: string; body: string }[],
   now: Date,
-  audit: D1PreparedStatement,
+  audit: (affected?: number) => D1PreparedStatement,
+  letters: D1Database = env.DB,
 ) {
   try {
-    return await replayDeadLetters(env, rows, now, audit)
+    return await replayDeadLetters(env, rows, now, audit, letters)
   } catch (error) {
     loggerFor(env).error('replay.failed', { count: rows.length, error })
     throw new ApiError('QUEUE_UNAVAILABLE', 'the replay could not be sent; nothing was marked, try again')

@@ -1,6 +1,7 @@
 import { z } from '@hono/zod-openapi'
 import { configOf } from '../../config.ts'
 import { Id } from '../../contracts/fields.ts'
+import { allShardDbs } from '../../d1/shards.ts'
 import { eraseRecipient } from '../../erasure/erase.ts'
 import { ERASED_TABLES } from '../../erasure/statements.ts'
 import { ADMIN_ERRORS, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
@@ -42,6 +43,12 @@ const erase = operatorRoute('admin', {
 /** `/v1/erasures`: a recipient's right to erasure, in one audited call. */
 export const erasures = createRouter().openapi(erase, async (c) => {
   const request = c.req.valid('json')
-  const result = await eraseRecipient(c.env.DB, configOf(c.env).erasureKey, c.get('operator'), request, new Date())
+  const result = await eraseRecipient(
+    allShardDbs(c.env),
+    configOf(c.env).erasureKey,
+    c.get('operator'),
+    request,
+    new Date(),
+  )
   return c.json(result, 200)
 })

@@ -1,4 +1,5 @@
 import { z } from '@hono/zod-openapi'
+import { byColumns, rowsEverywhere } from '../../d1/shards.ts'
 import { type DeadLetterSummaryRow, deadLettersOfEvent } from '../../dead-letters/reads.ts'
 import { ApiError } from '../../errors.ts'
 import { LEGACY_MARKS } from '../../materialize/processed.ts'
@@ -60,31 +61,36 @@ const show = operatorRoute('viewer', {
 /** `/v1/events`: "did Anna get the email about response X, and if not, why?" */
 export const events = createRouter().openapi(show, async (c) => {
   const { eventId } = c.req.valid('param')
-  const db = c.env.DB
-  const [processed, notifications, deadLetters, digests] = await db.batch([
-    db
-      .prepare(
-        `SELECT * FROM processed_marks WHERE event_id = ?1
-         UNION ALL SELECT * FROM ${LEGACY_MARKS} WHERE event_id = ?1 ORDER BY processed_at`,
-      )
-      .bind(eventId),
-    db.prepare('SELECT * FROM notifications WHERE event_id = ?1 ORDER BY created_at, id').bind(eventId),
-    deadLettersOfEvent(db, eventId),
-    digestsTelling(db, { eventId }),
-  ])
-  const processedRows = (processed?.results ?? []) as Record<string, string | null>[]
-  const notificationRows = (notifications?.results ?? []) as NotificationRowView[]
-  const deadLetterRows = (deadLetters?.results ?? []) as DeadLetterSummaryRow[]
-  const digestById = new Map(
-    ((digests?.results ?? []) as DigestReferenceRow[]).map((row) => [row.id, digestReferenceOf(row)]),
+  // With D1 shards, the event is in every shard one of its recipients is in (and its queue dead letters in
+  // the primary): each statement's rows from every shard, ordered as one database would order them.
+  const [processedRows = [], notificationRows = [], deadLetterRows = [], digestRows = []] = await rowsEverywhere(
+    c.env,
+    (db) => [
+      db
+        .prepare(
+          `SELECT * FROM processed_marks WHERE event_id = ?1
+           UNION ALL SELECT * FROM ${LEGACY_MARKS} WHERE event_id = ?1 ORDER BY processed_at`,
+        )
+        .bind(eventId),
+      db.prepare('SELECT * FROM notifications WHERE event_id = ?1 ORDER BY created_at, id').bind(eventId),
+      deadLettersOfEvent(db, eventId),
+      digestsTelling(db, { eventId }),
+    ],
   )
-  if (processedRows.length + notificationRows.length + deadLetterRows.length === 0) {
+  processedRows.sort(byColumns('processed_at'))
+  notificationRows.sort(byColumns('created_at', 'id'))
+  deadLetterRows.sort(byColumns('first_seen', 'id'))
+  const processedMarks = processedRows as Record<string, string | null>[]
+  const notificationViews = notificationRows as NotificationRowView[]
+  const deadLetterViews = deadLetterRows as DeadLetterSummaryRow[]
+  const digestById = new Map((digestRows as DigestReferenceRow[]).map((row) => [row.id, digestReferenceOf(row)]))
+  if (processedMarks.length + notificationViews.length + deadLetterViews.length === 0) {
     throw new ApiError('NOT_FOUND', 'nothing is known about this event: not processed, no notification, no dead letter')
   }
   return c.json(
     {
       eventId,
-      processed: processedRows.map((row) => ({
+      processed: processedMarks.map((row) => ({
         idempotencyKey: String(row.idempotency_key),
         contract: String(row.contract),
         eventType: String(row.event_type),
@@ -97,11 +103,11 @@ export const events = createRouter().openapi(show, async (c) => {
         receivedAt: String(row.received_at),
         processedAt: String(row.processed_at),
       })),
-      notifications: notificationRows.map((row) => ({
+      notifications: notificationViews.map((row) => ({
         ...notificationSummaryOf(row),
         inDigest: digestById.get(row.digest_id as string) ?? null,
       })),
-      deadLetters: deadLetterRows.map(summaryOf),
+      deadLetters: deadLetterViews.map(summaryOf),
     },
     200,
   )

@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi'
 import { configOf } from '../../config.ts'
+import { rowsEverywhere } from '../../d1/shards.ts'
 import { GAUGES } from '../../metrics/counters.ts'
 import { exposition } from '../../metrics/prom.ts'
 import { ADMIN_ERRORS, createRouter, errors } from '../openapi.ts'
@@ -17,12 +18,26 @@ const scrape = operatorRoute('viewer', {
   },
 })
 
+type Row = { name: string; labels: string; value: number }
+
+/** Counter rows of several shards, one per name and labels, their values added. */
+function summed(rows: readonly Row[]): Row[] {
+  const sums = new Map<string, Row>()
+  for (const row of rows) {
+    const key = `${row.name}\n${row.labels}`
+    const sum = sums.get(key)
+    sums.set(key, sum ? { ...sum, value: sum.value + row.value } : { ...row })
+  }
+  return [...sums.values()]
+}
+
 /** `/metrics`. */
 export const metrics = createRouter().openapi(scrape, async (c) => {
-  const db = c.env.DB
   // The pause is read from its own table: the configured transport always has a value, 0 when sending.
   const transport = configOf(c.env).EMAIL_TRANSPORT
-  const [counters, gauges, paused] = await db.batch<{ name: string; labels: string; value: number }>([
+  // With D1 shards, every shard's: counters summed (one row per name and labels), and of a gauge's rows
+  // the largest (the fullest database, a pause in any shard, the oldest lag).
+  const [counters = [], gauges = [], paused = []] = (await rowsEverywhere(c.env, (db) => [
     db.prepare('SELECT name, labels, value FROM counters'),
     db.prepare('SELECT name, labels, value FROM gauges'),
     db
@@ -34,10 +49,7 @@ export const metrics = createRouter().openapi(scrape, async (c) => {
          SELECT ?1, json_object('transport', transport, 'code', code), 1 FROM transport_pauses WHERE transport <> ?2`,
       )
       .bind(GAUGES.transportPaused, transport),
-  ])
-  const { text, contentType } = await exposition(counters?.results ?? [], [
-    ...(gauges?.results ?? []),
-    ...(paused?.results ?? []),
-  ])
+  ])) as Row[][]
+  const { text, contentType } = await exposition(summed(counters), [...gauges, ...paused])
   return c.text(text, 200, { 'content-type': contentType })
 })

@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi'
 import { maskEmails } from '@notify-edge/contracts'
+import { shardDbOfId } from '../../d1/shards.ts'
 import { timelineOf } from '../../delivery/delivery-event-store.ts'
 import { ApiError } from '../../errors.ts'
 import {
@@ -129,7 +130,8 @@ export const notifications = createRouter().openapi(show, async (c) => {
   const query = c.req.valid('query')
   const read: keyof typeof READ_ACTIONS | 'none' =
     query.raw === 'true' ? 'raw' : query.reveal === 'true' ? 'all' : query.reveal === 'html' ? 'html' : 'none'
-  const db = c.env.DB
+  // The shard its id names (src/d1/shards.ts); the audit of a read is the primary's.
+  const db = shardDbOfId(c.env, id)
   const [found, sent, told, inDigest] = await db.batch([
     db.prepare('SELECT * FROM notifications WHERE id = ?1').bind(id),
     db.prepare('SELECT transport, message_id, raw, sent_at FROM sent_messages WHERE notification_id = ?1').bind(id),

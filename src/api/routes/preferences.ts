@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi'
 import { Id } from '../../contracts/fields.ts'
+import { shardDbOfUser } from '../../d1/shards.ts'
 import { ApiError, type FieldIssue } from '../../errors.ts'
 import { deliveryModeOf, deliveryOf, kindOf, kinds } from '../../events/registry.ts'
 import { CHOICES, choiceInEffect, modeRefusal, modesOf } from '../../preferences/choice.ts'
@@ -117,7 +118,7 @@ async function preferencesView(db: D1Database, userId: string): Promise<z.infer<
 export const preferences = createRouter()
   .openapi(get, async (c) => {
     const { userId } = c.req.valid('param')
-    return c.json(await preferencesView(c.env.DB, userId), 200)
+    return c.json(await preferencesView(await shardDbOfUser(c.env, userId), userId), 200)
   })
   .openapi(put, async (c) => {
     const { userId } = c.req.valid('param')
@@ -135,15 +136,18 @@ export const preferences = createRouter()
     })
     if (issues.length > 0) throw new ApiError('INVALID_REQUEST', 'these choices cannot be made', issues)
     const now = new Date().toISOString()
+    // In the recipient's D1 shard (src/d1/shards.ts).
+    const db = await shardDbOfUser(c.env, userId)
     await runAudited(
       c,
-      body.preferences.map((choice) => upsertPreference(c.env.DB, userId, choice, 'api', now)),
+      body.preferences.map((choice) => upsertPreference(db, userId, choice, 'api', now)),
       {
         action: 'preferences.put',
         target: userId,
         parameters: { preferences: body.preferences },
         affected: body.preferences.length,
       },
+      db,
     )
-    return c.json(await preferencesView(c.env.DB, userId), 200)
+    return c.json(await preferencesView(db, userId), 200)
   })

@@ -1,5 +1,7 @@
 import { z } from '@hono/zod-openapi'
+import { auditChange } from '../../audit/audit-store.ts'
 import { configOf } from '../../config.ts'
+import { allShardDbs, byColumns, rowsEverywhere } from '../../d1/shards.ts'
 import { pseudonymOf } from '../../erasure/pseudonym.ts'
 import { ApiError } from '../../errors.ts'
 import {
@@ -117,14 +119,21 @@ export const suppressions = createRouter()
     const query = c.req.valid('query')
     const now = new Date().toISOString()
     const after = query.cursor === undefined ? null : decodeCursor(query.cursor)
-    const { results } = await c.env.DB.prepare(
-      `SELECT * FROM suppressions
-       WHERE (?1 IS NULL OR address > ?1) AND (?2 IS NULL OR cause = ?2) AND (?3 IS NULL OR source = ?3)
-         AND (?4 IS NULL OR (?4 = 'true') = (until IS NULL OR until > ?5))
-       ORDER BY address LIMIT ?6`,
-    )
-      .bind(after, query.cause ?? null, query.source ?? null, query.active ?? null, now, query.limit + 1)
-      .all<SuppressionRow>()
+    // Every D1 shard keeps the list for its recipients (src/d1/shards.ts): one page of each, merged by
+    // address, an address in several shards once (the primary's entry first).
+    const [found = []] = await rowsEverywhere(c.env, (db) => [
+      db
+        .prepare(
+          `SELECT * FROM suppressions
+           WHERE (?1 IS NULL OR address > ?1) AND (?2 IS NULL OR cause = ?2) AND (?3 IS NULL OR source = ?3)
+             AND (?4 IS NULL OR (?4 = 'true') = (until IS NULL OR until > ?5))
+           ORDER BY address LIMIT ?6`,
+        )
+        .bind(after, query.cause ?? null, query.source ?? null, query.active ?? null, now, query.limit + 1),
+    ])
+    const byAddress = new Map<string, SuppressionRow>()
+    for (const row of found as SuppressionRow[]) if (!byAddress.has(row.address)) byAddress.set(row.address, row)
+    const results = [...byAddress.values()].sort(byColumns('address'))
     const page = results.slice(0, query.limit).map((row) => show(suppressionFromRow(row), now))
     const last = page.at(-1)
     return c.json(
@@ -134,7 +143,10 @@ export const suppressions = createRouter()
   })
   .openapi(get, async (c) => {
     const { address } = c.req.valid('param')
-    const entry = await suppressionOf(c.env.DB, address, await pseudonymOf(address, configOf(c.env).erasureKey))
+    const pseudonym = await pseudonymOf(address, configOf(c.env).erasureKey)
+    const [entry] = (await Promise.all(allShardDbs(c.env).map((db) => suppressionOf(db, address, pseudonym)))).filter(
+      (found) => found !== undefined && found !== null,
+    )
     if (!entry) throw new ApiError('NOT_FOUND', 'the address is not on the suppression list')
     return c.json(show(entry, new Date().toISOString()), 200)
   })
@@ -162,6 +174,13 @@ export const suppressions = createRouter()
       target: entry.address,
       parameters: { reason: body.reason, until },
     })
+    // The other D1 shards next: any of them may hold a recipient at the address. A failure here fails
+    // the request, and putting it again writes the same entry.
+    await Promise.all(
+      allShardDbs(c.env)
+        .slice(1)
+        .map((db) => putSuppression(db, entry, now).run()),
+    )
     const row = result?.results?.[0] as SuppressionRow
     return c.json(show(suppressionFromRow(row), now), 200)
   })
@@ -170,11 +189,25 @@ export const suppressions = createRouter()
     const pseudonym = await pseudonymOf(address, configOf(c.env).erasureKey)
     // The trail names the entry as the list keeps it: an erased address stays a pseudonym there too.
     const stored = await suppressionOf(c.env.DB, address, pseudonym)
-    const [result] = await runAudited(c, [deleteSuppression(c.env.DB, address, pseudonym)], {
-      action: 'suppression.delete',
-      target: stored?.address ?? normalizeAddress(address),
-    })
-    if (!result?.meta.changes) {
+    const target = stored?.address ?? normalizeAddress(address)
+    const dbs = allShardDbs(c.env)
+    let removed: number
+    if (dbs.length === 1) {
+      const [result] = await runAudited(c, [deleteSuppression(c.env.DB, address, pseudonym)], {
+        action: 'suppression.delete',
+        target,
+      })
+      removed = result?.meta.changes ?? 0
+    } else {
+      // From every D1 shard, then one audit row in the primary counting them all.
+      const results = await Promise.all(dbs.map((db) => deleteSuppression(db, address, pseudonym).run()))
+      removed = results.reduce((sum, result) => sum + (result.meta.changes ?? 0), 0)
+      if (removed > 0) {
+        const entry = { action: 'suppression.delete', target, affected: removed }
+        await auditChange(c.env.DB, c.get('operator'), entry, new Date().toISOString()).run()
+      }
+    }
+    if (removed === 0) {
       throw new ApiError('NOT_FOUND', 'the address is not on the suppression list')
     }
     return c.body(null, 204)

@@ -4,6 +4,7 @@
  * always behind a preview (the count and a sample) and a confirmation.
  */
 import { Hono } from 'hono'
+import { allShardDbs } from '../../d1/shards.ts'
 import { countDeadLetters, type DeadLetterFilter } from '../../dead-letters/reads.ts'
 import type { Answer } from '../api.ts'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
@@ -144,7 +145,8 @@ deadLetterPages.get('/bulk', needsViewer, async (c) => {
   const action = c.req.query('action') === 'discard' ? 'discard' : 'replay'
   const filter = filtersOf(c.req.query())
   const scope = { ...filter, status: action === 'discard' ? 'open' : (filter.status ?? 'open') }
-  const count = await countDeadLetters(c.env.DB, scope)
+  const counts = await Promise.all(allShardDbs(c.env).map((db) => countDeadLetters(db, scope)))
+  const count = counts.reduce((sum, n) => sum + n, 0)
   const dryRun = await c.get('api')<{ matched: Summary[] }>('POST', `/v1/dead-letters/${action}`, {
     ...filter,
     ...(action === 'discard' ? { reason: 'preview' } : {}),

@@ -7,6 +7,7 @@
  * (audited: it holds the address).
  */
 import { Hono } from 'hono'
+import { rowsEverywhere } from '../../d1/shards.ts'
 import { LEGACY_MARKS } from '../../materialize/processed.ts'
 import type { ConsoleContext, ConsoleEnv } from '../context.ts'
 import { Csrf, ErrorNote, Layout, Table } from '../layout.tsx'
@@ -64,16 +65,18 @@ type Notification = NotificationSummary & {
   digest: DigestEvents | null
 }
 
-/** The event id of a source message id, from what was processed or dead-lettered. */
-async function eventOfMessage(db: D1Database, messageId: string): Promise<string | undefined> {
-  const row = await db
-    .prepare(
-      `SELECT event_id FROM processed_marks WHERE source_message_id = ?1
-       UNION ALL SELECT event_id FROM ${LEGACY_MARKS} WHERE source_message_id = ?1
-       UNION ALL SELECT event_id FROM dead_letters WHERE source_message_id = ?1 AND event_id IS NOT NULL LIMIT 1`,
-    )
-    .bind(messageId)
-    .first<{ event_id: string }>()
+/** The event id of a source message id, from what was processed or dead-lettered, in any D1 shard. */
+async function eventOfMessage(env: Env, messageId: string): Promise<string | undefined> {
+  const [found = []] = await rowsEverywhere(env, (db) => [
+    db
+      .prepare(
+        `SELECT event_id FROM processed_marks WHERE source_message_id = ?1
+         UNION ALL SELECT event_id FROM ${LEGACY_MARKS} WHERE source_message_id = ?1
+         UNION ALL SELECT event_id FROM dead_letters WHERE source_message_id = ?1 AND event_id IS NOT NULL LIMIT 1`,
+      )
+      .bind(messageId),
+  ])
+  const row = found[0] as { event_id: string } | undefined
   return row?.event_id
 }
 
@@ -106,7 +109,7 @@ eventPages.get('/events', needsViewer, async (c) => {
   const q = c.req.query('q')?.trim()
   if (q) {
     const found = await c.get('api')('GET', `/v1/events/${encodeURIComponent(q)}`)
-    const eventId = found.status === 200 ? q : await eventOfMessage(c.env.DB, q)
+    const eventId = found.status === 200 ? q : await eventOfMessage(c.env, q)
     if (eventId) return c.redirect(`/console/events/${encodeURIComponent(eventId)}`, 303)
   }
   return c.html(

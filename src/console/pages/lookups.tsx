@@ -5,6 +5,7 @@
 import { Hono } from 'hono'
 import type { AuditRecord } from '../../audit/record.ts'
 import { configOf } from '../../config.ts'
+import { byColumns, rowsEverywhere } from '../../d1/shards.ts'
 import { isNotificationStatus, NOTIFICATION_STATUSES } from '../../notifications/status.ts'
 import { maskAddress } from '../../privacy.ts'
 import type { ConsoleEnv } from '../context.ts'
@@ -19,20 +20,24 @@ export const lookupPages = new Hono<ConsoleEnv>()
 lookupPages.get('/notifications', needsViewer, async (c) => {
   const asked = c.req.query('status')
   const status = isNotificationStatus(asked) ? asked : undefined
-  const { results } = await c.env.DB.prepare(
-    `SELECT id, event_id, kind, status, created_at, is_digest, digest_size FROM notifications
-     WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at DESC, id LIMIT 100`,
-  )
-    .bind(status ?? null)
-    .all<{
-      id: string
-      event_id: string
-      kind: string
-      status: string
-      created_at: string
-      is_digest: number
-      digest_size: number | null
-    }>()
+  // The newest hundred of every D1 shard, merged: the newest hundred of all.
+  const [found = []] = await rowsEverywhere(c.env, (db) => [
+    db
+      .prepare(
+        `SELECT id, event_id, kind, status, created_at, is_digest, digest_size FROM notifications
+         WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at DESC, id LIMIT 100`,
+      )
+      .bind(status ?? null),
+  ])
+  const results = found.sort((a, b) => byColumns('created_at')(b, a) || byColumns('id')(a, b)).slice(0, 100) as {
+    id: string
+    event_id: string
+    kind: string
+    status: string
+    created_at: string
+    is_digest: number
+    digest_size: number | null
+  }[]
   return c.html(
     <Layout page={c.get('page')} title={`Notifications${status ? `: ${status}` : ''}`}>
       <form class="filters" method="get" action="/console/notifications">

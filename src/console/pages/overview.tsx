@@ -1,3 +1,4 @@
+import { byColumns, rowsEverywhere, sumRows } from '../../d1/shards.ts'
 /**
  * The overview: for an admin, what stands between the deployment and a
  * delivered email (the doctor's findings); what waits for an operator (open
@@ -30,27 +31,44 @@ type Row = Record<string, string | number | null>
  * buckets for the charts, rates and the last day's outcomes. None reads
  * notifications beyond the capped counts of what waits.
  */
-async function overviewData(db: D1Database, now: Date): Promise<Row[][]> {
-  const results = await db.batch([
-    db.prepare(
-      `SELECT code, queue, count(*) AS n FROM dead_letters WHERE status = 'open'
-       GROUP BY code, queue ORDER BY n DESC, code`,
-    ),
-    cappedStatusCounts(db, WAITING_STATUSES),
-    db.prepare(
-      // The largest of a source's rows (each shard of notify-events past the first keeps its own), with
-      // that row's time: SQLite takes a bare column from the row max() chose.
-      `SELECT json_extract(labels, '$.source') AS source, max(value) AS value, updated_at
-       FROM gauges WHERE name = 'notify_consumer_lag_seconds' GROUP BY source ORDER BY source`,
-    ),
-    db.prepare(
-      `SELECT id, code, queue, event_id, last_seen, error FROM dead_letters ORDER BY last_seen DESC, id LIMIT 10`,
-    ),
-    db.prepare('SELECT value, updated_at FROM gauges WHERE name = ?1').bind(GAUGES.d1Size),
-    digestCounts(db),
-    ...bucketReads(db, now),
-  ])
-  return results.map((result) => (result.results ?? []) as Row[])
+async function overviewData(env: Env, now: Date): Promise<Row[][]> {
+  // With D1 shards, each shard's rows, merged as one database would have answered (src/d1/shards.ts).
+  const [open = [], waiting = [], lag = [], latest = [], size = [], digests = [], minutes = [], hours = [], live = []] =
+    (await rowsEverywhere(env, (db) => [
+      db.prepare(
+        `SELECT code, queue, count(*) AS n FROM dead_letters WHERE status = 'open'
+         GROUP BY code, queue ORDER BY n DESC, code`,
+      ),
+      cappedStatusCounts(db, WAITING_STATUSES),
+      db.prepare(
+        // The largest of a source's rows (each shard of notify-events past the first keeps its own), with
+        // that row's time: SQLite takes a bare column from the row max() chose.
+        `SELECT json_extract(labels, '$.source') AS source, max(value) AS value, updated_at
+         FROM gauges WHERE name = 'notify_consumer_lag_seconds' GROUP BY source ORDER BY source`,
+      ),
+      db.prepare(
+        `SELECT id, code, queue, event_id, last_seen, error FROM dead_letters ORDER BY last_seen DESC, id LIMIT 10`,
+      ),
+      db.prepare('SELECT value, updated_at FROM gauges WHERE name = ?1').bind(GAUGES.d1Size),
+      digestCounts(db),
+      ...bucketReads(db, now),
+    ])) as Row[][]
+  const largest = (rows: Row[], key: string) =>
+    [...Map.groupBy(rows, (row) => String(row[key]))].map(
+      ([, group]) => group.reduce((a, b) => (Number(b.value) > Number(a.value) ? b : a)) as Row,
+    )
+  return [
+    sumRows(open, ['code', 'queue']).sort((a, b) => Number(b.n) - Number(a.n) || byColumns('code')(a, b)),
+    sumRows(waiting, ['status']),
+    largest(lag, 'source').sort(byColumns('source')),
+    latest.sort((a, b) => byColumns('last_seen')(b, a) || byColumns('id')(a, b)).slice(0, 10),
+    // The fullest database: each has D1's limit of its own.
+    largest(size, 'name'),
+    sumRows(digests, ['kind']).sort(byColumns('kind')),
+    sumRows(minutes, ['start', 'name', 'labels']),
+    sumRows(hours, ['start', 'name', 'labels']),
+    sumRows(live, ['name', 'labels']),
+  ]
 }
 
 const notificationsHref = (status: string) => `/console/notifications${queryOf({ status })}`
@@ -158,7 +176,7 @@ const OVERVIEW_REFRESH_SECONDS = 60
 export async function overviewPage(c: ConsoleContext) {
   const now = new Date()
   const [open = [], waiting = [], lag = [], latest = [], size = [], digests = [], minutes = [], hours = [], live = []] =
-    await overviewData(c.env.DB, now)
+    await overviewData(c.env, now)
   const activity = activityOf(
     { minutes: minutes as BucketRow[], hours: hours as BucketRow[], live: live as BucketRow[] },
     now,
