@@ -25,6 +25,7 @@ export const N = {
   bareSend: 1_000 * SCALE,
   e2e: 100,
   capacity: 1_000 * SCALE,
+  shards: 1_000 * SCALE,
 }
 
 /** Everything measured, by bench, as bench/results.json holds it. */

@@ -26,6 +26,7 @@ import { benchPostgres } from './pg.ts'
 import { benchPreviewLoad } from './preview-load.ts'
 import { benchRabbit } from './rabbitmq.ts'
 import { benchResendRate } from './resend-rate.ts'
+import { benchShards } from './shards.ts'
 import { benchWorker, bundleGzipBytes } from './worker.ts'
 
 execFileSync('bash', ['scripts/services-up.sh'], { stdio: 'ignore' })
@@ -42,6 +43,7 @@ for (const [name, bench] of [
   ['worker_pipeline: resend at its rate limit', benchResendRate],
   ['digest_cost', benchDigest],
   ['capacity', benchCapacity],
+  ['shards', benchShards],
   ['largest', benchLargest],
   ['preview_load', benchPreviewLoad],
   [

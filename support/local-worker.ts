@@ -47,20 +47,28 @@ export type LocalWorker = {
  * With `cron`, the Worker's scheduled handler can be run on demand (`runCron()`),
  * as Cloudflare's cron trigger would; `wrangler dev` never runs it by itself.
  * `config` names another wrangler.toml (the bench's bare Worker);
- * `inspectorPort` opens the DevTools inspector there (the bench's CPU profile).
+ * `inspectorPort` opens the DevTools inspector there (the bench's CPU profile);
+ * `databases`: the D1 bindings to migrate (DB alone by default).
  */
 export async function startLocalWorker(
   vars: Record<string, string>,
-  options: { cron?: boolean; config?: string; inspectorPort?: number } = {},
+  options: { cron?: boolean; config?: string; inspectorPort?: number; databases?: readonly string[] } = {},
 ): Promise<LocalWorker> {
   const port = await freePort()
   const state = mkdtempSync(join(tmpdir(), 'notify-edge-worker-'))
   const env = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', CI: 'true' }
   const config = options.config ? ['--config', options.config] : []
-  execFileSync('npx', ['wrangler', 'd1', 'migrations', 'apply', 'DB', '--local', '--persist-to', state, ...config], {
-    env,
-    stdio: 'ignore',
-  })
+  // Every D1 database the config binds that holds the schema (DB, and its shards: docs/scaling.md).
+  for (const binding of options.databases ?? ['DB']) {
+    execFileSync(
+      'npx',
+      ['wrangler', 'd1', 'migrations', 'apply', binding, '--local', '--persist-to', state, ...config],
+      {
+        env,
+        stdio: 'ignore',
+      },
+    )
+  }
   const args = [
     'wrangler',
     'dev',

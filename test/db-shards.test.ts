@@ -10,6 +10,7 @@ import { bucketOfId, shardOfRecipient } from '../src/d1/shards.ts'
 import {
   ADMIN_TOKEN,
   deliver,
+  deliverBatch,
   eventually,
   freshInbound,
   guid,
@@ -306,5 +307,54 @@ describe('recipients spread over D1 shards', () => {
           entry.includes('source="http"'),
       )
     expect(Number(line?.split(' ').at(-1))).toBe(counted)
+  })
+
+  it("a dead letter of notify-dispatch is kept in its notification's shard, one row with the one its failed mark writes", async () => {
+    const user = await userIn(1)
+    const id = await pendingNotification(`dlq-${user.slice(0, 8)}@example.com`, { userId: user })
+    const envelope = {
+      notifyEdgeDeadLetter: 1,
+      queue: 'notify-dispatch',
+      code: 'NTF_DEPENDENCY_FAILED',
+      error: 'D1 was away',
+      attempts: 10,
+      failureId: guid(),
+      failedAt: new Date().toISOString(),
+      message: { notificationId: id },
+    }
+    const stored = await deliverBatch([{ id: `dlq-${guid()}`, attempts: 1, body: envelope }], 'notify-dlq')
+    expect(stored.explicitAcks).toHaveLength(1)
+    const found = await allShards(async (db) => {
+      const { results } = await db.prepare('SELECT id FROM dead_letters WHERE body LIKE ?1').bind(`%${id}%`).all()
+      return results.map(() => db)
+    })
+    expect(found).toEqual([dbOfNotification(id)])
+  })
+
+  it('an erasure that fails in a shard after the primary leaves that shard as it was, and erasing again finishes it', async () => {
+    const user = await userIn(1)
+    const address = `again-${user.slice(0, 8)}@example.com`
+    await seedContact(user, { email: address })
+    const last = shardDbs().at(-1) as D1Database
+    const trigger = `refuse_${guid().replaceAll('-', '_')}`
+    await last
+      .prepare(
+        `CREATE TRIGGER ${trigger} BEFORE DELETE ON contacts WHEN OLD.user_id = '${user}'
+         BEGIN SELECT RAISE(ABORT, 'the shard went away'); END`,
+      )
+      .run()
+    try {
+      expect((await api('POST', '/v1/erasures', { address })).status).toBe(500)
+    } finally {
+      await last.prepare(`DROP TRIGGER ${trigger}`).run()
+    }
+    // The contact is still there to find the person by: erasing again by the address reaches it.
+    const again = await api<{ erased: Record<string, number> }>('POST', '/v1/erasures', { address })
+    expect(again).toMatchObject({ status: 200, body: { erased: { contacts: 1 } } })
+    const left = await (await dbOfUser(user))
+      .prepare('SELECT count(*) AS n FROM contacts WHERE user_id = ?1')
+      .bind(user)
+      .first<{ n: number }>()
+    expect(left?.n).toBe(0)
   })
 })

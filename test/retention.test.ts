@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest'
 import worker from '../src/index.ts'
 import { NOTIFICATION_STATUSES } from '../src/notifications/status.ts'
 import { ADMIN_TOKEN, consolePage, guid, runCron } from './helpers.ts'
+import { shardDbs } from './shards.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 const DAY_MS = 86_400_000
@@ -248,10 +249,12 @@ describe('retention', () => {
     )
     const left = () =>
       countOf('SELECT count(*) AS n FROM processed_marks WHERE idempotency_key LIKE ?1', `backlog:${tag}-%`)
-    // Three chunks of ten a run: thirty go in the first, the fifteen left in the second (a chunk of five ends it).
-    await runCron(new Date(), { RETENTION_CHUNK_ROWS: '10', RETENTION_MAX_CHUNKS: '3' })
+    // Three chunks of ten a run in each D1 shard (the chunks are shared out: six for two shards): thirty go
+    // in the first, the fifteen left in the second (a chunk of five ends it).
+    const chunks = String(3 * shardDbs().length)
+    await runCron(new Date(), { RETENTION_CHUNK_ROWS: '10', RETENTION_MAX_CHUNKS: chunks })
     expect(await left()).toBe(15)
-    await runCron(new Date(), { RETENTION_CHUNK_ROWS: '10', RETENTION_MAX_CHUNKS: '3' })
+    await runCron(new Date(), { RETENTION_CHUNK_ROWS: '10', RETENTION_MAX_CHUNKS: chunks })
     expect(await left()).toBe(0)
   })
 

@@ -8,7 +8,7 @@ import type { AppEnv } from './openapi.ts'
  * how many rows changed — and is written only when something did. A change
  * in a D1 shard other than the primary (`db`, src/d1/shards.ts) cannot share
  * the primary's transaction: it is written first, then its audit row in the
- * primary, counting the rows its last statement changed; should that second write fail, the
+ * primary, counting what the entry says or else the rows its last statement changed; should that second write fail, the
  * request fails with the change made, and saying it again audits it then.
  */
 export async function runAudited(
@@ -25,7 +25,7 @@ export async function runAudited(
   }
   const results = await db.batch(statements)
   // As `changes()` counts in the one-transaction case: the last statement's rows.
-  const affected = results.at(-1)?.meta.changes ?? 0
+  const affected = entry.affected ?? results.at(-1)?.meta.changes ?? 0
   if (affected > 0) await auditChange(c.env.DB, c.get('operator'), { ...entry, affected }, now).run()
   return results
 }

@@ -2,8 +2,8 @@ import { utf8Length } from '@notify-edge/contracts'
 import { configOf } from '../config.ts'
 import { InboundEventSchema } from '../contracts/index.ts'
 import { sha256Hex } from '../crypto.ts'
-import { shardEnvs, shardOfId } from '../d1/shards.ts'
-import { persistEvents } from '../d1/transactions.ts'
+import { shardDbOfId, shardEnvs, shardOfId } from '../d1/shards.ts'
+import { persistEvents, type WriteResult } from '../d1/transactions.ts'
 import { peekIdentity } from '../events/decode-inbound.ts'
 import { onlyKindOf } from '../events/registry.ts'
 import type { Logger } from '../log.ts'
@@ -47,11 +47,21 @@ type Unstored = { message: Message<unknown>; row: DeadLetterRow; cause: unknown 
  */
 export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env, log: Logger): Promise<void> {
   const rows = await withEvents(env, await Promise.all(batch.messages.map((message) => toRow(message))), log)
-  const { results } = await persistEvents(
-    env.DB,
-    rows.map((row, index) => ({ item: index, statements: [upsertDeadLetter(env.DB, row)] })),
-    [],
-  )
+  // A dead letter of notify-dispatch is kept in its notification's D1 shard, where the cron or a send's
+  // mark writes the same dead letter (the same id) with its failed notification; every other in the primary.
+  const dbOf = rows.map((row) => databaseOf(env, row))
+  const results = new Map<number, WriteResult>()
+  for (const [db, indexes] of Map.groupBy(
+    rows.map((_, index) => index),
+    (index) => dbOf[index] as D1Database,
+  )) {
+    const written = await persistEvents(
+      db,
+      indexes.map((index) => ({ item: index, statements: [upsertDeadLetter(db, rows[index] as DeadLetterRow)] })),
+      [],
+    )
+    for (const [index, result] of written.results) results.set(index, result)
+  }
   // No retry policy of its own: every retry names its delay (deadLetterStoreDelay), and nothing is
   // settled as a dead letter here (this is the dead-letter queue).
   const settlements = new Settlements([])
@@ -66,9 +76,16 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env,
   })
   if (unstored.length > 0) {
     log.error('dead-letter.store-failed', { count: unstored.length, of: rows.length, error: unstored[0]?.cause })
-    await Promise.all(unstored.map((entry) => settleUnstored(env.DB, entry, settlements, log)))
+    await Promise.all(unstored.map((entry) => settleUnstored(databaseOf(env, entry.row), entry, settlements, log)))
   }
   await settlements.finish(batch, { dlq: env.DLQ, log })
+}
+
+/** The D1 database a dead letter is kept in: its notification's shard for one of notify-dispatch, else the primary. */
+function databaseOf(env: Env, row: DeadLetterRow): D1Database {
+  if (row.queue !== QUEUES.dispatch) return env.DB
+  const parsed = DispatchMessageSchema.safeParse(JSON.parse(row.body))
+  return parsed.success ? shardDbOfId(env, parsed.data.notificationId) : env.DB
 }
 
 /** A dead letter D1 did not store: retried, stored reduced, or counted as dropped on its last delivery. */

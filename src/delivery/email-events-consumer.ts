@@ -83,10 +83,33 @@ async function recordSharded(
       return
     }
   }
-  const parts = Map.groupBy(decoded, ({ event }) =>
-    event.notificationId === null
-      ? (found.get(bare(event.providerMessageId)) ?? 0)
-      : shardOfId(event.notificationId, count),
+  // An event no shard knows (yet) is recorded in the primary; what it asks of the suppression list is
+  // written in every other shard first, where the address's recipient may be (a link that never comes
+  // must not leave their shard sending to an address that bounced). If that fails, the event is retried.
+  const orphans = unnamed.filter(
+    ({ event }) => event.suppression && event.recipient && !found.has(bare(event.providerMessageId)),
+  )
+  const now = new Date()
+  const failed = new Set<Decoded>()
+  for (const shard of envs.slice(1)) {
+    const statements = orphans.flatMap((item) => (failed.has(item) ? [] : suppressionOf(shard, item, null, now, false)))
+    if (statements.length === 0) continue
+    try {
+      await shard.DB.batch(statements)
+    } catch (cause) {
+      const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 write: ${(cause as Error).message}`, { cause })
+      for (const item of orphans) {
+        settlements.fail(item.message, error)
+        failed.add(item)
+      }
+    }
+  }
+  const parts = Map.groupBy(
+    decoded.filter((item) => !failed.has(item)),
+    ({ event }) =>
+      event.notificationId === null
+        ? (found.get(bare(event.providerMessageId)) ?? 0)
+        : shardOfId(event.notificationId, count),
   )
   await Promise.all([...parts].map(([shard, part]) => record(part, envs[shard] as Env, log, settlements)))
 }

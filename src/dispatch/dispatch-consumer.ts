@@ -1,8 +1,8 @@
 import { configOf } from '../config.ts'
-import { shardEnv } from '../d1/shards.ts'
+import { shardEnvs } from '../d1/shards.ts'
 import type { Logger } from '../log.ts'
-import { bySharded } from '../queue/shard-batches.ts'
 import { DispatchRun } from './run.ts'
+import { bySharded } from './shard-batches.ts'
 import { bundleStage } from './stages/bundle.ts'
 import { claimStage, claimsOf } from './stages/claim.ts'
 import { closeDigestStage } from './stages/close-digests.ts'
@@ -42,8 +42,10 @@ export async function consumeDispatch(batch: MessageBatch<unknown>, env: Env, lo
   // bundle, a claim, a pause never spans two databases.
   const count = configOf(env).DB_SHARDS
   if (count === 1) return dispatchShard(batch, env, log)
+  // Every shard's env before any part starts: a shard not bound fails the whole batch, none of it begun.
+  const envs = shardEnvs(env, count)
   const parts = bySharded(batch, count, (body) => (body as { notificationId?: unknown } | null)?.notificationId)
-  await Promise.all(parts.map(([shard, part]) => dispatchShard(part, shardEnv(env, shard, count), log)))
+  await Promise.all(parts.map(([shard, part]) => dispatchShard(part, envs[shard] as Env, log)))
 }
 
 /** One shard's messages of a batch, through every stage, each ended by its stage or at the end. */

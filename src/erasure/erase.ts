@@ -2,7 +2,7 @@ import type { Operator } from '../audit/operator.ts'
 import { normalizeAddress } from '../suppression/suppression-store.ts'
 import type { ErasureParameters } from './parameters.ts'
 import { PSEUDONYM_PREFIX, pseudonymOf, userPseudonymOf } from './pseudonym.ts'
-import { ERASED_TABLES, type ErasedCounts, erasureStatements, recordErased } from './statements.ts'
+import { countErasure, ERASED_TABLES, type ErasedCounts, erasureStatements, recordErased } from './statements.ts'
 
 /** Whom to erase: a recipient's user id, or an address. */
 export type ErasureRequest = { userId: string } | { address: string }
@@ -141,16 +141,15 @@ export async function eraseRecipient(
     ...pairs.map(([, pseudonym]) => pseudonym as string),
     ...(await Promise.all(users.map((user) => userPseudonymOf(user, erasureKey)))),
   ]
-  // With D1 shards, each other shard erases its part in a transaction of its own first, counting it; the
-  // primary's, last, writes the one audit row with every shard's counts added. Should one fail, the request
-  // fails, and erasing again finds what is left.
+  // With D1 shards, the primary's part first, its audit row adding what each other shard is about to
+  // erase (counted just before), then each other shard's part in a transaction of its own. The primary
+  // goes first because the person is found through rows an erasure removes: were another shard erased and
+  // the primary's write then failed, erasing again would no longer find the user ids that the primary's
+  // reviewer entry and dead letters name. This way a failure leaves the other shards unerased, and
+  // erasing again finds the person there (its audit row counts what that second request erased).
   const elsewhere = zero()
   for (const db of others) {
-    const [counted] = await db.batch<ErasedCounts>([
-      ...erasureStatements(db, parameters, undefined),
-      recordErased(db, pseudonyms, now.toISOString()),
-    ])
-    const part = counted?.results[0]
+    const part = await countErasure(db, parameters).first<ErasedCounts>()
     for (const { name } of ERASED_TABLES) elsewhere[name] += Number(part?.[name] ?? 0)
   }
   const statements = erasureStatements(
@@ -169,6 +168,9 @@ export async function eraseRecipient(
     ...statements,
     recordErased(primary, pseudonyms, now.toISOString()),
   ])
+  for (const db of others) {
+    await db.batch([...erasureStatements(db, parameters, undefined), recordErased(db, pseudonyms, now.toISOString())])
+  }
   const row = audited?.results[0]
   const erased = row ? (JSON.parse(row.parameters) as { erased: ErasedCounts }).erased : zero()
   return { target, erased }

@@ -1,4 +1,4 @@
-import { configOf } from '../config.ts'
+import { type Config, configOf } from '../config.ts'
 import { shardEnvs } from '../d1/shards.ts'
 import { notificationDeadLetter } from '../dead-letters/notification.ts'
 import { endIdlePause, releaseOrphanedPaused, releaseProbe, takeProbe } from '../dispatch/pause.ts'
@@ -59,6 +59,16 @@ export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<
   if (failed !== undefined) throw failed
 }
 
+/**
+ * Retention's chunks a minute, shared out over the D1 shards: the cron's one
+ * invocation may make 1,000 queries (src/platform-limits.ts), and each shard
+ * holds a share of the inflow. One shard keeps them all.
+ */
+function retentionShare(config: Config): Config {
+  if (config.DB_SHARDS === 1) return config
+  return { ...config, RETENTION_MAX_CHUNKS: Math.max(1, Math.floor(config.RETENTION_MAX_CHUNKS / config.DB_SHARDS)) }
+}
+
 /** The steps of one shard (of the one database without shards), in order. */
 function shardSteps(env: Env, now: Date, log: Logger): [string, () => Promise<unknown>][] {
   return [
@@ -69,7 +79,7 @@ function shardSteps(env: Env, now: Date, log: Logger): [string, () => Promise<un
     ['stuck', () => reEnqueueStuck(env, now, log)],
     // The minute's gains of the charted counters, for the console's charts and rates.
     ['buckets', () => env.DB.batch(bucketStatements(env.DB, now))],
-    ['retention', () => runRetention(env, configOf(env), now, log)],
+    ['retention', () => runRetention(env, retentionShare(configOf(env)), now, log)],
   ]
 }
 

@@ -17,7 +17,11 @@ export type Work = { event: DecodedEvent; source: string; intent: Intent }
  * the recipients it holds, and the messages whose events it counts — each
  * event is counted in one shard only, its first.
  */
-export type ShardPart = { holds: (userId: string) => boolean; counts: ReadonlySet<Message<unknown>> }
+export type ShardPart = {
+  /** Whether this shard holds a recipient's rows (the shard of its bucket: src/d1/shards.ts). */
+  holds: (userId: string) => Promise<boolean>
+  counts: ReadonlySet<Message<unknown>>
+}
 
 /** A message of the batch, with its inbound event once it parsed as one: what `EventsRun` settles. */
 export type Received = { message: Message<unknown>; inbound?: InboundEvent }

@@ -44,7 +44,8 @@ export async function materializeSharded(
     const items = known.filter((item) => shardsOf.get(item)?.includes(shard))
     const counts = new Set(items.filter((item) => shardsOf.get(item)?.[0] === shard).map((item) => item.message))
     const shardRun = new EventsRun(batch, shardEnv(run.env, shard, count), run.log, {
-      holds: (user) => shardOfUser.get(user) === shard,
+      // A recipient the pool gained since it was read here is placed by its own hash, not dropped.
+      holds: async (user) => (shardOfUser.get(user) ?? (await shardOfRecipient(user, count))) === shard,
       counts,
     })
     return { shard, items, shardRun }

@@ -10,6 +10,8 @@ export type Cost = {
   d1RoundTrips: number
   /** Statements D1 ran, inside batches or not. */
   d1Statements: number
+  /** With D1 shards (src/d1/shards.ts), the statements of each shard, the primary first; absent with one database. */
+  d1StatementsByShard?: number[]
   /** `meta.rows_read` summed: what D1 bills as rows read. */
   d1RowsRead: number
   /** `meta.rows_written` summed: what D1 bills as rows written (index entries included). */

@@ -27,9 +27,18 @@ export function meterEnv(env: Env): { env: Env; cost: Cost } {
     const queue = given[eventsBindingOf(shard)] as Queue | undefined
     if (queue) shards[eventsBindingOf(shard)] = meteredQueue(queue, cost)
   }
+  const dbShards = Array.from(
+    { length: DB_SHARDS_MAX },
+    (_, shard) => given[dbBindingOf(shard)] as D1Database | undefined,
+  )
+  // With D1 shards, each one's statements apart as well: how evenly the recipients spread their work.
+  if (dbShards.slice(1).some((db) => db !== undefined)) {
+    cost.d1StatementsByShard = dbShards.slice(0, dbShards.findLastIndex((db) => db !== undefined) + 1).map(() => 0)
+    if (env.DB) bindings.DB = meteredD1(env.DB, cost, 0)
+  }
   for (let shard = 1; shard < DB_SHARDS_MAX; shard++) {
-    const db = given[dbBindingOf(shard)] as D1Database | undefined
-    if (db) shards[dbBindingOf(shard)] = meteredD1(db, cost)
+    const db = dbShards[shard]
+    if (db) shards[dbBindingOf(shard)] = meteredD1(db, cost, shard)
   }
   return { env: withBindings(env, bindings), cost }
 }

@@ -23,10 +23,12 @@ function addMeta(cost: Cost, meta: Meta): void {
 class MeteredStatement {
   readonly #inner: D1PreparedStatement
   readonly #cost: Cost
+  readonly #shard: number | undefined
 
-  constructor(inner: D1PreparedStatement, cost: Cost) {
+  constructor(inner: D1PreparedStatement, cost: Cost, shard: number | undefined) {
     this.#inner = inner
     this.#cost = cost
+    this.#shard = shard
   }
 
   get statement(): string {
@@ -38,7 +40,7 @@ class MeteredStatement {
   }
 
   bind(...values: unknown[]): MeteredStatement {
-    return new MeteredStatement(this.#inner.bind(...values), this.#cost)
+    return new MeteredStatement(this.#inner.bind(...values), this.#cost, this.#shard)
   }
 
   run<T>(): Promise<D1Result<T>> {
@@ -71,7 +73,7 @@ class MeteredStatement {
 
   #executed(): void {
     this.#cost.d1RoundTrips += 1
-    this.#cost.d1Statements += 1
+    countStatements(this.#cost, 1, this.#shard)
   }
 
   async #counted<T>(run: () => Promise<D1Result<T>>): Promise<D1Result<T>> {
@@ -82,25 +84,35 @@ class MeteredStatement {
   }
 }
 
-function meteredStatement(statement: D1PreparedStatement, cost: Cost): D1PreparedStatement {
-  return new MeteredStatement(statement, cost) as unknown as D1PreparedStatement
+function meteredStatement(statement: D1PreparedStatement, cost: Cost, shard: number | undefined): D1PreparedStatement {
+  return new MeteredStatement(statement, cost, shard) as unknown as D1PreparedStatement
+}
+
+/** Counts statements, and with D1 shards each shard's too (`d1StatementsByShard`). */
+function countStatements(cost: Cost, count: number, shard: number | undefined): void {
+  cost.d1Statements += count
+  if (shard !== undefined && cost.d1StatementsByShard) {
+    cost.d1StatementsByShard[shard] = (cost.d1StatementsByShard[shard] ?? 0) + count
+  }
 }
 
 /**
  * The D1 binding with what it costs counted into `cost`: round trips (a
  * `batch()` is one request, as Cloudflare counts it against an invocation's
  * D1 queries — src/platform-limits.ts), statements, and D1's own rows read
- * and written from each result's `meta`.
+ * and written from each result's `meta`. `shard`: the D1 shard it is
+ * (src/d1/shards.ts), whose statements are counted apart too when the cost
+ * keeps them per shard.
  */
-export function meteredD1(db: D1Database, cost: Cost): D1Database {
+export function meteredD1(db: D1Database, cost: Cost, shard?: number): D1Database {
   return new Proxy(db, {
     get(target, property) {
       const value = Reflect.get(target, property)
-      if (property === 'prepare') return (query: string) => meteredStatement(target.prepare(query), cost)
+      if (property === 'prepare') return (query: string) => meteredStatement(target.prepare(query), cost, shard)
       if (property === 'batch') {
         return async (statements: D1PreparedStatement[]) => {
           cost.d1RoundTrips += 1
-          cost.d1Statements += statements.length
+          countStatements(cost, statements.length, shard)
           // D1's own statements: batch() may want more of them than `statement` and `params`.
           const results = await target.batch(
             statements.map((statement) => (statement instanceof MeteredStatement ? statement.inner : statement)),
@@ -113,7 +125,7 @@ export function meteredD1(db: D1Database, cost: Cost): D1Database {
         return async (query: string) => {
           cost.d1RoundTrips += 1
           const result = await target.exec(query)
-          cost.d1Statements += result.count
+          countStatements(cost, result.count, shard)
           return result
         }
       }

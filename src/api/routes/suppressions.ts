@@ -188,9 +188,12 @@ export const suppressions = createRouter()
     const { address } = c.req.valid('param')
     const pseudonym = await pseudonymOf(address, configOf(c.env).erasureKey)
     // The trail names the entry as the list keeps it: an erased address stays a pseudonym there too.
-    const stored = await suppressionOf(c.env.DB, address, pseudonym)
-    const target = stored?.address ?? normalizeAddress(address)
     const dbs = allShardDbs(c.env)
+    // Whichever D1 shard has it: an erased address's entry may be in one shard only, under its pseudonym.
+    const [stored] = (await Promise.all(dbs.map((db) => suppressionOf(db, address, pseudonym)))).filter(
+      (found) => found !== undefined && found !== null,
+    )
+    const target = stored?.address ?? normalizeAddress(address)
     let removed: number
     if (dbs.length === 1) {
       const [result] = await runAudited(c, [deleteSuppression(c.env.DB, address, pseudonym)], {
@@ -200,8 +203,9 @@ export const suppressions = createRouter()
       removed = result?.meta.changes ?? 0
     } else {
       // From every D1 shard, then one audit row in the primary counting them all.
+      // One entry, kept in each shard: the trail counts it once, as one database would.
       const results = await Promise.all(dbs.map((db) => deleteSuppression(db, address, pseudonym).run()))
-      removed = results.reduce((sum, result) => sum + (result.meta.changes ?? 0), 0)
+      removed = Math.max(...results.map((result) => result.meta.changes ?? 0))
       if (removed > 0) {
         const entry = { action: 'suppression.delete', target, affected: removed }
         await auditChange(c.env.DB, c.get('operator'), entry, new Date().toISOString()).run()

@@ -51,7 +51,7 @@ async function planOne(run: EventsRun, item: Valid, context: BatchContext): Prom
   try {
     const plan = await planEvent(work, context, run.config, run.now)
     if (plan.type === 'duplicate') return { ...item, type: 'duplicate', plan }
-    if (plan.type === 'record') return { ...item, type: 'record', plan: partOf(run, plan) }
+    if (plan.type === 'record') return { ...item, type: 'record', plan: await partOf(run, plan) }
     run.fail(item, plan.error, fieldsOf(item), work.intent.type === 'notify' ? work.intent.kind : undefined)
   } catch (error) {
     run.fail(item, error, fieldsOf(item))
@@ -64,12 +64,15 @@ async function planOne(run: EventsRun, item: Valid, context: BatchContext): Prom
  * contact of the recipients its shard holds. The plan is made whole in every
  * shard the event touches, from that shard's context; each keeps its own.
  */
-function partOf(run: EventsRun, plan: RecordPlan): RecordPlan {
+async function partOf(run: EventsRun, plan: RecordPlan): Promise<RecordPlan> {
   const { part } = run
   if (part === undefined) return plan
-  const notifications = plan.notifications.filter((row) => part.holds(row.recipientUserId))
+  const held = await Promise.all(plan.notifications.map((row) => part.holds(row.recipientUserId)))
+  const notifications = plan.notifications.filter((_, index) => held[index])
   const { contact, ...rest } = plan
-  return contact && part.holds(contact.userId) ? { ...rest, notifications, contact } : { ...rest, notifications }
+  return contact && (await part.holds(contact.userId))
+    ? { ...rest, notifications, contact }
+    : { ...rest, notifications }
 }
 
 function fieldsOf(item: EventItem) {

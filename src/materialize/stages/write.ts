@@ -1,3 +1,4 @@
+import { shardIndexOf } from '../../d1/shards.ts'
 import { type EventWrite, persistEvents, type WriteResult } from '../../d1/transactions.ts'
 import { eraseLateArrivals } from '../../erasure/notification-statements.ts'
 import { pseudonymOf, userPseudonymOf } from '../../erasure/pseudonym.ts'
@@ -178,6 +179,9 @@ function processedRow({ work, plan, inbound }: PlannedRecord): ProcessedEvent {
  * the lag is read as the largest of them (src/metrics/prom.ts, the overview).
  */
 function lagGauges(run: EventsRun, planned: readonly Planned[]): D1PreparedStatement[] {
+  // With D1 shards, the primary's run alone keeps it: a shard that stops seeing a source would otherwise
+  // keep its last lag, read as the largest.
+  if (shardIndexOf(run.env) !== 0) return []
   const lag = new Map<string, number>()
   for (const item of planned) {
     if (item.type === 'ignored') continue
