@@ -1,4 +1,5 @@
 import { primaryDb, shardEnv, shardOfRecipient } from '../d1/shards.ts'
+import { PipelineError } from '../errors.ts'
 import type { Settlement } from '../queue/policy.ts'
 import { EventsRun } from './run.ts'
 import type { Enqueued } from './stages/enqueue.ts'
@@ -29,7 +30,15 @@ export async function materializeSharded(
   count: number,
   materialize: Materialize,
 ): Promise<Enqueued[]> {
-  const pool = known.some(needsPool) ? await reviewerPool(primaryDb(run.env)) : []
+  let pool: string[] = []
+  try {
+    if (known.some(needsPool)) pool = await reviewerPool(primaryDb(run.env))
+  } catch (cause) {
+    // Without the pool, no event can be placed: each is retried (a D1 outage, as any other).
+    const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 read: ${(cause as Error).message}`, { cause })
+    for (const item of known) run.fail(item, error, { messageId: item.message.id, stage: 'shards' })
+    return []
+  }
   const shardOfUser = new Map<string, number>()
   const shardsOf = new Map<Known, number[]>()
   for (const item of known) {
