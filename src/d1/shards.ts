@@ -6,8 +6,8 @@
  * it runs with `shardEnv`, an env whose `DB` is that shard. What only
  * operators write (templates, channel policies, the reviewer pool, the
  * audit log, console sessions, health checks) is read from and written to
- * the primary (`primaryDb`). One shard is exactly the single database a
- * deployment always had.
+ * the primary (`primaryDb`). One shard is the single database a deployment
+ * always had: the same statements; only new ids carry their bucket.
  */
 
 import { configOf, withBindings } from '../config.ts'
@@ -16,17 +16,17 @@ import { dbBindingOf } from './shard-names.ts'
 
 /**
  * Buckets a recipient hashes to. A bucket, not a shard, is what an id
- * carries, so that a shard added later takes whole buckets and no id
- * changes; 1,024 leaves every one of 16 shards 64 buckets to share.
+ * carries, so that a rebalance to more shards moves whole buckets and no id
+ * changes (docs/scaling.md: the copy step is not built); 1,024 leaves every
+ * one of 16 shards 64 buckets.
  */
 export const BUCKETS = 1024
 
 const encoder = new TextEncoder()
 
 /**
- * A recipient's bucket: the first two bytes of the sha256 of their user id
- * (of the address where there is none), modulo `BUCKETS`. Stable across
- * isolates, deploys and shard counts.
+ * A recipient's bucket: the first two bytes of the sha256 of their user id,
+ * modulo `BUCKETS`. Stable across isolates, deploys and shard counts.
  */
 export async function bucketOf(key: string): Promise<number> {
   const digest = await crypto.subtle.digest('SHA-256', encoder.encode(key))
