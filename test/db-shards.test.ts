@@ -21,7 +21,7 @@ import {
   sentMessagesOf,
   storeDeadLetters,
 } from './helpers.ts'
-import { allShards, dbOfNotification, dbOfUser, shardDbs } from './shards.ts'
+import { allRows, allShards, dbOfNotification, dbOfUser, shardDbs } from './shards.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 const eventIdOf = (event: { headers: Record<string, string> }) => event.headers['message-id'] as string
@@ -81,16 +81,24 @@ async function marksByShard(eventId: string): Promise<number[]> {
   )
 }
 
+/** Waits until the notification is `sent`, read in the shard its id names. */
+function sentInItsShard(id: string) {
+  return eventually(async () => {
+    const row = await dbOfNotification(id)
+      .prepare('SELECT status FROM notifications WHERE id = ?1')
+      .bind(id)
+      .first<{ status: string }>()
+    expect(row?.status).toBe('sent')
+  })
+}
+
 /** notify_events_total for an outcome, summed over the shards. */
 async function eventsCounted(outcome: string): Promise<number> {
-  const values = await allShards(async (db) => {
-    const { results } = await db
-      .prepare("SELECT value FROM counters WHERE name = 'notify_events_total' AND labels = ?1")
-      .bind(JSON.stringify({ outcome, source: 'http' }))
-      .all<{ value: number }>()
-    return results.map((row) => row.value)
-  })
-  return values.reduce((sum, value) => sum + value, 0)
+  const values = await allRows<{ value: number }>(
+    "SELECT value FROM counters WHERE name = 'notify_events_total' AND labels = ?1",
+    JSON.stringify({ outcome, source: 'http' }),
+  )
+  return values.reduce((sum, row) => sum + row.value, 0)
 }
 
 describe('recipients spread over D1 shards', () => {
@@ -172,13 +180,7 @@ describe('recipients spread over D1 shards', () => {
     const db = dbOfNotification(id)
     expect(db).toBe(await dbOfUser(user))
     await runCron(new Date())
-    await eventually(async () => {
-      const row = await db
-        .prepare('SELECT status FROM notifications WHERE id = ?1')
-        .bind(id)
-        .first<{ status: string }>()
-      expect(row?.status).toBe('sent')
-    })
+    await sentInItsShard(id)
   })
 
   it("the operator API finds a notification by its id in its shard, and tells an event's story from every shard", async () => {
@@ -211,26 +213,20 @@ describe('recipients spread over D1 shards', () => {
     await seedContact(user, { email: address })
     // An operator's suppression is written in every shard: any of them may hold a recipient at the address.
     expect((await api('PUT', `/v1/suppressions/${address}`, { reason: 'asked' })).status).toBe(200)
-    const listed = await allShards(async (db) => {
-      const { results } = await db.prepare('SELECT address FROM suppressions WHERE address = ?1').bind(address).all()
-      return results
-    })
+    const listed = await allRows('SELECT address FROM suppressions WHERE address = ?1', address)
     expect(listed).toHaveLength(shardDbs().length)
 
     const erased = await api<{ erased: Record<string, number> }>('POST', '/v1/erasures', { address })
     expect(erased.status).toBe(200)
     expect(erased.body.erased).toMatchObject({ contacts: 1, notifications: 1, suppressions: shardDbs().length })
-    const left = await allShards(async (db) => {
-      const { results } = await db
-        .prepare(
-          `SELECT 'contact' AS what FROM contacts WHERE user_id = ?1
-           UNION ALL SELECT 'suppression' FROM suppressions WHERE address = ?2
-           UNION ALL SELECT 'notification' FROM notifications WHERE id = ?3 AND recipient_email IS NOT NULL`,
-        )
-        .bind(user, address, id)
-        .all()
-      return results
-    })
+    const left = await allRows(
+      `SELECT 'contact' AS what FROM contacts WHERE user_id = ?1
+       UNION ALL SELECT 'suppression' FROM suppressions WHERE address = ?2
+       UNION ALL SELECT 'notification' FROM notifications WHERE id = ?3 AND recipient_email IS NOT NULL`,
+      user,
+      address,
+      id,
+    )
     expect(left).toEqual([])
     const audit = await env.DB.prepare(
       "SELECT parameters FROM audit_log WHERE action = 'recipient.erase' ORDER BY id DESC LIMIT 1",
@@ -269,12 +265,7 @@ describe('recipients spread over D1 shards', () => {
       seen.push(...page.body.items.map((item) => item.id))
       cursor = page.body.nextCursor
     } while (cursor)
-    const all = await allShards(async (shard) => {
-      const { results } = await shard
-        .prepare('SELECT id FROM dead_letters ORDER BY first_seen, id')
-        .all<{ id: string }>()
-      return results.map((row) => row.id)
-    })
+    const all = (await allRows<{ id: string }>('SELECT id FROM dead_letters')).map((row) => row.id)
     expect(seen.sort()).toEqual(all.sort())
     expect(new Set(seen).size).toBe(seen.length)
 
@@ -285,13 +276,7 @@ describe('recipients spread over D1 shards', () => {
       .run()
     const replayed = await api<{ replayed: string[] }>('POST', `/v1/dead-letters/${letter?.id}/replay`)
     expect(replayed).toMatchObject({ status: 200, body: { replayed: [letter?.id] } })
-    await eventually(async () => {
-      const row = await db
-        .prepare('SELECT status FROM notifications WHERE id = ?1')
-        .bind(id)
-        .first<{ status: string }>()
-      expect(row?.status).toBe('sent')
-    })
+    await sentInItsShard(id)
   })
 
   it('/metrics adds up the counters of every shard', async () => {

@@ -18,7 +18,7 @@ import {
   postIngest,
   runCron,
 } from './helpers.ts'
-import { allShards, dbOfNotification } from './shards.ts'
+import { allRows, dbOfNotification } from './shards.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 const WEBHOOK_SECRET = 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ='
@@ -70,15 +70,12 @@ async function deliveriesCounted(transport: string, status: string): Promise<num
 
 /** The address's entry, from the D1 shard that has one (a bounce suppresses in its notification's shard). */
 async function suppressionOf(address: string) {
-  const [found = null] = await allShards(async (db) => {
-    const { results } = await db.prepare('SELECT * FROM suppressions WHERE address = ?1').bind(address).all<{
-      cause: string
-      until: string | null
-      source: string
-      notification_id: string | null
-    }>()
-    return results
-  })
+  const [found = null] = await allRows<{
+    cause: string
+    until: string | null
+    source: string
+    notification_id: string | null
+  }>('SELECT * FROM suppressions WHERE address = ?1', address)
   return found
 }
 
@@ -146,10 +143,7 @@ describe('Cloudflare delivery events on notify-email-events', () => {
       .bind(row.id)
       .all()
     expect(sentRows).toHaveLength(0)
-    const deadLetters = await allShards(async (db) => {
-      const { results } = await db.prepare('SELECT 1 FROM dead_letters WHERE event_id = ?1').bind(eventIdOf(next)).all()
-      return results
-    })
+    const deadLetters = await allRows('SELECT 1 FROM dead_letters WHERE event_id = ?1', eventIdOf(next))
     expect(deadLetters).toHaveLength(0)
   })
 

@@ -2,7 +2,7 @@ import { env } from 'cloudflare:workers'
 import { describe, expect, it, vi } from 'vitest'
 import type { InboundEvent } from '../src/contracts/index.ts'
 import { deliver, deliverBatch, freshInbound, guid, postIngest, refuseInserts, seedContact } from './helpers.ts'
-import { allShards } from './shards.ts'
+import { allRows } from './shards.ts'
 
 type DeadLetter = {
   body: string
@@ -20,13 +20,7 @@ type DeadLetter = {
 async function deadLettersOf(eventId: string, count = 1): Promise<DeadLetter[]> {
   return vi.waitFor(
     async () => {
-      const results = await allShards(async (db) => {
-        const { results } = await db
-          .prepare('SELECT * FROM dead_letters WHERE event_id = ?')
-          .bind(eventId)
-          .all<DeadLetter>()
-        return results
-      })
+      const results = await allRows<DeadLetter>('SELECT * FROM dead_letters WHERE event_id = ?', eventId)
       expect(results).toHaveLength(count)
       return results
     },
@@ -36,14 +30,8 @@ async function deadLettersOf(eventId: string, count = 1): Promise<DeadLetter[]> 
 
 /** How many shards marked the event processed (one, in one database). */
 async function processedCount(eventId: string): Promise<number> {
-  const counts = await allShards(async (db) => {
-    const row = await db
-      .prepare('SELECT count(*) AS n FROM processed_marks WHERE event_id = ?')
-      .bind(eventId)
-      .first<{ n: number }>()
-    return [row?.n ?? 0]
-  })
-  return counts.reduce((sum, n) => sum + n, 0)
+  const counts = await allRows<{ n: number }>('SELECT count(*) AS n FROM processed_marks WHERE event_id = ?', eventId)
+  return counts.reduce((sum, row) => sum + row.n, 0)
 }
 
 /** A real D1 failure confined to one event: a trigger that aborts its insert. */
@@ -129,13 +117,7 @@ describe('notify-events consumer', () => {
     ignored.headers['event-type'] = 'person-deleted'
     const ignoredResult = await deliver(ignored, 1)
     expect(ignoredResult.explicitAcks).toHaveLength(1)
-    const trace = await allShards(async (db) => {
-      const { results } = await db
-        .prepare('SELECT outcome FROM processed_marks WHERE event_id = ?')
-        .bind(ignored.headers['message-id'])
-        .all()
-      return results
-    })
+    const trace = await allRows('SELECT outcome FROM processed_marks WHERE event_id = ?', ignored.headers['message-id'])
     expect(trace).toEqual([{ outcome: 'ignored-event' }])
 
     const event = freshInbound('verification-request-submitted', (value) => {
@@ -181,14 +163,11 @@ describe('notify-events consumer', () => {
     const repair = await breakD1For(eventIdOf(broken))
     const deadLettered = async () => {
       // Summed over the D1 shards, as /metrics does.
-      const values = await allShards(async (db) => {
-        const row = await db
-          .prepare("SELECT value FROM counters WHERE name = 'notify_events_total' AND labels = ?1")
-          .bind(JSON.stringify({ outcome: 'dead-lettered', source: 'http' }))
-          .first<{ value: number }>()
-        return [row?.value ?? 0]
-      })
-      return values.reduce((sum, value) => sum + value, 0)
+      const values = await allRows<{ value: number }>(
+        "SELECT value FROM counters WHERE name = 'notify_events_total' AND labels = ?1",
+        JSON.stringify({ outcome: 'dead-lettered', source: 'http' }),
+      )
+      return values.reduce((sum, row) => sum + row.value, 0)
     }
     const before = await deadLettered()
     const messages = (attempts: number) => [

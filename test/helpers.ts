@@ -4,7 +4,7 @@ import { vi } from 'vitest'
 import type { InboundEvent } from '../src/contracts/index.ts'
 import { bucketOf } from '../src/d1/shards.ts'
 import worker from '../src/index.ts'
-import { allShards, dbOfUser, shardDbs } from './shards.ts'
+import { allRows, dbOfUser, shardDbs } from './shards.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 export const INGEST_TOKEN = 'test-ingest-token-0123456789'
@@ -162,13 +162,7 @@ export type NotificationRecord = {
 
 /** The notifications of an event (by its eventId / message-id). */
 export async function notificationsOf(eventId: string): Promise<NotificationRecord[]> {
-  const rows = await allShards(async (db) => {
-    const { results } = await db
-      .prepare('SELECT * FROM notifications WHERE event_id = ?1')
-      .bind(eventId)
-      .all<NotificationRecord>()
-    return results
-  })
+  const rows = await allRows<NotificationRecord>('SELECT * FROM notifications WHERE event_id = ?1', eventId)
   return rows.sort((a, b) =>
     a.recipient_user_id < b.recipient_user_id ? -1 : a.recipient_user_id > b.recipient_user_id ? 1 : 0,
   )
@@ -201,16 +195,11 @@ export function eventually<T>(check: () => Promise<T>, timeout = 30_000): Promis
 
 /** Raw MIME messages handed to the transport for an event's notifications. */
 export async function sentMessagesOf(eventId: string): Promise<{ notification_id: string; raw: string }[]> {
-  return allShards(async (db) => {
-    const { results } = await db
-      .prepare(
-        `SELECT s.notification_id, s.raw FROM sent_messages s JOIN notifications n ON n.id = s.notification_id
-         WHERE n.event_id = ?1`,
-      )
-      .bind(eventId)
-      .all<{ notification_id: string; raw: string }>()
-    return results
-  })
+  return allRows<{ notification_id: string; raw: string }>(
+    `SELECT s.notification_id, s.raw FROM sent_messages s JOIN notifications n ON n.id = s.notification_id
+     WHERE n.event_id = ?1`,
+    eventId,
+  )
 }
 
 /** A parsed raw MIME message: decoded headers and text/html parts. */

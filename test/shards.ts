@@ -28,3 +28,16 @@ export function dbOfNotification(id: string): D1Database {
 export async function allShards<T>(query: (db: D1Database) => Promise<T[]>): Promise<T[]> {
   return (await Promise.all(shardDbs().map(query))).flat()
 }
+
+/** The rows a query with these parameters finds in every shard, the primary's first. */
+export function allRows<T = Record<string, unknown>>(sql: string, ...params: unknown[]): Promise<T[]> {
+  return allShards(
+    async (db) =>
+      (
+        await db
+          .prepare(sql)
+          .bind(...params)
+          .all<T>()
+      ).results,
+  )
+}

@@ -3,7 +3,7 @@
  * primary), DB_1, DB_2, … Every per-recipient row lives in the shard of its
  * recipient, and every shard has the whole schema (the same migrations), so
  * the code that works on one shard is the code that works on one database:
- * it runs with `shardEnv`, an env whose `DB` is that shard. What only
+ * it runs with an env of `shardEnvs`, whose `DB` is that shard. What only
  * operators write (templates, channel policies, the reviewer pool, the
  * audit log, console sessions, health checks) is read from and written to
  * the primary (`primaryDb`). One shard is the single database a deployment
@@ -86,22 +86,20 @@ export function shardDatabases(env: Env, count: number): D1Database[] {
 }
 
 /**
- * `env` as the code of one shard sees it: its `DB` is the shard's database.
- * Everything else — queues, KV, the parsed configuration — is `env`'s.
+ * Every shard's env, in order: `env` as the code of one shard sees it, its
+ * `DB` the shard's database. Everything else — queues, KV, the parsed
+ * configuration — is `env`'s.
  */
-export function shardEnv(env: Env, shard: number, count: number): Env {
-  if (shard === 0) return env
-  const db = shardDatabases(env, count)[shard] as D1Database
-  const derived = withBindings(env, { DB: db })
-  primaries.set(derived, primaryDb(env))
-  indexes.set(derived, shard)
-  return derived
+export function shardEnvs(env: Env, count: number): Env[] {
+  return shardDatabases(env, count).map((db, shard) => derived(env, shard, db))
 }
 
-/** Every shard's env, in order (`shardEnv`). */
-export function shardEnvs(env: Env, count: number): Env[] {
-  shardDatabases(env, count)
-  return Array.from({ length: count }, (_, shard) => shardEnv(env, shard, count))
+function derived(env: Env, shard: number, db: D1Database): Env {
+  if (shard === 0) return env
+  const made = withBindings(env, { DB: db })
+  primaries.set(made, primaryDb(env))
+  indexes.set(made, shard)
+  return made
 }
 
 /** The primary database, from any shard's env: where operator-wide tables are read and written. */
@@ -109,12 +107,12 @@ export function primaryDb(env: Env): D1Database {
   return primaries.get(env) ?? env.DB
 }
 
-/** The primary database when `env` is a shard's other than the primary (`shardEnv`); undefined when its `DB` is the primary. */
+/** The primary database when `env` is a shard's other than the primary (`shardEnvs`); undefined when its `DB` is the primary. */
 export function otherPrimaryOf(env: Env): D1Database | undefined {
   return primaries.get(env)
 }
 
-/** Which shard an env works on (`shardEnv`); 0 for the primary. */
+/** Which shard an env works on (`shardEnvs`); 0 for the primary. */
 export function shardIndexOf(env: Env): number {
   return indexes.get(env) ?? 0
 }

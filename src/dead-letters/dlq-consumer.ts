@@ -1,8 +1,7 @@
 import { utf8Length } from '@notify-edge/contracts'
-import { configOf } from '../config.ts'
 import { InboundEventSchema } from '../contracts/index.ts'
 import { sha256Hex } from '../crypto.ts'
-import { shardDbOfId, shardEnvs, shardOfId } from '../d1/shards.ts'
+import { shardDbOfId } from '../d1/shards.ts'
 import { persistEvents, type WriteResult } from '../d1/transactions.ts'
 import { peekIdentity } from '../events/decode-inbound.ts'
 import { onlyKindOf } from '../events/registry.ts'
@@ -31,7 +30,7 @@ export const DLQ_MAX_RETRIES = 100
  */
 const WHOLE_ROW_ATTEMPTS = 5
 
-type Unstored = { message: Message<unknown>; row: DeadLetterRow; cause: unknown }
+type Unstored = { message: Message<unknown>; row: DeadLetterRow; db: D1Database; cause: unknown }
 
 /**
  * Consumer of `notify-dlq`: stores every dead letter in D1. Our own dead
@@ -46,10 +45,12 @@ type Unstored = { message: Message<unknown>; row: DeadLetterRow; cause: unknown 
  * delivery — never lost without a trace.
  */
 export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env, log: Logger): Promise<void> {
-  const rows = await withEvents(env, await Promise.all(batch.messages.map((message) => toRow(message))), log)
+  const stored = await Promise.all(batch.messages.map((message) => toRow(message)))
+  const named = stored.map(notificationOf)
+  const rows = await withEvents(env, stored, named, log)
   // A dead letter of notify-dispatch is kept in its notification's D1 shard, where the cron or a send's
   // mark writes the same dead letter (the same id) with its failed notification; every other in the primary.
-  const dbOf = rows.map((row) => databaseOf(env, row))
+  const dbOf = named.map((id) => (id === undefined ? env.DB : shardDbOfId(env, id)))
   const results = new Map<number, WriteResult>()
   for (const [db, indexes] of Map.groupBy(
     rows.map((_, index) => index),
@@ -72,26 +73,25 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env,
     if (result?.committed) {
       settlements.ack(message)
       log.warn('dead-letter.stored', logFields(row))
-    } else unstored.push({ message, row, cause: result?.cause })
+    } else unstored.push({ message, row, db: dbOf[index] as D1Database, cause: result?.cause })
   })
   if (unstored.length > 0) {
     log.error('dead-letter.store-failed', { count: unstored.length, of: rows.length, error: unstored[0]?.cause })
-    await Promise.all(unstored.map((entry) => settleUnstored(databaseOf(env, entry.row), entry, settlements, log)))
+    await Promise.all(unstored.map((entry) => settleUnstored(entry, settlements, log)))
   }
   await settlements.finish(batch, { dlq: env.DLQ, log })
 }
 
-/** The D1 database a dead letter is kept in: its notification's shard for one of notify-dispatch, else the primary. */
-function databaseOf(env: Env, row: DeadLetterRow): D1Database {
-  if (row.queue !== QUEUES.dispatch) return env.DB
+/** The notification a dead letter of notify-dispatch names; undefined for any other. */
+function notificationOf(row: DeadLetterRow): string | undefined {
+  if (row.queue !== QUEUES.dispatch) return undefined
   const parsed = DispatchMessageSchema.safeParse(JSON.parse(row.body))
-  return parsed.success ? shardDbOfId(env, parsed.data.notificationId) : env.DB
+  return parsed.success ? parsed.data.notificationId : undefined
 }
 
 /** A dead letter D1 did not store: retried, stored reduced, or counted as dropped on its last delivery. */
 async function settleUnstored(
-  db: D1Database,
-  { message, row, cause }: Unstored,
+  { message, row, db, cause }: Unstored,
   settlements: Settlements,
   log: Logger,
 ): Promise<void> {
@@ -132,31 +132,30 @@ async function settleUnstored(
  * for the batch. A read that fails leaves them as they are (a dead letter is
  * never held back for it).
  */
-async function withEvents(env: Env, rows: DeadLetterRow[], log: Logger): Promise<DeadLetterRow[]> {
-  const notificationOf = (row: DeadLetterRow) => {
-    if (row.queue !== QUEUES.dispatch || row.eventId !== null) return undefined
-    const parsed = DispatchMessageSchema.safeParse(JSON.parse(row.body))
-    return parsed.success ? parsed.data.notificationId : undefined
-  }
-  const ids = [...new Set(rows.flatMap((row) => notificationOf(row) ?? []))]
+async function withEvents(
+  env: Env,
+  rows: DeadLetterRow[],
+  named: readonly (string | undefined)[],
+  log: Logger,
+): Promise<DeadLetterRow[]> {
+  // Only those that name no event yet (`named`: each row's notification, `notificationOf`).
+  const nameless = rows.map((row, index) => (row.eventId === null ? named[index] : undefined))
+  const ids = [...new Set(nameless.flatMap((id) => id ?? []))]
   if (ids.length === 0) return rows
   try {
-    // Each notification in its D1 shard (src/d1/shards.ts); the dead letter itself is kept in the primary.
-    const count = configOf(env).DB_SHARDS
-    const envs = shardEnvs(env, count)
+    // Each notification in its D1 shard (src/d1/shards.ts).
     const found = await Promise.all(
-      [...Map.groupBy(ids, (id) => shardOfId(id, count))].map(async ([shard, list]) => {
-        const { results } = await (envs[shard] as Env).DB.prepare(
-          'SELECT id, event_id, source, kind FROM notifications WHERE id IN (SELECT value FROM json_each(?1))',
-        )
+      [...Map.groupBy(ids, (id) => shardDbOfId(env, id))].map(async ([db, list]) => {
+        const { results } = await db
+          .prepare('SELECT id, event_id, source, kind FROM notifications WHERE id IN (SELECT value FROM json_each(?1))')
           .bind(JSON.stringify(list))
           .all<{ id: string; event_id: string; source: string; kind: string }>()
         return results
       }),
     )
     const byId = new Map(found.flat().map((row) => [row.id, row]))
-    return rows.map((row) => {
-      const notification = byId.get(notificationOf(row) ?? '')
+    return rows.map((row, index) => {
+      const notification = byId.get(nameless[index] ?? '')
       if (!notification) return row
       return {
         ...row,

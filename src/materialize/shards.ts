@@ -1,4 +1,4 @@
-import { primaryDb, shardEnv, shardOfRecipient } from '../d1/shards.ts'
+import { primaryDb, shardEnvs, shardOfRecipient } from '../d1/shards.ts'
 import { PipelineError } from '../errors.ts'
 import type { Settlement } from '../queue/policy.ts'
 import { EventsRun } from './run.ts'
@@ -49,16 +49,18 @@ export async function materializeSharded(
     const shards = [...new Set(users.map((user) => shardOfUser.get(user) as number))].sort((a, b) => a - b)
     shardsOf.set(item, shards.length > 0 ? shards : [0])
   }
-  const parts = Array.from({ length: count }, (_, shard) => {
-    const items = known.filter((item) => shardsOf.get(item)?.includes(shard))
-    const counts = new Set(items.filter((item) => shardsOf.get(item)?.[0] === shard).map((item) => item.message))
-    const shardRun = new EventsRun(batch, shardEnv(run.env, shard, count), run.log, {
-      // A recipient the pool gained since it was read here is placed by its own hash, not dropped.
-      holds: async (user) => (shardOfUser.get(user) ?? (await shardOfRecipient(user, count))) === shard,
-      counts,
+  const parts = shardEnvs(run.env, count)
+    .map((env, shard) => {
+      const items = known.filter((item) => shardsOf.get(item)?.includes(shard))
+      const counts = new Set(items.filter((item) => shardsOf.get(item)?.[0] === shard).map((item) => item.message))
+      const shardRun = new EventsRun(batch, env, run.log, {
+        // A recipient the pool gained since it was read here is placed by its own hash, not dropped.
+        holds: async (user) => (shardOfUser.get(user) ?? (await shardOfRecipient(user, count))) === shard,
+        counts,
+      })
+      return { shard, items, shardRun }
     })
-    return { shard, items, shardRun }
-  }).filter((part) => part.items.length > 0)
+    .filter((part) => part.items.length > 0)
   const done = await Promise.all(
     parts.map(async ({ shard, items, shardRun }) => {
       try {
@@ -70,6 +72,7 @@ export async function materializeSharded(
       }
     }),
   )
+  const made = Map.groupBy(done.flat(), (written) => written.message)
   const ended: Enqueued[] = []
   for (const item of known) {
     const shards = shardsOf.get(item) as number[]
@@ -85,10 +88,10 @@ export async function materializeSharded(
       if (failed.action === 'dead-letter') run.count(item.inbound.source, 'dead-lettered')
       continue
     }
-    const made = done.flatMap((list) => list.filter((made) => made.message === item.message))
+    const written = made.get(item.message) ?? []
     // Written by every one of its shards: ended as the first made it. One no shard settled and none
     // wrote is a bug: left unsettled, it is retried by the run's end.
-    if (made.length === shards.length) ended.push(made[0] as Enqueued)
+    if (written.length === shards.length) ended.push(written[0] as Enqueued)
   }
   return ended
 }

@@ -1,6 +1,6 @@
 import { z } from '@hono/zod-openapi'
 import { configOf } from '../../config.ts'
-import { rowsEverywhere } from '../../d1/shards.ts'
+import { rowsEverywhere, sumRows } from '../../d1/shards.ts'
 import { GAUGES } from '../../metrics/counters.ts'
 import { exposition } from '../../metrics/prom.ts'
 import { ADMIN_ERRORS, createRouter, errors } from '../openapi.ts'
@@ -19,17 +19,6 @@ const scrape = operatorRoute('viewer', {
 })
 
 type Row = { name: string; labels: string; value: number }
-
-/** Counter rows of several shards, one per name and labels, their values added. */
-function summed(rows: readonly Row[]): Row[] {
-  const sums = new Map<string, Row>()
-  for (const row of rows) {
-    const key = `${row.name}\n${row.labels}`
-    const sum = sums.get(key)
-    sums.set(key, sum ? { ...sum, value: sum.value + row.value } : { ...row })
-  }
-  return [...sums.values()]
-}
 
 /** `/metrics`. */
 export const metrics = createRouter().openapi(scrape, async (c) => {
@@ -50,6 +39,6 @@ export const metrics = createRouter().openapi(scrape, async (c) => {
       )
       .bind(GAUGES.transportPaused, transport),
   ])) as Row[][]
-  const { text, contentType } = await exposition(summed(counters), [...gauges, ...paused])
+  const { text, contentType } = await exposition(sumRows(counters, ['name', 'labels']), [...gauges, ...paused])
   return c.text(text, 200, { 'content-type': contentType })
 })

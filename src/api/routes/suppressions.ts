@@ -113,6 +113,12 @@ const remove = operatorRoute('admin', {
   responses: { 204: { description: 'Removed' }, ...errors(400, 404, ...ADMIN_ERRORS) },
 })
 
+/** An address's entry from the first D1 shard that has one, the primary first (src/d1/shards.ts). */
+async function suppressionAnywhere(dbs: readonly D1Database[], address: string, pseudonym: string) {
+  const found = await Promise.all(dbs.map((db) => suppressionOf(db, address, pseudonym)))
+  return found.find((entry) => entry !== undefined && entry !== null)
+}
+
 /** `/v1/suppressions`: addresses dispatch does not send to. */
 export const suppressions = createRouter()
   .openapi(list, async (c) => {
@@ -144,9 +150,7 @@ export const suppressions = createRouter()
   .openapi(get, async (c) => {
     const { address } = c.req.valid('param')
     const pseudonym = await pseudonymOf(address, configOf(c.env).erasureKey)
-    const [entry] = (await Promise.all(allShardDbs(c.env).map((db) => suppressionOf(db, address, pseudonym)))).filter(
-      (found) => found !== undefined && found !== null,
-    )
+    const entry = await suppressionAnywhere(allShardDbs(c.env), address, pseudonym)
     if (!entry) throw new ApiError('NOT_FOUND', 'the address is not on the suppression list')
     return c.json(show(entry, new Date().toISOString()), 200)
   })
@@ -190,9 +194,7 @@ export const suppressions = createRouter()
     // The trail names the entry as the list keeps it: an erased address stays a pseudonym there too.
     const dbs = allShardDbs(c.env)
     // Whichever D1 shard has it: an erased address's entry may be in one shard only, under its pseudonym.
-    const [stored] = (await Promise.all(dbs.map((db) => suppressionOf(db, address, pseudonym)))).filter(
-      (found) => found !== undefined && found !== null,
-    )
+    const stored = await suppressionAnywhere(dbs, address, pseudonym)
     const target = stored?.address ?? normalizeAddress(address)
     let removed: number
     if (dbs.length === 1) {
