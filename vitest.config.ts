@@ -26,8 +26,8 @@ const SECOND_DB_SHARD = { d1Databases: { DB_1: 'notify-edge-1' } }
 
 /**
  * The guarantee tests that run again with the recipients spread over two D1 databases (DB_SHARDS=2):
- * the pipeline end to end, from ingest through dispatch to delivery events and the cron, and the operator
- * API. (A test that reads or seeds D1 itself does so through test/shards.ts to
+ * the pipeline end to end, from ingest through dispatch to delivery events and the cron, the operator
+ * API, and the lifecycle model with its D1 faults landing in either shard. (A test that reads or seeds D1 itself does so through test/shards.ts to
  * run here; the others stay in the one-database project.)
  */
 const TWO_DATABASES = [
@@ -50,6 +50,7 @@ const TWO_DATABASES = [
   'test/digest-policy.test.ts',
   'test/api.test.ts',
   'test/health.test.ts',
+  'test/model/lifecycle.test.ts',
 ]
 
 /** The tests that run again with notify-events spread over two queues. */

@@ -6,10 +6,8 @@
  * `invocation.cost` line counts every shard's statements apart
  * (`d1StatementsByShard`, src/metrics/invocation.ts), summed here per shard.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
 import { startLocalWorker } from '../support/local-worker.ts'
+import { twoDatabaseConfig } from '../support/two-databases.ts'
 import { waitFor } from '../support/wait.ts'
 import { costLines, costPer, messagesRead } from './costs.ts'
 import { goals, N, progress, results } from './lib.ts'
@@ -17,27 +15,6 @@ import { BENCH_TOKEN_VARIABLES, BENCH_TOKENS, benchEvent, ingestRate, pipelineAt
 
 /** The goal: each shard's share of the statements within 10 % of an even share. */
 const BALANCE_GOAL_PERCENT = 10
-
-/** wrangler.toml with a second D1 database bound as DB_1, in a folder of its own (paths made absolute). */
-function twoDatabaseConfig(): { path: string; remove: () => void } {
-  const root = resolve(import.meta.dirname, '..')
-  const folder = mkdtempSync(join(tmpdir(), 'notify-edge-shards-'))
-  const text = readFileSync(join(root, 'wrangler.toml'), 'utf8')
-    .replace('main = "src/index.ts"', `main = "${join(root, 'src', 'index.ts')}"`)
-    .replaceAll('migrations_dir = "migrations/d1"', `migrations_dir = "${join(root, 'migrations', 'd1')}"`)
-  const path = join(folder, 'wrangler.toml')
-  writeFileSync(
-    path,
-    `${text}
-[[d1_databases]]
-binding = "DB_1"
-database_name = "notify-edge-1"
-database_id = "00000000-0000-4000-8000-100000000001"
-migrations_dir = "${join(root, 'migrations', 'd1')}"
-`,
-  )
-  return { path, remove: () => rmSync(folder, { recursive: true, force: true }) }
-}
 
 export async function benchShards() {
   const n = N.shards

@@ -31,7 +31,9 @@
  * retry came before the time a 429 named (`early_retries`), a pause never
  * ended (`stalled_paused`), a notification failed without its dead letter
  * (`failed_without_dead_letter`), or an erased owner was emailed after the
- * erasure (`emails_after_erasure`).
+ * erasure (`emails_after_erasure`). With CHAOS_DB_SHARDS=2 the Worker spreads
+ * its recipients over two D1 databases (DB_SHARDS=2, docs/scaling.md) and the
+ * reconciliation reads both.
  */
 import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
@@ -57,6 +59,7 @@ import {
 } from '../support/hostile-records.ts'
 import { startLocalWorker } from '../support/local-worker.ts'
 import { startProviderFake } from '../support/provider-fake.ts'
+import { twoDatabaseConfig } from '../support/two-databases.ts'
 import { waitFor } from '../support/wait.ts'
 
 const EVENTS = Number(process.env.CHAOS_EVENTS ?? '3000')
@@ -117,6 +120,10 @@ const provider = await startProviderFake({
 const ADMIN = 'chaos-admin-token-0123456789'
 const INGEST = 'chaos-ingest-token-0123456789'
 execFileSync('bash', ['scripts/services-up.sh'], { stdio: 'ignore' })
+// One D1 database, or two shards of it (CHAOS_DB_SHARDS=2).
+const DB_SHARDS = process.env.CHAOS_DB_SHARDS ?? '1'
+if (DB_SHARDS !== '1' && DB_SHARDS !== '2') throw new Error(`CHAOS_DB_SHARDS is 1 or 2, not ${DB_SHARDS}`)
+const twoDatabases = DB_SHARDS === '2' ? twoDatabaseConfig() : undefined
 const worker = await startLocalWorker(
   {
     ADMIN_TOKEN: ADMIN,
@@ -130,12 +137,22 @@ const worker = await startLocalWorker(
     DISPATCH_LEASE_SECONDS: String(LEASE_SECONDS),
     // Small batches: many requests, so that every fault of the provider meets batches, not one or two of them.
     RESEND_BATCH_SIZE: process.env.CHAOS_BATCH_SIZE ?? '4',
+    DB_SHARDS,
   },
-  { cron: true },
+  twoDatabases ? { cron: true, config: twoDatabases.path, databases: ['DB', 'DB_1'] } : { cron: true },
 )
+/** The rows a read finds in every D1 database of the Worker, the primary's first. */
+const DATABASES = twoDatabases ? ['DB', 'DB_1'] : ['DB']
+const everywhere = async (sql: string) =>
+  (await Promise.all(DATABASES.map((binding) => worker.query(sql, binding)))).flat()
+/** A `count(*) AS n` over every D1 database. */
+const countEverywhere = async (sql: string) => (await everywhere(sql)).reduce((sum, row) => sum + Number(row.n ?? 0), 0)
 const WORKER = worker.url
 // A harness that fails half-way leaves no wrangler behind (nor, once started, a bridge).
-process.on('exit', () => worker.kill())
+process.on('exit', () => {
+  worker.kill()
+  twoDatabases?.remove()
+})
 // The cron trigger, as Cloudflare runs it (faster here): it re-enqueues what looks stuck.
 let cronRuns = 0
 const cron = setInterval(() => {
@@ -414,7 +431,7 @@ function batchesMeetFaults(): void {
   erasuresOver = (async () => {
     const until = Date.now() + 60_000
     while (erased.length < ERASED_OWNERS && Date.now() < until) {
-      const waiting = await worker.query(
+      const waiting = await everywhere(
         `SELECT recipient_user_id AS user, recipient_email AS address FROM notifications
          WHERE batch_id IS NOT NULL AND status IN ('pending', 'paused') AND maybe_sent_at IS NOT NULL
            AND recipient_email LIKE 'chaos+%' AND recipient_email NOT LIKE 'chaos+burst-%'
@@ -672,32 +689,24 @@ const burstToAnotherOwner = bursts.filter((event) =>
 )
 const { stats } = provider
 // Notifications ended by our own configuration (the revoked key): they should have paused, not failed.
-const burned = Number(
-  (
-    await worker.query(
-      `SELECT count(*) AS n FROM notifications WHERE status = 'failed'
-       AND (status_reason LIKE '%HTTP 401%' OR status_reason LIKE '%HTTP 403%' OR status_reason LIKE '%invalid_api_key%')`,
-    )
-  )[0]?.n ?? 0,
+const burned = await countEverywhere(
+  `SELECT count(*) AS n FROM notifications WHERE status = 'failed'
+   AND (status_reason LIKE '%HTTP 401%' OR status_reason LIKE '%HTTP 403%' OR status_reason LIKE '%invalid_api_key%')`,
 )
 // The transport still paused at the end, or notifications left waiting for a probe: a pause that never ended.
 const stalledPaused =
-  Number((await worker.query("SELECT count(*) AS n FROM notifications WHERE status = 'paused'"))[0]?.n ?? 0) +
-  Number((await worker.query('SELECT count(*) AS n FROM transport_pauses'))[0]?.n ?? 0)
-// Every failed notification has its dead letter, whose message names it.
-const failedWithoutDeadLetter = Number(
-  (
-    await worker.query(
-      `SELECT count(*) AS n FROM notifications n WHERE status = 'failed' AND NOT EXISTS (
-         SELECT 1 FROM dead_letters d WHERE d.queue = 'notify-dispatch'
-           AND json_extract(d.body, '$.notificationId') = n.id)`,
-    )
-  )[0]?.n ?? 0,
+  (await countEverywhere("SELECT count(*) AS n FROM notifications WHERE status = 'paused'")) +
+  (await countEverywhere('SELECT count(*) AS n FROM transport_pauses'))
+// Every failed notification has its dead letter, whose message names it (in its own shard).
+const failedWithoutDeadLetter = await countEverywhere(
+  `SELECT count(*) AS n FROM notifications n WHERE status = 'failed' AND NOT EXISTS (
+     SELECT 1 FROM dead_letters d WHERE d.queue = 'notify-dispatch'
+       AND json_extract(d.body, '$.notificationId') = n.id)`,
 )
 const emailsAfterErasure = [...provider.emails.values()].filter((email) =>
   erased.some(({ to, at }) => to.toLowerCase() === email.to.toLowerCase() && email.at > at),
 ).length
-const waitingAtTheEnd = await worker.query(
+const waitingAtTheEnd = await everywhere(
   "SELECT status, count(*) AS n FROM notifications WHERE status IN ('paused', 'awaiting-contact', 'unknown') GROUP BY status",
 )
 
@@ -805,6 +814,13 @@ const result = {
   cron_runs: cronRuns,
   // What the bridge and wrangler printed, scanned like the Worker's test logs.
   log_lines_leaking_personal_data: leakedLines().length,
+  d1_databases: Number(DB_SHARDS),
+  // Each database's notifications: with two, the run did spread its recipients over both.
+  notifications_by_database: await Promise.all(
+    DATABASES.map(async (binding) =>
+      Number((await worker.query('SELECT count(*) AS n FROM notifications', binding))[0]?.n ?? 0),
+    ),
+  ),
 }
 writeFileSync('chaos-results.json', `${JSON.stringify(result, null, 2)}\n`)
 writeFileSync('chaos-worker.log', worker.output())
@@ -822,6 +838,7 @@ console.log(
 clearInterval(cron)
 await bridge.stop()
 await worker.stop()
+twoDatabases?.remove()
 await publisher.close()
 for (const name of [queue, dlq]) await rabbit.queueDelete({ queue: name }).catch(() => {})
 await rabbit.exchangeDelete({ exchange }).catch(() => {})

@@ -1,8 +1,9 @@
 /**
- * `npm run model -- --runs N [--commands C] [--seed S] [--path P] [--no-shrink]`:
+ * `npm run model -- --runs N [--commands C] [--seed S] [--path P] [--no-shrink] [--databases 1|2]`:
  * the lifecycle model (test/model/lifecycle.test.ts) for longer than `npm
  * test` runs it (100 runs of up to 30 commands), inside workerd like every
- * Worker test. It prints the seed, the runs and the commands it ran; a
+ * Worker test: with one D1 database and then with two shards (DB_SHARDS=2),
+ * or with the one `--databases` names. It prints the seed, the runs and the commands it ran; a
  * failure prints the seed and path that replay it (`--seed S --path P`) and
  * the shrunk command list. Exits non-zero when an invariant broke.
  */
@@ -19,6 +20,7 @@ const { values } = parseArgs({
     seed: { type: 'string' },
     path: { type: 'string' },
     'no-shrink': { type: 'boolean', default: false },
+    databases: { type: 'string' },
   },
 })
 const seed = values.seed ?? String(Math.floor(Math.random() * 2 ** 31))
@@ -27,7 +29,13 @@ const runs = Number(values.runs)
 const timeoutMs = Math.max(900_000, runs * 2_000)
 process.stdout.write(`[model] ${runs} runs of up to ${values.commands} commands, seed ${seed}\n`)
 const started = Date.now()
-const result = spawnSync('npx', ['vitest', 'run', 'test/model/lifecycle.test.ts'], {
+const PROJECTS: Record<string, string> = { '1': 'worker', '2': 'two databases' }
+if (values.databases !== undefined && !(values.databases in PROJECTS)) {
+  process.stderr.write(`[model] --databases is 1 or 2, not ${values.databases}\n`)
+  process.exit(2)
+}
+const project = values.databases === undefined ? [] : ['--project', PROJECTS[values.databases] as string]
+const result = spawnSync('npx', ['vitest', 'run', ...project, 'test/model/lifecycle.test.ts'], {
   cwd: ROOT,
   stdio: 'inherit',
   env: {
@@ -40,12 +48,11 @@ const result = spawnSync('npx', ['vitest', 'run', 'test/model/lifecycle.test.ts'
     MODEL_TIMEOUT_MS: String(timeoutMs),
   },
 })
-// The test writes its summary to the captured console (test/log-privacy.ts); the last one is this run's.
-const summary = readFileSync(join(ROOT, '.wrangler', 'test-console.log'), 'utf8')
+// The test writes its summary to the captured console (test/log-privacy.ts), one line per project run.
+const summaries = readFileSync(join(ROOT, '.wrangler', 'test-console.log'), 'utf8')
   .split('\n')
-  .filter((line) => line.startsWith('model: seed '))
-  .at(-1)
-process.stdout.write(
-  `[model] ${summary ?? 'no summary (the run did not finish)'} in ${Math.round((Date.now() - started) / 1000)} s\n`,
-)
+  .filter((line) => line.startsWith(`model: seed ${seed},`))
+for (const summary of summaries) process.stdout.write(`[model] ${summary}\n`)
+if (summaries.length === 0) process.stdout.write('[model] no summary (the run did not finish)\n')
+process.stdout.write(`[model] ${Math.round((Date.now() - started) / 1000)} s\n`)
 process.exit(result.status ?? 1)

@@ -25,8 +25,11 @@ export type LocalWorker = {
   processGroup: number
   /** Runs the cron trigger once (needs `cron: true`), as at `at` when given (the cron's clock; the Worker's own stays now). */
   runCron: (at?: Date) => Promise<void>
-  /** Reads its local D1 with SQL (`wrangler d1 execute --local`): for a harness's reconciliation. */
-  query: (sql: string) => Promise<Record<string, unknown>[]>
+  /**
+   * Reads its local D1 with SQL (`wrangler d1 execute --local`): for a harness's reconciliation. `binding`
+   * names the database, `DB` (the primary) unless given: a shard is `DB_1`, … (docs/scaling.md).
+   */
+  query: (sql: string, binding?: string) => Promise<Record<string, unknown>[]>
   stop: () => Promise<void>
   /** Kills it at once (for an `exit` handler: a harness that fails leaves nothing running). */
   kill: () => void
@@ -138,7 +141,7 @@ export async function startLocalWorker(
       })
       return { status: response.status, body: (await response.json()) as Record<string, unknown> }
     },
-    async query(sql) {
+    async query(sql, binding = 'DB') {
       // A second process on the same local database (wrangler d1 execute beside wrangler dev) can
       // collide with the Worker's writes ("Failed to get session commit token"): a read is asked again.
       // A write is not: whether it was applied is not known.
@@ -151,7 +154,7 @@ export async function startLocalWorker(
               'wrangler',
               'd1',
               'execute',
-              'DB',
+              binding,
               '--local',
               '--persist-to',
               state,

@@ -7,6 +7,7 @@
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import { bucketOfId, shardOfRecipient } from '../src/d1/shards.ts'
+import { cloudflareEvent, eventIdOf as responseIdOf, responseTo } from './email-events.ts'
 import {
   ADMIN_TOKEN,
   deliver,
@@ -14,8 +15,10 @@ import {
   eventually,
   freshInbound,
   guid,
+  notificationsOf,
   parseMime,
   pendingNotification,
+  postIngest,
   runCron,
   seedContact,
   sentMessagesOf,
@@ -292,6 +295,35 @@ describe('recipients spread over D1 shards', () => {
           entry.includes('source="http"'),
       )
     expect(Number(line?.split(' ').at(-1))).toBe(counted)
+  })
+
+  it('a complaint about an email from one shard suppresses its address in every shard: a recipient at it in another is not emailed', async () => {
+    const [first, second] = await Promise.all([userIn(0), userIn(1)])
+    const address = `shared-${guid().slice(0, 8)}@example.com`
+    /** Ingests a response to `userId` at the shared address; its one notification once it reached `status`. */
+    const notify = async (userId: string, status: string) => {
+      const event = responseTo(address, userId)
+      expect((await postIngest({ events: [event] })).status).toBe(202)
+      return eventually(async () => {
+        const [row] = await notificationsOf(responseIdOf(event))
+        expect(row?.status).toBe(status)
+        return row as NonNullable<typeof row>
+      })
+    }
+    const sent = await notify(first as string, 'sent')
+    const provider = await dbOfNotification(sent.id)
+      .prepare('SELECT provider_id FROM notifications WHERE id = ?1')
+      .bind(sent.id)
+      .first<string>('provider_id')
+    await env.EMAIL_EVENTS.send(
+      cloudflareEvent('complained', provider as string, address, { complaint: { type: 'abuse' } }),
+    )
+    await eventually(async () => {
+      const entries = await allRows<{ cause: string }>('SELECT cause FROM suppressions WHERE address = ?1', address)
+      expect(entries).toEqual(shardDbs().map(() => ({ cause: 'complaint' })))
+    })
+    const next = await notify(second as string, 'suppressed')
+    expect(next.error_code).toBe('NTF_RECIPIENT_SUPPRESSED')
   })
 
   it("a dead letter of notify-dispatch is kept in its notification's shard, one row with the one its failed mark writes", async () => {

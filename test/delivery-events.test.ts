@@ -68,7 +68,7 @@ async function deliveriesCounted(transport: string, status: string): Promise<num
     .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0)
 }
 
-/** The address's entry, from the D1 shard that has one (a bounce suppresses in its notification's shard). */
+/** The address's entry, from the first D1 shard that has one (a bounce suppresses in every shard, each naming its notification). */
 async function suppressionOf(address: string) {
   const [found = null] = await allRows<{
     cause: string

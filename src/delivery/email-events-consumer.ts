@@ -58,7 +58,10 @@ export async function consumeEmailEvents(batch: MessageBatch<unknown>, env: Env,
  * With D1 shards, each event is recorded in the shard of its notification:
  * the one its id names (our header, which Resend's events carry back), else
  * the one whose notification has its provider id (one read per shard for the
- * batch). An event no shard knows is recorded in the primary.
+ * batch). An event no shard knows is recorded in the primary. The
+ * suppression a bounce or a complaint asks for is about an address, which
+ * recipients in any shard may share: it is written in every other shard
+ * first, and the event retried if that fails.
  */
 async function recordSharded(
   decoded: readonly Decoded[],
@@ -69,13 +72,14 @@ async function recordSharded(
 ): Promise<void> {
   const envs = shardEnvs(env, count)
   const unnamed = decoded.filter(({ event }) => event.notificationId === null)
-  const found = new Map<string, number>()
+  // By provider id: the shard and the id of the notification it was sent for.
+  const found = new Map<string, { shard: number; id: string }>()
   if (unnamed.length > 0) {
     try {
       const ids = unnamed.map(({ event }) => event.providerMessageId)
       const matched = await Promise.all(envs.map((shard) => notificationsOfEvents(shard.DB, ids, [])))
       matched.forEach(({ byProviderId }, shard) => {
-        for (const id of byProviderId.keys()) found.set(id, shard)
+        for (const [providerId, id] of byProviderId) found.set(providerId, { shard, id })
       })
     } catch (cause) {
       const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 read: ${(cause as Error).message}`, { cause })
@@ -83,22 +87,29 @@ async function recordSharded(
       return
     }
   }
-  // An event no shard knows (yet) is recorded in the primary; what it asks of the suppression list is
-  // written in every other shard first, where the address's recipient may be (a link that never comes
-  // must not leave their shard sending to an address that bounced). If that fails, the event is retried.
-  const orphans = unnamed.filter(
-    ({ event }) => event.suppression && event.recipient && !found.has(bare(event.providerMessageId)),
-  )
+  // An event no shard knows (yet) is recorded in the primary.
+  const homeOf = ({ event }: Decoded) =>
+    event.notificationId === null
+      ? (found.get(bare(event.providerMessageId))?.shard ?? 0)
+      : shardOfId(event.notificationId, count)
+  // What an event asks of the suppression list is written in every shard but its own first: a
+  // recipient at the same address may be in any (one who complained must not be emailed from
+  // another shard, nor a bounced address tried again there). Unguarded, as a link that never comes
+  // is: a redelivery may write it again after an operator removed it there (the safe side). Each copy
+  // names the notification the event is about, as its own shard's does. If a shard's write fails, the
+  // event is retried, and its own shard records it then.
+  const asking = decoded.filter(({ event }) => event.suppression && event.recipient)
   const now = new Date()
   const failed = new Set<Decoded>()
-  for (const shard of envs.slice(1)) {
-    const statements = orphans.flatMap((item) => (failed.has(item) ? [] : suppressionOf(shard, item, null, now, false)))
-    if (statements.length === 0) continue
+  for (const [shard, shardEnv] of envs.entries()) {
+    const here = asking.filter((item) => !failed.has(item) && homeOf(item) !== shard)
+    if (here.length === 0) continue
     try {
-      await shard.DB.batch(statements)
+      const about = ({ event }: Decoded) => event.notificationId ?? found.get(bare(event.providerMessageId))?.id ?? null
+      await shardEnv.DB.batch(here.flatMap((item) => suppressionOf(shardEnv, item, about(item), now, false)))
     } catch (cause) {
       const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 write: ${(cause as Error).message}`, { cause })
-      for (const item of orphans) {
+      for (const item of here) {
         settlements.fail(item.message, error)
         failed.add(item)
       }
@@ -106,10 +117,7 @@ async function recordSharded(
   }
   const parts = Map.groupBy(
     decoded.filter((item) => !failed.has(item)),
-    ({ event }) =>
-      event.notificationId === null
-        ? (found.get(bare(event.providerMessageId)) ?? 0)
-        : shardOfId(event.notificationId, count),
+    homeOf,
   )
   await Promise.all([...parts].map(([shard, part]) => record(part, envs[shard] as Env, log, settlements)))
 }

@@ -1,5 +1,5 @@
-import { env } from 'cloudflare:workers'
 import fc from 'fast-check'
+import { allRows, dbOfUser } from '../shards.ts'
 import type { BindingFault } from './binding-stand-in.ts'
 import { contact, decision, invitation, response } from './events.ts'
 import { during, settled } from './invariants.ts'
@@ -228,9 +228,12 @@ export function report(index: number, kind: ReportKind): Command {
 /** An operator replays, or discards, one of the open dead letters. */
 export function operate(action: 'replay' | 'discard', index: number): Command {
   return new Step(`operate(${action}, ${index})`, async (world) => {
-    const { results } = await env.DB.prepare(
-      "SELECT id, queue, json_extract(body, '$.notificationId') AS notification FROM dead_letters WHERE status = 'open' ORDER BY first_seen, id",
-    ).all<{ id: string; queue: string; notification: string | null }>()
+    // Every shard's open letters, in the order the operator's list gives them.
+    const results = (
+      await allRows<{ id: string; queue: string; notification: string | null; first_seen: string }>(
+        "SELECT id, queue, json_extract(body, '$.notificationId') AS notification, first_seen FROM dead_letters WHERE status = 'open'",
+      )
+    ).sort((a, b) => byText(a.first_seen, b.first_seen) || byText(a.id, b.id))
     const letter = results[index % Math.max(1, results.length)]
     if (!letter) return
     const response =
@@ -253,11 +256,12 @@ export function erase(index: number, by: 'userId' | 'address'): Command {
     const person = world.people[index % world.people.length]
     if (!person || person.erasedAt !== undefined) return
     // By an address D1 links to the person (an operator names one from a record), else by the user id.
-    const known = await env.DB.prepare(
-      `SELECT email FROM contacts WHERE user_id = ?1
+    const known = await (await dbOfUser(person.userId))
+      .prepare(
+        `SELECT email FROM contacts WHERE user_id = ?1
        UNION ALL SELECT recipient_email FROM notifications WHERE recipient_user_id = ?1 AND recipient_email IS NOT NULL
        LIMIT 1`,
-    )
+      )
       .bind(person.userId)
       .first<{ email: string }>()
     const address = known?.email
@@ -317,3 +321,8 @@ export const commandArbitraries: fc.Arbitrary<Command>[] = [
   fc.tuple(PERSON, fc.constantFrom<'userId' | 'address'>('userId', 'address')).map(([person, by]) => erase(person, by)),
   PERSON.map(changeAddress),
 ]
+
+/** SQLite's order of text (its bytes), which `localeCompare` is not. */
+function byText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0
+}

@@ -5,19 +5,26 @@
  * reaches the database, as a request to D1 that fails does. A consumer
  * invocation makes a handful of calls, so failing its k-th lands between two
  * of its steps: after a send, before its mark; after a claim, before the
- * batch's membership; and so on.
+ * batch's membership; and so on. With D1 shards, every shard's database is
+ * wrapped and their calls counted together: the k-th call is the k-th to any
+ * of them, so a fault lands between two shards' writes as well.
  */
 export class FaultyD1 {
-  readonly db: D1Database
+  /** The wrapped databases, in the order given (the primary first). */
+  readonly dbs: D1Database[]
   /** Calls made so far. */
   calls = 0
   #failAt: number | undefined
   /** Calls that were failed. */
   failed = 0
 
-  constructor(real: D1Database) {
+  constructor(reals: D1Database[]) {
+    this.dbs = reals.map((real) => this.#wrap(real))
+  }
+
+  #wrap(real: D1Database): D1Database {
     const self = this
-    this.db = new Proxy(real, {
+    return new Proxy(real, {
       get(target, property) {
         const value = Reflect.get(target, property)
         if (property === 'prepare') return (query: string) => faulty(target.prepare(query), self)

@@ -1,10 +1,11 @@
 import { env } from 'cloudflare:workers'
 import { FINAL_STATUSES } from '../../src/notifications/status.ts'
+import { allRows, shardDbs } from '../shards.ts'
 import type { World } from './world.ts'
 
 /**
- * The lifecycle's invariants, read off the real D1 and the provider's own
- * record of what it accepted. `during` holds after every command of a run;
+ * The lifecycle's invariants, read off the real D1 (every shard of it) and
+ * the provider's own record of what it accepted. `during` holds after every command of a run;
  * `settled` once its faults are healed and the clock has run on (`drain`).
  */
 
@@ -13,12 +14,10 @@ export const THROTTLE = { kind: 'ResponseCreated', max: 5, windowMs: 3_600_000 }
 
 /** Keeps track of the notifications a run has seen, and of those told in a digest. */
 export async function observe(world: World): Promise<void> {
-  const { results } = await env.DB.prepare('SELECT id, status, digest_id FROM notifications').all<{
-    id: string
-    status: string
-    digest_id: string | null
-  }>()
-  for (const row of results) {
+  const rows = await allRows<{ id: string; status: string; digest_id: string | null }>(
+    'SELECT id, status, digest_id FROM notifications',
+  )
+  for (const row of rows) {
     world.seen.add(row.id)
     if (row.status === 'digested' || row.digest_id !== null) world.digested.add(row.id)
   }
@@ -43,12 +42,11 @@ export async function during(world: World): Promise<string[]> {
 async function oneEmailPerDecision(world: World): Promise<string[]> {
   const emails = world.emails()
   if (emails.length === 0) return []
-  const { results } = await env.DB.prepare(
+  const results = await allRows<{ id: string; decision: string }>(
     `SELECT id, decision_person || '/' || coalesce(decision_request, '') AS decision FROM notifications
      WHERE decision_person IS NOT NULL AND id IN (SELECT value FROM json_each(?1))`,
+    JSON.stringify([...new Set(emails.map((email) => email.notificationId))]),
   )
-    .bind(JSON.stringify([...new Set(emails.map((email) => email.notificationId))]))
-    .all<{ id: string; decision: string }>()
   const decisionOf = new Map(results.map((row) => [row.id, row.decision]))
   const counts = new Map<string, { emails: number; replays: number }>()
   for (const email of emails) {
@@ -105,9 +103,9 @@ async function textColumns(): Promise<{ table: string; columns: string[] }[]> {
 let schema: Promise<{ table: string; columns: string[] }[]> | undefined
 
 /**
- * Erased means gone: no table holds an erased person's address (in any
- * letter case) or name, and no email reached the address after the erasure.
- * A suppression survives only under the address's pseudonym.
+ * Erased means gone: no table of any shard holds an erased person's address
+ * (in any letter case) or name, and no email reached the address after the
+ * erasure. A suppression survives only under the address's pseudonym.
  */
 async function erasedIsGone(world: World): Promise<string[]> {
   const erased = world.people.filter((person) => person.erasedAt !== undefined)
@@ -117,21 +115,26 @@ async function erasedIsGone(world: World): Promise<string[]> {
   for (const person of erased) {
     const addresses = [person.email, ...(person.formerEmails ?? [])].map((address) => address.toLowerCase())
     const probes = (await schema).flatMap(({ table, columns }) =>
-      columns.flatMap((column) =>
-        addresses.map((address) => ({
-          table,
-          statement: env.DB.prepare(
-            `SELECT count(*) AS n FROM "${table}" WHERE instr(lower("${column}"), ?1) > 0 OR instr("${column}", ?2) > 0`,
-          ).bind(address, person.name),
-        })),
-      ),
+      columns.flatMap((column) => addresses.map((address) => ({ table, column, address }))),
     )
-    const found = await env.DB.batch<{ n: number }>(probes.map((probe) => probe.statement))
-    found.forEach((result, index) => {
-      const n = result.results[0]?.n ?? 0
-      if (n > 0)
-        violations.push(`erased means gone: ${n} row(s) of ${probes[index]?.table} still name person ${person.userId}`)
-    })
+    for (const [shard, db] of shardDbs().entries()) {
+      const found = await db.batch<{ n: number }>(
+        probes.map(({ table, column, address }) =>
+          db
+            .prepare(
+              `SELECT count(*) AS n FROM "${table}" WHERE instr(lower("${column}"), ?1) > 0 OR instr("${column}", ?2) > 0`,
+            )
+            .bind(address, person.name),
+        ),
+      )
+      found.forEach((result, index) => {
+        const n = result.results[0]?.n ?? 0
+        if (n > 0)
+          violations.push(
+            `erased means gone: ${n} row(s) of ${probes[index]?.table} in shard ${shard} still name person ${person.userId}`,
+          )
+      })
+    }
     const late = world
       .emails()
       .filter((email) => addresses.includes(email.to.toLowerCase()) && email.at > (person.erasedAt as number))
@@ -149,11 +152,10 @@ async function throttleHolds(world: World): Promise<string[]> {
   const emails = world.emails()
   if (emails.length === 0) return []
   const ids = [...new Set(emails.map((email) => email.notificationId))]
-  const { results } = await env.DB.prepare(
+  const results = await allRows<{ id: string; kind: string; is_digest: number }>(
     'SELECT id, kind, is_digest FROM notifications WHERE id IN (SELECT value FROM json_each(?1))',
+    JSON.stringify(ids),
   )
-    .bind(JSON.stringify(ids))
-    .all<{ id: string; kind: string; is_digest: number }>()
   const instant = new Set(
     results
       .filter((row) => row.kind === THROTTLE.kind && row.is_digest === 0 && !world.digested.has(row.id))
@@ -187,20 +189,17 @@ async function throttleHolds(world: World): Promise<string[]> {
 export async function settled(world: World): Promise<string[]> {
   const violations = [...world.stalls, ...(await during(world))]
   const final = FINAL_STATUSES as readonly string[]
-  const { results: rows } = await env.DB.prepare('SELECT id, status, error_code FROM notifications').all<{
-    id: string
-    status: string
-    error_code: string | null
-  }>()
+  const rows = await allRows<{ id: string; status: string; error_code: string | null }>(
+    'SELECT id, status, error_code FROM notifications',
+  )
   for (const row of rows) {
     if (!final.includes(row.status)) violations.push(`no stall: notification ${row.id} is still ${row.status}`)
   }
-  const pauses = await env.DB.prepare('SELECT transport, code, probe_id FROM transport_pauses').all()
-  for (const pause of pauses.results)
-    violations.push(`no stall: the transport is still paused ${JSON.stringify(pause)}`)
-  const { results: letters } = await env.DB.prepare(
+  const pauses = await allRows('SELECT transport, code, probe_id FROM transport_pauses')
+  for (const pause of pauses) violations.push(`no stall: the transport is still paused ${JSON.stringify(pause)}`)
+  const letters = await allRows<{ notification: string | null; status: string; event_id: string | null }>(
     "SELECT json_extract(body, '$.notificationId') AS notification, status, event_id FROM dead_letters WHERE queue = 'notify-dispatch'",
-  ).all<{ notification: string | null; status: string; event_id: string | null }>()
+  )
   const byNotification = new Map(letters.map((letter) => [letter.notification, letter]))
   for (const row of rows.filter((candidate) => candidate.status === 'failed')) {
     const letter = byNotification.get(row.id)

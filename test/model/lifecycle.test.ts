@@ -1,6 +1,7 @@
 import { env } from 'cloudflare:workers'
 import fc from 'fast-check'
 import { expect, it } from 'vitest'
+import { shardDbs } from '../shards.ts'
 import { commandArbitraries, ModelViolation } from './commands.ts'
 import { settled } from './invariants.ts'
 import { type ModelTransport, World } from './world.ts'
@@ -24,6 +25,8 @@ it(
   `the lifecycle model: ${RUNS} runs of up to ${COMMANDS} commands keep every invariant`,
   async () => {
     let commands = 0
+    // The notifications each shard held at the end of a run, summed: the runs did reach every shard.
+    const perShard = shardDbs().map(() => 0)
     const property = fc.asyncProperty(
       fc.constantFrom<ModelTransport>('resend', 'cloudflare'),
       fc.commands(commandArbitraries, { maxCommands: COMMANDS, size: 'max' }),
@@ -35,6 +38,10 @@ it(
           commands += [...steps].length
           world.note('drain')
           await world.drain()
+          for (const [shard, db] of shardDbs().entries()) {
+            const row = await db.prepare('SELECT count(*) AS n FROM notifications').first<{ n: number }>()
+            perShard[shard] = (perShard[shard] ?? 0) + (row?.n ?? 0)
+          }
           const violations = await settled(world)
           if (violations.length > 0) throw new ModelViolation(violations, world)
         } finally {
@@ -49,7 +56,7 @@ it(
       endOnFailure: env.MODEL_SHRINK === 'no',
     })
     console.log(
-      `model: seed ${SEED}, ${result.numRuns} runs, ${commands} commands, ${result.failed ? 'FAILED' : 'passed'}`,
+      `model: seed ${SEED}, ${perShard.length} database(s) (notifications in each: ${perShard.join('/')}), ${result.numRuns} runs, ${commands} commands, ${result.failed ? 'FAILED' : 'passed'}`,
     )
     const report = result.failed
       ? `${fc.defaultReportMessage(result)}\n${(result.errorInstance as Error | undefined)?.message ?? ''}`

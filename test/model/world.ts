@@ -8,8 +8,10 @@ import {
 import { env } from 'cloudflare:workers'
 import { Webhook } from 'svix'
 import { vi } from 'vitest'
+import { dbBindingOf } from '../../src/d1/shard-names.ts'
 import worker from '../../src/index.ts'
 import { finalStatusSql } from '../../src/notifications/sql.ts'
+import { allRows, dbOfUser, shardDbs } from '../shards.ts'
 import { BindingStandIn } from './binding-stand-in.ts'
 import { ModelClock } from './clock.ts'
 import { FaultyD1 } from './faulty-d1.ts'
@@ -117,7 +119,7 @@ export class World {
     this.transport = transport
     this.run = crypto.randomUUID().slice(0, 8)
     this.clock = new ModelClock(new Date('2027-03-01T09:00:00Z'))
-    this.d1 = new FaultyD1(env.DB)
+    this.d1 = new FaultyD1(shardDbs())
     const now = () => this.clock.now
     this.queues = {
       EVENTS: new ModelQueue(QUEUE_NAMES.EVENTS, MAX_RETRIES.EVENTS, now),
@@ -139,7 +141,8 @@ export class World {
       RESEND_API_KEY: apiKey,
       RESEND_API_URL: MODEL_RESEND_URL,
       ...options.vars,
-      DB: this.d1.db,
+      // Each D1 shard (one database in the `worker` project, two in `two databases`), faults and all.
+      ...Object.fromEntries(this.d1.dbs.map((db, shard) => [dbBindingOf(shard), db])),
       EVENTS: this.queues.EVENTS,
       DISPATCH: this.queues.DISPATCH,
       EMAIL_EVENTS: this.queues.EMAIL_EVENTS,
@@ -158,7 +161,7 @@ export class World {
   async start(): Promise<void> {
     if (this.#started) return
     this.#started = true
-    await env.DB.batch(RUN_TABLES.map((table) => env.DB.prepare(`DELETE FROM ${table}`)))
+    for (const db of shardDbs()) await db.batch(RUN_TABLES.map((table) => db.prepare(`DELETE FROM ${table}`)))
   }
 
   /**
@@ -175,10 +178,11 @@ export class World {
     ]
     for (const person of people) {
       if (person.contact) {
-        await env.DB.prepare(
-          `INSERT INTO contacts (user_id, email, locale, time_zone, display_name, version, updated_at)
+        await (await dbOfUser(person.userId))
+          .prepare(
+            `INSERT INTO contacts (user_id, email, locale, time_zone, display_name, version, updated_at)
            VALUES (?1, ?2, 'ru-RU', 'Europe/Moscow', ?3, 1, ?4)`,
-        )
+          )
           .bind(person.userId, person.email, person.name, this.clock.iso)
           .run()
       }
@@ -430,20 +434,21 @@ export class World {
   async drain(rounds = 400): Promise<void> {
     this.heal()
     // A pause's next probe may be later than now (a quota's reset): the bound runs from then.
-    const due = await env.DB.prepare('SELECT max(probe_at) AS at FROM transport_pauses').first<{ at: string | null }>()
-    const healedAt = Math.max(this.clock.now, due?.at ? Date.parse(due.at) : 0)
+    const probes = await allRows<{ probe_at: string }>('SELECT probe_at FROM transport_pauses')
+    const healedAt = Math.max(this.clock.now, ...probes.map((pause) => Date.parse(pause.probe_at)))
     for (let round = 0; round < rounds; round += 1) {
       for (const binding of ['EVENTS', 'DISPATCH', 'EMAIL_EVENTS', 'DLQ'] as const) {
         for (let step = 0; step < 20 && (await this.deliver(binding)) > 0; step += 1);
       }
       await this.cron()
-      const open = await env.DB.prepare(
-        `SELECT min(scheduled_at) AS next, count(*) AS n FROM notifications
-         WHERE NOT ${finalStatusSql()}`,
-      ).first<{ next: string | null; n: number }>()
+      // Every shard's notifications not final, the earliest due first; a pause in any shard.
+      const open = await allRows<{ scheduled_at: string }>(
+        `SELECT scheduled_at FROM notifications WHERE NOT ${finalStatusSql()} ORDER BY scheduled_at LIMIT 1`,
+      )
+      const next = open.map((row) => row.scheduled_at).sort()[0]
       const waiting = Object.values(this.queues).some((queue) => queue.waiting.length > 0)
-      const pause = await env.DB.prepare('SELECT probe_at FROM transport_pauses LIMIT 1').first<{ probe_at: string }>()
-      if ((open?.n ?? 0) === 0 && !waiting && !pause) return
+      const pause = (await allRows<{ probe_at: string }>('SELECT probe_at FROM transport_pauses LIMIT 1'))[0]
+      if (open.length === 0 && !waiting && !pause) return
       // Probes come at most 10 minutes apart, and one that never reports back is replaced after two leases.
       if (pause && this.clock.now - healedAt > PAUSE_ENDS_WITHIN_MS) {
         const minutes = Math.round((this.clock.now - healedAt) / 60_000)
@@ -452,7 +457,7 @@ export class World {
       }
       const candidates = [
         ...Object.values(this.queues).map((queue) => queue.nextVisibleAt()),
-        open?.next ? Date.parse(open.next) + 121_000 : undefined,
+        next ? Date.parse(next) + 121_000 : undefined,
         pause ? Date.parse(pause.probe_at) : undefined,
       ].filter((at): at is number => at !== undefined && at > this.clock.now)
       // At least a minute, as the cron runs; at most to the next thing due.
