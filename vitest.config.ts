@@ -21,8 +21,16 @@ const SECOND_EVENTS_SHARD = {
   },
 }
 
-/** What a second D1 shard adds to wrangler.toml: its database, bound as DB_1 (docs/scaling.md). */
-const SECOND_DB_SHARD = { d1Databases: { DB_1: 'notify-edge-1' } }
+/**
+ * What a second D1 shard adds to wrangler.toml: its database, bound as DB_1 (docs/scaling.md). And two
+ * more, for test/shard-grow.test.ts to grow one database into two with the Worker's env pointed at them.
+ */
+const SECOND_DB_SHARD = {
+  d1Databases: { DB_1: 'notify-edge-1', GROW_DB: 'notify-edge-grow', GROW_DB_1: 'notify-edge-grow-1' },
+}
+
+/** Tests that need the two databases project's bindings, and run only there. */
+const ONLY_TWO_DATABASES = ['test/shard-grow.test.ts']
 
 /**
  * The guarantee tests that run again with the recipients spread over two D1 databases (DB_SHARDS=2):
@@ -51,6 +59,7 @@ const TWO_DATABASES = [
   'test/api.test.ts',
   'test/health.test.ts',
   'test/model/lifecycle.test.ts',
+  ...ONLY_TWO_DATABASES,
 ]
 
 /** The tests that run again with notify-events spread over two queues. */
@@ -119,7 +128,7 @@ export default defineConfig({
         extends: true,
         plugins: [worker(1)],
         // test/node/ runs in Node against `wrangler dev` (node --test), not inside workerd.
-        test: { name: 'worker', include: ['test/**/*.test.ts'], exclude: ['test/node/**'] },
+        test: { name: 'worker', include: ['test/**/*.test.ts'], exclude: ['test/node/**', ...ONLY_TWO_DATABASES] },
       },
       { extends: true, plugins: [worker(2)], test: { name: 'two event queues', include: SHARDED } },
       { extends: true, plugins: [worker(1, 2)], test: { name: 'two databases', include: TWO_DATABASES } },

@@ -6,7 +6,20 @@ export type Client = {
   delete(path: string): Promise<unknown>
 }
 
-/** Reads NOTIFY_EDGE_URL and NOTIFY_EDGE_TOKEN; an error answer becomes an Error with its code and message. */
+/** An error answer: its status, and the seconds its `Retry-After` asks to wait, when it says. */
+export class ApiAnswerError extends Error {
+  readonly status: number
+  readonly retryAfter: number | undefined
+
+  constructor(message: string, status: number, retryAfter: number | undefined) {
+    super(message)
+    this.name = 'ApiAnswerError'
+    this.status = status
+    this.retryAfter = retryAfter
+  }
+}
+
+/** Reads NOTIFY_EDGE_URL and NOTIFY_EDGE_TOKEN; an error answer becomes an ApiAnswerError with its code and message. */
 export function createClient(environment: Record<string, string | undefined>): Client {
   const base = environment.NOTIFY_EDGE_URL ?? 'http://127.0.0.1:8787'
   const token = environment.NOTIFY_EDGE_TOKEN
@@ -30,7 +43,12 @@ export function createClient(environment: Record<string, string | undefined>): C
       : null
     if (!response.ok) {
       const issues = json?.error?.issues?.map((issue) => `\n  ${issue.field}: ${issue.message}`).join('') ?? ''
-      throw new Error(`${response.status} ${json?.error?.code ?? ''}: ${json?.error?.message ?? text}${issues}`)
+      const retryAfter = Number(response.headers.get('retry-after') ?? Number.NaN)
+      throw new ApiAnswerError(
+        `${response.status} ${json?.error?.code ?? ''}: ${json?.error?.message ?? text}${issues}`,
+        response.status,
+        Number.isFinite(retryAfter) ? retryAfter : undefined,
+      )
     }
     return json
   }

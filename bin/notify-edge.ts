@@ -15,6 +15,7 @@
  *   notify-edge erase --user-id <id> | --address <address>
  *   notify-edge smoke --to <address> [--timeout S]
  *   notify-edge doctor [--config wrangler.toml]
+ *   notify-edge shards grow --to N [--limit L]
  *
  * Every command takes --json. NOTIFY_EDGE_URL (default http://127.0.0.1:8787) and
  * NOTIFY_EDGE_TOKEN (the admin token) come from the environment; `smoke` also
@@ -26,6 +27,7 @@ import { auditList } from './audit.ts'
 import { createClient } from './client.ts'
 import { doctorCommand } from './doctor.ts'
 import { eraseCommand, showNotification, suppressionsCommand } from './recipients.ts'
+import { growShards } from './shards.ts'
 import { smoke } from './smoke.ts'
 import { renderTable } from './table.ts'
 
@@ -52,6 +54,9 @@ const USAGE = `usage:
                        (what stands between this deployment and a delivered email, each with its fix; exit 1 on a
                         blocker. Judges wrangler.toml, and the deployed Worker too when NOTIFY_EDGE_URL and
                         NOTIFY_EDGE_TOKEN are set)
+  notify-edge shards grow --to N [--limit L] [--json]
+                       (moves each recipient to their shard of N = twice DB_SHARDS D1 databases, L rows a call
+                        (default 200), while DB_SHARDS_GROWING_TO=N holds the Worker: docs/scaling.md gives the steps)
 environment: NOTIFY_EDGE_URL (default http://127.0.0.1:8787), NOTIFY_EDGE_TOKEN (admin token),
              NOTIFY_EDGE_INGEST_TOKEN (ingest token, for smoke)`
 
@@ -137,6 +142,21 @@ async function main(): Promise<number> {
     return exitCode
   }
   const api = createClient(process.env)
+
+  if (area === 'shards' && command === 'grow') {
+    const to = Number(values.to)
+    if (!Number.isInteger(to) || to < 2) throw new Error('--to is the new count of D1 shards: twice DB_SHARDS')
+    const result = await growShards(api, to, Number(values.limit ?? '200'), values.json ? () => {} : out)
+    out(
+      values.json
+        ? JSON.stringify(result, null, 2)
+        : `grown to ${to} shards in ${result.calls} calls; rows copied into the new shards:\n${renderTable(
+            ['TABLE', 'ROWS'],
+            Object.entries(result.copied).map(([table, n]) => [table, n]),
+          )}`,
+    )
+    return 0
+  }
 
   if (area === 'dlq' && command === 'list') {
     const query = new URLSearchParams({ ...filters(), limit: values.limit ?? '50' })

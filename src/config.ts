@@ -184,6 +184,16 @@ export const ConfigSchema = z
       .describe(
         "D1 databases the recipients are spread over, each holding its recipients' notifications, contacts, preferences and suppressions: DB, DB_1, … (1–16)",
       ),
+    // Growing the shards moves rows between databases while nothing else writes them (src/shards/grow.ts).
+    DB_SHARDS_GROWING_TO: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .max(DB_SHARDS_MAX)
+      .default(0)
+      .describe(
+        'twice DB_SHARDS while the shards are growing (docs/scaling.md): the cron and the consumers hold, operator changes answer 503, and POST /v1/shards/grow moves each recipient to their new shard; 0 otherwise',
+      ),
     PROCESSED_EVENTS_RETENTION_DAYS: z.coerce
       .number()
       .int()
@@ -456,6 +466,11 @@ export const ConfigSchema = z
     message: 'is required when EMAIL_TRANSPORT is resend',
   })
   .superRefine(leaseOutlastsASend)
+  .refine((config) => config.DB_SHARDS_GROWING_TO === 0 || config.DB_SHARDS_GROWING_TO === 2 * config.DB_SHARDS, {
+    path: ['DB_SHARDS_GROWING_TO'],
+    // Doubling moves rows only into the new, empty databases: each bucket stays or moves up by DB_SHARDS.
+    message: 'is 0, or twice DB_SHARDS (shards grow by doubling)',
+  })
   .refine(
     (config) =>
       (config.NOTIFICATION_RETENTION_DAYS ?? config.NOTIFICATION_CONTENT_RETENTION_DAYS) >=

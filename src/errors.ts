@@ -121,6 +121,11 @@ export const ERRORS = {
     status: 409,
     description: 'The request conflicts with the current state (e.g. an older contact version).',
   },
+  SHARDS_GROWING: {
+    status: 503,
+    description:
+      'The D1 shards are growing (DB_SHARDS_GROWING_TO is set): changes wait until the move is over and the Worker runs with the new count; send it again then (`Retry-After`).',
+  },
   QUEUE_UNAVAILABLE: {
     status: 503,
     description: 'The queue did not take the whole batch; send it again (what was already queued is deduplicated).',

@@ -1,4 +1,5 @@
 import { app } from './api/app.ts'
+import { configOf } from './config.ts'
 import { connectApi } from './console/api.ts'
 import { consoleApp } from './console/app.tsx'
 import { consumeDeadLetters } from './dead-letters/dlq-consumer.ts'
@@ -11,6 +12,13 @@ import { logCost, meterEnv } from './metrics/invocation.ts'
 import { meteredBatch } from './metrics/metered-bindings.ts'
 import { isEventsQueue, QUEUES } from './queue/names.ts'
 import { FALLBACK_DELAY_SECONDS } from './queue/policy.ts'
+
+/**
+ * How long a batch that arrives while the shards grow waits before it is delivered again: each retry
+ * spends an attempt (notify-events has 3 before its dead letter, notify-dlq 100 before a message is
+ * dropped), so an hour, where a grow takes about that long.
+ */
+const HELD_DELAY_SECONDS = 3600
 
 // The send pace of each provider account (the SEND_PACE binding): a Durable Object class must be
 // exported by the Worker that declares it.
@@ -55,6 +63,14 @@ export default {
     const { env, cost } = meterEnv(unmetered)
     const batch = meteredBatch(delivered, cost)
     try {
+      // While the D1 shards grow, nothing but the grow writes D1 (src/shards/grow.ts): a batch that arrives
+      // (the queues' delivery should be paused) waits, at the cost of an attempt, rather than write a row
+      // where the new count will not look for it.
+      const { DB_SHARDS_GROWING_TO: growingTo } = configOf(unmetered)
+      if (growingTo > 0) {
+        log.warn('queue.held', { queue: batch.queue, count: batch.messages.length, growingTo })
+        return batch.retryAll({ delaySeconds: HELD_DELAY_SECONDS })
+      }
       if (isEventsQueue(batch.queue)) return await consumeEvents(batch, env, log)
       switch (batch.queue) {
         case QUEUES.dispatch:

@@ -141,6 +141,7 @@ describe('/openapi.json', () => {
         'POST /u/{token}',
         'GET /v1/audit',
         'GET /v1/health/config',
+        'POST /v1/shards/grow',
         'GET /metrics',
       ].sort(),
     )

@@ -19,10 +19,12 @@ import { metrics } from './routes/metrics.ts'
 import { notifications } from './routes/notifications.ts'
 import { preferences } from './routes/preferences.ts'
 import { reviewers } from './routes/reviewers.ts'
+import { shards } from './routes/shards.ts'
 import { suppressions } from './routes/suppressions.ts'
 import { templates } from './routes/templates.ts'
 import { unsubscribeLinks } from './routes/unsubscribe.ts'
 import { resendWebhookDoc, webhooks } from './routes/webhooks.ts'
+import { holdWhileGrowing } from './shard-hold.ts'
 
 /** The error body of every non-2xx answer. */
 export type ErrorBody = { error: { code: ApiCode; message: string; issues?: FieldIssue[] } }
@@ -56,6 +58,8 @@ app.get('/asyncapi.json', (c) => c.json(asyncApiDocument()))
 // token for the rest (current and previous values of each, for rotation).
 // Registered before the operator routes that share /v1: a route answers before the operator space's
 // answer to what no route serves.
+// While the D1 shards grow, changes wait (./shard-hold.ts).
+app.use('/v1/*', holdWhileGrowing)
 app.route('/v1/ingest', ingest)
 app.route('/v1/webhooks', webhooks)
 app.route('/u', unsubscribeLinks)
@@ -74,6 +78,7 @@ app.route(
     '/erasures': erasures,
     '/audit': audit,
     '/health': health,
+    '/shards': shards,
   }),
 )
 app.route('/metrics', operatorSpace({ '/': metrics }))

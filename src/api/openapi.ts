@@ -49,7 +49,7 @@ const DESCRIPTIONS: Record<number, string> = {
   415: 'The body is not application/json',
   429: 'Too many wrong tokens from this client, or a render while the last is still running: wait `Retry-After` seconds',
   500: 'Unexpected error',
-  503: 'A dependency is unavailable; try again',
+  503: 'A dependency is unavailable, or the D1 shards are growing (`SHARDS_GROWING`): try again after `Retry-After`',
 }
 
 /** The OpenAPI error responses of a route. */

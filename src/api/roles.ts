@@ -10,7 +10,8 @@ import { createRoute, type RouteConfig } from '@hono/zod-openapi'
 import type { MiddlewareHandler } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import { ApiError } from '../errors.ts'
-import { type OperatorCheck, type OperatorRole, requireOperator } from './auth.ts'
+import { isRead, type OperatorCheck, type OperatorRole, requireOperator } from './auth.ts'
+import { errors } from './openapi.ts'
 
 /**
  * Who may call a route: anyone (`public`: a route that needs no token, or
@@ -64,6 +65,8 @@ export function operatorRoute<const R extends Omit<RouteConfig, 'security' | 'mi
 ) {
   return createRoute({
     ...config,
+    // A change may wait while the D1 shards grow (./shard-hold.ts): 503 SHARDS_GROWING.
+    responses: isRead(config.method.toUpperCase()) ? config.responses : { ...errors(503), ...config.responses },
     security: SECURITY_OF[role],
     middleware: [requireOperator(role, check), ...before, operatorBodyLimit] as const,
   })

@@ -16,9 +16,8 @@ import { dbBindingOf } from './shard-names.ts'
 
 /**
  * Buckets a recipient hashes to. A bucket, not a shard, is what an id
- * carries, so that a rebalance to more shards moves whole buckets and no id
- * changes (docs/scaling.md: the copy step is not built); 1,024 leaves every
- * one of 16 shards 64 buckets.
+ * carries, so that growing the shards (src/shards/grow.ts) moves whole buckets and no
+ * id changes; 1,024 leaves every one of 16 shards 64 buckets.
  */
 export const BUCKETS = 1024
 
@@ -147,6 +146,19 @@ export function shardDbOfId(env: Env, id: string): D1Database {
 /** The database of the shard holding a recipient's rows. */
 export async function shardDbOfUser(env: Env, userId: string): Promise<D1Database> {
   const count = configOf(env).DB_SHARDS
+  return shardDatabases(env, count)[await shardOfRecipient(userId, count)] as D1Database
+}
+
+/**
+ * The database a recipient's own change (an unsubscribe link) is written to:
+ * their shard, and while the shards grow, their shard of the new count. The
+ * grow copies a recipient's rows without replacing one already there and then
+ * deletes the old ones, so the change stays where the new count looks
+ * (src/shards/grow.ts); a recipient who does not move has the same shard in both.
+ */
+export async function shardDbOfUserToWrite(env: Env, userId: string): Promise<D1Database> {
+  const { DB_SHARDS, DB_SHARDS_GROWING_TO } = configOf(env)
+  const count = DB_SHARDS_GROWING_TO > 0 ? DB_SHARDS_GROWING_TO : DB_SHARDS
   return shardDatabases(env, count)[await shardOfRecipient(userId, count)] as D1Database
 }
 

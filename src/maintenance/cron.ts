@@ -32,7 +32,13 @@ const STUCK_BATCH = 1000
  * `notify_maintenance_last_run_timestamp_seconds`).
  */
 export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<void> {
-  const count = configOf(env).DB_SHARDS
+  const { DB_SHARDS: count, DB_SHARDS_GROWING_TO: growingTo } = configOf(env)
+  // While the shards grow, rows move between databases and nothing else may write them (src/shards/grow.ts).
+  // The last run is not recorded either: a grow starts only once the last run is a while ago.
+  if (growingTo > 0) {
+    log.warn('maintenance.held', { growingTo })
+    return
+  }
   // With D1 shards, every step but the last runs in each shard on its own: each holds its recipients'
   // notifications, their pause and their retention (src/d1/shards.ts).
   const steps: [string, number, () => Promise<unknown>][] = [

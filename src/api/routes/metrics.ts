@@ -1,6 +1,7 @@
 import { z } from '@hono/zod-openapi'
 import { configOf } from '../../config.ts'
 import { rowsEverywhere, sumRows } from '../../d1/shards.ts'
+import { ApiError } from '../../errors.ts'
 import { GAUGES } from '../../metrics/counters.ts'
 import { exposition } from '../../metrics/prom.ts'
 import { ADMIN_ERRORS, createRouter, errors } from '../openapi.ts'
@@ -14,7 +15,7 @@ const scrape = operatorRoute('viewer', {
     'From counters and gauges kept in D1 and updated in the same batches as the data (never a scan of the data tables).',
   responses: {
     200: { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: z.string() } } },
-    ...errors(...ADMIN_ERRORS),
+    ...errors(503, ...ADMIN_ERRORS),
   },
 })
 
@@ -22,8 +23,21 @@ type Row = { name: string; labels: string; value: number }
 
 /** `/metrics`. */
 export const metrics = createRouter().openapi(scrape, async (c) => {
+  const config = configOf(c.env)
+  // While the shards grow, the sums would drop by what moved to the new shards (not yet counted) and
+  // rise back after: a scraper would read two counter resets. A failed scrape is a gap instead.
+  if (config.DB_SHARDS_GROWING_TO > 0) {
+    throw new ApiError(
+      'SHARDS_GROWING',
+      'the D1 shards are growing: /metrics answers once the Worker runs with the new count',
+      undefined,
+      {
+        retryAfter: 300,
+      },
+    )
+  }
   // The pause is read from its own table: the configured transport always has a value, 0 when sending.
-  const transport = configOf(c.env).EMAIL_TRANSPORT
+  const transport = config.EMAIL_TRANSPORT
   // With D1 shards, every shard's: counters summed (one row per name and labels), and of a gauge's rows
   // the largest (the fullest database, a pause in any shard, the oldest lag).
   const [counters = [], gauges = [], paused = []] = (await rowsEverywhere(c.env, (db) => [

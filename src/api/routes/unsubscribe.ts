@@ -1,7 +1,7 @@
 import { z } from '@hono/zod-openapi'
 import type { Context } from 'hono'
 import { configOf } from '../../config.ts'
-import { shardDbOfUser } from '../../d1/shards.ts'
+import { shardDbOfUserToWrite } from '../../d1/shards.ts'
 import { ApiError, type FieldIssue } from '../../errors.ts'
 import type { DeliveryMode } from '../../events/define.ts'
 import { deliveryOf, kindOf } from '../../events/registry.ts'
@@ -179,7 +179,7 @@ unsubscribeLinks
     const schedule = deliveryOf(scope.kind, scope.channel).digest
     // Without a digest there is nothing to choose but on or off: the one-click question stays.
     if (!schedule) return c.html(confirmPage(locale, label), 200)
-    const stored = (await preferencesOf(await shardDbOfUser(c.env, scope.userId), scope.userId)).find(
+    const stored = (await preferencesOf(await shardDbOfUserToWrite(c.env, scope.userId), scope.userId)).find(
       (row) => row.kind === scope.kind && row.channel === scope.channel,
     )
     return c.html(choicePage(locale, label, schedule, choiceInEffect(scope.kind, scope.channel, stored)), 200)
@@ -191,7 +191,7 @@ unsubscribeLinks
     const now = new Date().toISOString()
     const choice = await postedChoice(c)
     if (choice === undefined || choice === 'off') {
-      await optOut(await shardDbOfUser(c.env, scope.userId), scope, now).run()
+      await optOut(await shardDbOfUserToWrite(c.env, scope.userId), scope, now).run()
       return c.html(donePage(locale, label), 200)
     }
     const refuseChoice = (why: string) =>
@@ -201,6 +201,12 @@ unsubscribeLinks
     if (refused) return refuseChoice(refused)
     // Choosing how it comes is choosing to get it: the kind is turned back on if it was off.
     const chosen = { kind: scope.kind, channel: scope.channel, enabled: true, mode: choice }
-    await upsertPreference(await shardDbOfUser(c.env, scope.userId), scope.userId, chosen, 'unsubscribe', now).run()
+    await upsertPreference(
+      await shardDbOfUserToWrite(c.env, scope.userId),
+      scope.userId,
+      chosen,
+      'unsubscribe',
+      now,
+    ).run()
     return c.html(savedPage(locale, label, choice, deliveryOf(scope.kind, scope.channel).digest), 200)
   })
