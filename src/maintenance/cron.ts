@@ -34,7 +34,7 @@ const STUCK_BATCH = 1000
 export async function runMaintenance(env: Env, now: Date, log: Logger): Promise<void> {
   const { DB_SHARDS: count, DB_SHARDS_GROWING_TO: growingTo } = configOf(env)
   // While the shards grow, rows move between databases and nothing else may write them (src/shards/grow.ts).
-  // The last run is not recorded either: a grow starts only once the last run is a while ago.
+  // Nor is the run recorded: the doctor and /metrics see the cron as stopped, as it is.
   if (growingTo > 0) {
     log.warn('maintenance.held', { growingTo })
     return

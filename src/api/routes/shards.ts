@@ -26,7 +26,7 @@ const GrowRequest = z
       .string()
       .max(2000)
       .optional()
-      .openapi({ description: "the last answer's `cursor`; without one, the grow starts" }),
+      .openapi({ description: "the last answer's `cursor`; without one, the grow starts, or goes on where it is" }),
     limit: z
       .number()
       .int()
@@ -56,7 +56,7 @@ const grow = operatorRoute('admin', {
   path: '/grow',
   summary: 'Move each recipient to their shard of twice as many D1 databases, a page per call',
   description:
-    "Only while DB_SHARDS_GROWING_TO is twice DB_SHARDS (the hold: the cron and the consumers wait, changes answer 503) and the queues' delivery is paused: docs/scaling.md gives the steps, and `notify-edge shards grow` makes the calls. The first call records when it saw the hold and refuses (409, `Retry-After`) until 16 minutes later, when no invocation from before the hold can still be writing; a call without a cursor after that goes on where the grow is. Each old shard gives the new one its recipients' contacts, preferences, throttle windows, notifications (with their sent messages, delivery events, processed marks, bundles and dead letters), and copies its suppressions and erased pseudonyms; the last call hands the moved rows' counts over. A call that fails may be made again with the same cursor.",
+    "Only while DB_SHARDS_GROWING_TO is twice DB_SHARDS (the hold: the cron and the consumers wait, changes answer 503) and the queues' delivery is paused: docs/scaling.md gives the steps, and `notify-edge shards grow` makes the calls. The first call records when it saw the hold and refuses (409, `Retry-After`) until 16 minutes later, when no invocation from before the hold can still be writing; only the cursor the grow stored moves rows: a call with another one, or none, is answered with it. Each old shard gives the new one its recipients' contacts, preferences, throttle windows, notifications (with their sent messages, delivery events, processed marks, bundles and dead letters), after undoing a bundle the move would split, and copies its suppressions, erased pseudonyms and transport pauses; the last call hands the moved rows' counts over. A call that fails may be made again.",
   request: { body: jsonBody(GrowRequest) },
   responses: {
     200: json(GrowAnswer, 'One page moved'),
