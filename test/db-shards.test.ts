@@ -6,7 +6,8 @@
  */
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
-import { bucketOfId, shardOfRecipient } from '../src/d1/shards.ts'
+import { bucketOfId } from '../src/d1/shards.ts'
+import { deadLetterEnvelope } from '../src/queue/dead-letter-envelope.ts'
 import { cloudflareEvent, eventIdOf as responseIdOf, responseTo } from './email-events.ts'
 import {
   ADMIN_TOKEN,
@@ -24,7 +25,7 @@ import {
   sentMessagesOf,
   storeDeadLetters,
 } from './helpers.ts'
-import { allRows, allShards, dbOfNotification, dbOfUser, shardDbs } from './shards.ts'
+import { allRows, allShards, dbOfNotification, dbOfUser, shardDbs, userInShard } from './shards.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 const eventIdOf = (event: { headers: Record<string, string> }) => event.headers['message-id'] as string
@@ -40,13 +41,7 @@ async function api<T = Record<string, unknown>>(method: string, path: string, bo
 }
 
 /** A user id whose rows live in shard `shard` (of the shards under test). */
-async function userIn(shard: number): Promise<string> {
-  const count = shardDbs().length
-  for (;;) {
-    const id = guid()
-    if ((await shardOfRecipient(id, count)) === shard % count) return id
-  }
-}
+const userIn = (shard: number) => userInShard(shard, shardDbs().length)
 
 /** Reviewers in the pool (kept in the primary), one per shard, with their contacts in their own shards. */
 async function reviewersInEveryShard(): Promise<{ reviewers: string[]; remove: () => Promise<void> }> {
@@ -329,16 +324,11 @@ describe('recipients spread over D1 shards', () => {
   it("a dead letter of notify-dispatch is kept in its notification's shard, one row with the one its failed mark writes", async () => {
     const user = await userIn(1)
     const id = await pendingNotification(`dlq-${user.slice(0, 8)}@example.com`, { userId: user })
-    const envelope = {
-      notifyEdgeDeadLetter: 1,
-      queue: 'notify-dispatch',
-      code: 'NTF_DEPENDENCY_FAILED',
-      error: 'D1 was away',
-      attempts: 10,
-      failureId: guid(),
-      failedAt: new Date().toISOString(),
-      message: { notificationId: id },
-    }
+    const envelope = deadLetterEnvelope(
+      'notify-dispatch',
+      { id: guid(), attempts: 10, body: { notificationId: id } },
+      { code: 'NTF_DEPENDENCY_FAILED', error: 'D1 was away' },
+    )
     const stored = await deliverBatch([{ id: `dlq-${guid()}`, attempts: 1, body: envelope }], 'notify-dlq')
     expect(stored.explicitAcks).toHaveLength(1)
     const found = await allShards(async (db) => {

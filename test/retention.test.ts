@@ -10,6 +10,7 @@ import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import worker from '../src/index.ts'
 import { NOTIFICATION_STATUSES } from '../src/notifications/status.ts'
+import { deadLetterEnvelope } from '../src/queue/dead-letter-envelope.ts'
 import { ADMIN_TOKEN, consolePage, guid, runCron } from './helpers.ts'
 import { shardDbs } from './shards.ts'
 import { fetchWorker } from './worker-fetch.ts'
@@ -65,16 +66,11 @@ async function countOf(sql: string, ...bindings: unknown[]): Promise<number> {
 
 /** A dead letter of a failed send of notification `id`, and the answer to its replay. */
 async function replayFailedSend(id: string): Promise<{ answer: Response; letter: string }> {
-  const envelope = {
-    notifyEdgeDeadLetter: 1,
-    queue: 'notify-dispatch',
-    code: 'NTF_SEND_TRANSIENT',
-    error: 'test: the provider failed ten times',
-    attempts: 10,
-    failureId: guid(),
-    failedAt: new Date().toISOString(),
-    message: { notificationId: id },
-  }
+  const envelope = deadLetterEnvelope(
+    'notify-dispatch',
+    { id: guid(), attempts: 10, body: { notificationId: id } },
+    { code: 'NTF_SEND_TRANSIENT', error: 'test: the provider failed ten times' },
+  )
   createExecutionContext()
   await worker.queue(
     createMessageBatch('notify-dlq', [{ id: `dlq-${guid()}`, timestamp: new Date(), attempts: 1, body: envelope }]),

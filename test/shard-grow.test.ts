@@ -9,10 +9,12 @@
 import { applyD1Migrations, createExecutionContext, waitOnExecutionContext } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { shardOfId, shardOfRecipient } from '../src/d1/shards.ts'
+import { bucketOf, shardOfId } from '../src/d1/shards.ts'
 import worker from '../src/index.ts'
 import { signUnsubscribe } from '../src/preferences/token.ts'
+import { deadLetterEnvelope } from '../src/queue/dead-letter-envelope.ts'
 import { ADMIN_TOKEN, deliverBatch, freshInbound, guid, runCron } from './helpers.ts'
+import { rowsIn, userInShard } from './shards.ts'
 
 const grow = env as unknown as { GROW_DB: D1Database; GROW_DB_1: D1Database }
 const DBS = () => [grow.GROW_DB, grow.GROW_DB_1]
@@ -72,18 +74,8 @@ async function call(overrides: Record<string, unknown>, method: string, path: st
 }
 
 /** Every row of a table in each database, by database. */
-async function rowsByDb<T = Record<string, unknown>>(sql: string, ...params: unknown[]): Promise<T[][]> {
-  return Promise.all(
-    DBS().map(
-      async (db) =>
-        (
-          await db
-            .prepare(sql)
-            .bind(...params)
-            .all<T>()
-        ).results,
-    ),
-  )
+function rowsByDb<T = Record<string, unknown>>(sql: string, ...params: unknown[]): Promise<T[][]> {
+  return Promise.all(DBS().map((db) => rowsIn<T>(db, sql, ...params)))
 }
 
 /** `/metrics`' samples of a counter, as `labels → value`. */
@@ -98,12 +90,7 @@ async function samples(overrides: Record<string, unknown>, name: string): Promis
 }
 
 /** A user id whose rows belong to shard `shard` of two. */
-async function userIn(shard: number): Promise<string> {
-  for (;;) {
-    const id = guid()
-    if ((await shardOfRecipient(id, 2)) === shard) return id
-  }
-}
+const userIn = (shard: number) => userInShard(shard, 2)
 
 /** An invitation to a user, at an address of their own. */
 function invitationTo(userId: string) {
@@ -155,7 +142,6 @@ const settled = () =>
 
 /** A notification waiting in a bundle of the resend transport, as the dispatch stage leaves one. */
 async function bundled(userId: string, batchId: string, position: number, maybeSent: boolean): Promise<string> {
-  const { bucketOf } = await import('../src/d1/shards.ts')
   const id = `ntf_b${await bucketOf(userId)}_${guid().replaceAll('-', '')}`
   const now = new Date().toISOString()
   await grow.GROW_DB.prepare(
@@ -269,16 +255,11 @@ describe('growing the D1 shards from one database to two', () => {
         {
           id: `dlq-${guid()}`,
           attempts: 1,
-          body: {
-            notifyEdgeDeadLetter: 1,
-            queue: 'notify-dispatch',
-            code: 'NTF_DEPENDENCY_FAILED',
-            error: 'D1 was away',
-            attempts: 10,
-            failureId: guid(),
-            failedAt: new Date().toISOString(),
-            message: { notificationId: lettered },
-          },
+          body: deadLetterEnvelope(
+            'notify-dispatch',
+            { id: guid(), attempts: 10, body: { notificationId: lettered } },
+            { code: 'NTF_DEPENDENCY_FAILED', error: 'D1 was away' },
+          ),
         },
       ],
       'notify-dlq',

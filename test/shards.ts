@@ -29,15 +29,29 @@ export async function allShards<T>(query: (db: D1Database) => Promise<T[]>): Pro
   return (await Promise.all(shardDbs().map(query))).flat()
 }
 
+/** The rows a query with these parameters finds in one database. */
+export async function rowsIn<T = Record<string, unknown>>(
+  db: D1Database,
+  sql: string,
+  ...params: unknown[]
+): Promise<T[]> {
+  return (
+    await db
+      .prepare(sql)
+      .bind(...params)
+      .all<T>()
+  ).results
+}
+
 /** The rows a query with these parameters finds in every shard, the primary's first. */
 export function allRows<T = Record<string, unknown>>(sql: string, ...params: unknown[]): Promise<T[]> {
-  return allShards(
-    async (db) =>
-      (
-        await db
-          .prepare(sql)
-          .bind(...params)
-          .all<T>()
-      ).results,
-  )
+  return allShards((db) => rowsIn<T>(db, sql, ...params))
+}
+
+/** A fresh user id whose rows belong to shard `shard` of `count` (`shard` modulo the count). */
+export async function userInShard(shard: number, count: number): Promise<string> {
+  for (;;) {
+    const id = crypto.randomUUID()
+    if ((await shardOfRecipient(id, count)) === shard % count) return id
+  }
 }

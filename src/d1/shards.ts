@@ -143,10 +143,14 @@ export function shardDbOfId(env: Env, id: string): D1Database {
   return shardDatabases(env, count)[shardOfId(id, count)] as D1Database
 }
 
-/** The database of the shard holding a recipient's rows. */
-export async function shardDbOfUser(env: Env, userId: string): Promise<D1Database> {
-  const count = configOf(env).DB_SHARDS
+/** The database of a recipient's shard of `count`. */
+async function dbOfRecipient(env: Env, userId: string, count: number): Promise<D1Database> {
   return shardDatabases(env, count)[await shardOfRecipient(userId, count)] as D1Database
+}
+
+/** The database of the shard holding a recipient's rows. */
+export function shardDbOfUser(env: Env, userId: string): Promise<D1Database> {
+  return dbOfRecipient(env, userId, configOf(env).DB_SHARDS)
 }
 
 /**
@@ -156,10 +160,9 @@ export async function shardDbOfUser(env: Env, userId: string): Promise<D1Databas
  * deletes the old ones, so the change stays where the new count looks
  * (src/shards/grow.ts); a recipient who does not move has the same shard in both.
  */
-export async function shardDbOfUserToWrite(env: Env, userId: string): Promise<D1Database> {
+export function shardDbOfUserToWrite(env: Env, userId: string): Promise<D1Database> {
   const { DB_SHARDS, DB_SHARDS_GROWING_TO } = configOf(env)
-  const count = DB_SHARDS_GROWING_TO > 0 ? DB_SHARDS_GROWING_TO : DB_SHARDS
-  return shardDatabases(env, count)[await shardOfRecipient(userId, count)] as D1Database
+  return dbOfRecipient(env, userId, DB_SHARDS_GROWING_TO > 0 ? DB_SHARDS_GROWING_TO : DB_SHARDS)
 }
 
 /** Every shard's database, the primary first. */

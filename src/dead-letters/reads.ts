@@ -1,3 +1,5 @@
+import { fromOpaque, toOpaque } from '../opaque.ts'
+
 /** Filters of the dead-letter list and bulk replay. */
 export type DeadLetterFilter = {
   status?: string
@@ -119,18 +121,16 @@ export function deadLettersOfEvent(db: D1Database, eventId: string): D1PreparedS
 
 /** Opaque cursor text for a row. */
 export function encodeCursor(row: { first_seen: string; id: string }): string {
-  return btoa(JSON.stringify([row.first_seen, row.id]))
-    .replaceAll('+', '-')
-    .replaceAll('/', '_')
-    .replace(/=+$/, '')
+  return toOpaque([row.first_seen, row.id])
 }
 
 /** The cursor in an opaque text, or undefined when it is not one of ours. */
 export function decodeCursor(text: string): Cursor | undefined {
   try {
-    const [firstSeen, id] = JSON.parse(atob(text.replaceAll('-', '+').replaceAll('_', '/'))) as unknown[]
+    const [firstSeen, id] = fromOpaque(text) as unknown[]
     return typeof firstSeen === 'string' && typeof id === 'string' ? { firstSeen, id } : undefined
   } catch {
+    // A value that cannot be destructured (null, a number, an object) is not one of ours.
     return undefined
   }
 }

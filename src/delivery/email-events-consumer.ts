@@ -99,13 +99,13 @@ async function recordSharded(
   // names the notification the event is about, as its own shard's does. If a shard's write fails, the
   // event is retried, and its own shard records it then.
   const asking = decoded.filter(({ event }) => event.suppression && event.recipient)
+  const about = ({ event }: Decoded) => event.notificationId ?? found.get(bare(event.providerMessageId))?.id ?? null
   const now = new Date()
   const failed = new Set<Decoded>()
   for (const [shard, shardEnv] of envs.entries()) {
     const here = asking.filter((item) => !failed.has(item) && homeOf(item) !== shard)
     if (here.length === 0) continue
     try {
-      const about = ({ event }: Decoded) => event.notificationId ?? found.get(bare(event.providerMessageId))?.id ?? null
       await shardEnv.DB.batch(here.flatMap((item) => suppressionOf(shardEnv, item, about(item), now, false)))
     } catch (cause) {
       const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 write: ${(cause as Error).message}`, { cause })

@@ -2,6 +2,7 @@ import { z } from '@hono/zod-openapi'
 import { auditChange } from '../../audit/audit-store.ts'
 import { configOf } from '../../config.ts'
 import { ApiError } from '../../errors.ts'
+import { fromOpaque, toOpaque } from '../../opaque.ts'
 import { GROW_PAGE_MAX, GROW_PHASES, type GrowCursor, growStep } from '../../shards/grow.ts'
 import { ADMIN_ERRORS, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
 import { operatorRoute } from '../roles.ts'
@@ -69,20 +70,17 @@ const CursorSchema = z.union([
   z.strictObject({ shard: z.number().int().min(0), phase: z.enum(GROW_PHASES), after: z.string() }),
 ])
 
-function encode(cursor: GrowCursor): string {
-  return btoa(JSON.stringify(cursor)).replaceAll('+', '-').replaceAll('/', '_').replaceAll('=', '')
-}
-
+/**
+ * The grow's place, from the text the primary stores: written by this route, so one that does not parse
+ * (or names an old shard past DB_SHARDS) means DB_SHARDS changed under a grow that had begun.
+ */
 function decode(text: string, from: number): GrowCursor {
-  try {
-    const parsed = CursorSchema.parse(JSON.parse(atob(text.replaceAll('-', '+').replaceAll('_', '/'))))
-    if (parsed.shard < from) return parsed as GrowCursor
-  } catch {
-    // answered below
-  }
-  throw new ApiError('INVALID_REQUEST', 'cursor is not one this grow answered', [
-    { field: 'cursor', message: 'not a cursor of this grow' },
-  ])
+  const parsed = CursorSchema.safeParse(fromOpaque(text))
+  if (parsed.success && parsed.data.shard < from) return parsed.data as GrowCursor
+  throw new ApiError(
+    'CONFLICT',
+    `the grow's stored place is not one of a grow from DB_SHARDS = ${from}: was DB_SHARDS changed while it ran?`,
+  )
 }
 
 type Begun = { done: true } | { stored: string | null }
@@ -155,7 +153,7 @@ export const shards = createRouter().openapi(grow, async (c) => {
       now.toISOString(),
     ).run()
   }
-  const next = step.cursor === null ? null : encode(step.cursor)
+  const next = step.cursor === null ? null : toOpaque(step.cursor)
   // Where the grow is, for a command line that starts again without a cursor.
   if (next !== null) {
     await c.env.DB.prepare('UPDATE shard_grows SET cursor = ?2 WHERE to_count = ?1').bind(request.to, next).run()
