@@ -91,6 +91,7 @@ const worker = (eventShards: 1 | 2, dbShards: 1 | 2 = 1) =>
         UNSUBSCRIBE_SIGNING_KEY: 'test-unsubscribe-signing-key-0123456789',
         RESEND_WEBHOOK_SECRET: 'whsec_dGVzdC1yZXNlbmQtd2ViaG9vay1zZWNyZXQ=',
         CONSOLE_SESSION_KEY: 'test-console-session-key-0123456789abcdef',
+        INBOX_TOKEN_SECRET: 'test-inbox-token-secret-0123456789abcdef',
         // Set here so that a local .dev.vars (npm start writes one) cannot lend its example token, which
         // the configuration refuses with a PUBLIC_URL off this machine. No test signs in with it: a
         // test of the viewer sets its own.

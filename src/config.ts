@@ -413,6 +413,25 @@ export const ConfigSchema = z
     CONSOLE_SESSION_KEY_PREVIOUS: SigningKey.optional()
       .meta({ secret: true })
       .describe('the previous session key, still accepted during a rotation'),
+    // The host application signs its users' inbox tokens with it (src/inbox/token.ts); rotate like the
+    // unsubscribe key: the old value here, a new one above.
+    INBOX_TOKEN_SECRET: SigningKey.optional()
+      .meta({ secret: true })
+      .describe(
+        'HMAC key (HS256) the host application signs its users’ inbox tokens with (≥ 32 characters); without it the in-app inbox refuses every token',
+      ),
+    INBOX_TOKEN_SECRET_PREVIOUS: SigningKey.optional()
+      .meta({ secret: true })
+      .describe('the previous inbox token key, still accepted during a rotation (only beside INBOX_TOKEN_SECRET)'),
+    INBOX_ALLOWED_ORIGINS: commaList(
+      z
+        .string()
+        .regex(/^https?:\/\/[^/\s]+$/, 'an origin: scheme and host (and port), no path, e.g. https://app.example.com'),
+    )
+      .optional()
+      .describe(
+        'the origins of the host application’s pages that call the inbox routes from the browser (CORS); without it only the Worker’s own origin may',
+      ),
     CONSOLE_SESSION_HOURS: Seconds.min(1)
       .max(24 * 30)
       .default(8)
@@ -457,6 +476,12 @@ export const ConfigSchema = z
       ),
   })
   .superRefine(distinctTokens)
+  .refine(
+    (config) =>
+      config.INBOX_TOKEN_SECRET_PREVIOUS === undefined ||
+      config.INBOX_TOKEN_SECRET_PREVIOUS !== config.INBOX_TOKEN_SECRET,
+    { path: ['INBOX_TOKEN_SECRET_PREVIOUS'], message: 'must differ from INBOX_TOKEN_SECRET' },
+  )
   .refine((config) => config.UNSUBSCRIBE_SIGNING_KEY !== config.UNSUBSCRIBE_SIGNING_KEY_PREVIOUS, {
     path: ['UNSUBSCRIBE_SIGNING_KEY_PREVIOUS'],
     message: 'must differ from UNSUBSCRIBE_SIGNING_KEY',

@@ -98,6 +98,11 @@ export const ERRORS = {
       'A batch arrived from a queue this Worker has no consumer for; retried until Cloudflare dead-letters it.',
   },
   UNAUTHORIZED: { status: 401, description: 'No bearer token, or a token this Worker does not know.' },
+  TOKEN_EXPIRED: {
+    status: 401,
+    description:
+      "An end user's inbox token past its `exp`: the client asks its host application for a new one (its socket closes with code 4001 when the token ends).",
+  },
   TOO_MANY_ATTEMPTS: {
     status: 429,
     description:

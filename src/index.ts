@@ -23,6 +23,8 @@ const HELD_DELAY_SECONDS = 3600
 // The send pace of each provider account (the SEND_PACE binding): a Durable Object class must be
 // exported by the Worker that declares it.
 export { SendPace } from './dispatch/pace/send-pace.ts'
+// Each recipient's in-app feed (the INBOX binding).
+export { InboxFeed } from './inbox/inbox-feed.ts'
 
 // The console's pages sit beside the API and call it in-process (no import cycle: the API does
 // not know the console).

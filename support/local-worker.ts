@@ -95,6 +95,7 @@ export async function startLocalWorker(
     // keeps it (.dev.vars.example); a deployment keeps none by default.
     SENT_MESSAGE_RETENTION_DAYS: '7',
     CONSOLE_SESSION_KEY: 'test-console-session-key-0123456789abcdef',
+    INBOX_TOKEN_SECRET: 'test-inbox-token-secret-0123456789abcdef',
     // A digest closes two seconds after it opens: a test waits for a response's email as for any other.
     DIGEST_WINDOW_SECONDS: '2',
     ...vars,

@@ -142,6 +142,11 @@ describe('/openapi.json', () => {
         'GET /v1/audit',
         'GET /v1/health/config',
         'POST /v1/shards/grow',
+        'GET /v1/inbox',
+        'GET /v1/inbox/socket',
+        'POST /v1/inbox/seen',
+        'POST /v1/inbox/read',
+        'POST /v1/inbox/archived',
         'GET /metrics',
       ].sort(),
     )
@@ -151,8 +156,10 @@ describe('/openapi.json', () => {
           expect(response.description, `${method} ${path} ${status}`).toBeTruthy()
         }
         // Public documents, the links recipients click, and webhooks proved by their signature: no bearer token.
-        if (path === '/v1/webhooks/resend') expect(Object.keys(operation.responses)).toContain('401')
-        else if (!['/healthz', '/openapi.json', '/asyncapi.json', '/u/{token}'].includes(path)) {
+        // An end user's inbox: their token or nothing, no scope to lack.
+        if (path === '/v1/webhooks/resend' || path.startsWith('/v1/inbox')) {
+          expect(Object.keys(operation.responses)).toContain('401')
+        } else if (!['/healthz', '/openapi.json', '/asyncapi.json', '/u/{token}'].includes(path)) {
           expect(Object.keys(operation.responses), `${method} ${path}`).toEqual(expect.arrayContaining(['401', '403']))
           for (const requirement of operation.security ?? []) {
             for (const scheme of Object.keys(requirement as object))

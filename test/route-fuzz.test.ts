@@ -3,14 +3,16 @@
  * parameters and bodies generated from /openapi.json, each value now and then
  * replaced by a hostile one, plus repeated parameters, wrong content types,
  * raw garbage bodies and wrong methods — with the admin token, the ingest
- * token and none. Never a 500; every 4xx carries a code, a 400 names the
+ * token, an end user's inbox token and none. Never a 500; every 4xx carries a code, a 400 names the
  * field; a refused request leaves D1 as it was; every answer matches the
  * document (fetchWorker checks it). The ingest route has its own fuzzing
  * (fuzz.test.ts): an accepted ingest writes D1 later, through its queue.
  */
 import { env, exports } from 'cloudflare:workers'
 import fc from 'fast-check'
+import { sign } from 'hono/jwt'
 import { describe, expect, it } from 'vitest'
+import { INBOX_AUDIENCE } from '../src/inbox/token.ts'
 import { ADMIN_TOKEN, INGEST_TOKEN } from './helpers.ts'
 import { arbitraryOf, HOSTILE_STRINGS, hostileValue, type JsonSchema } from './schema-arbitrary.ts'
 import { fetchWorker } from './worker-fetch.ts'
@@ -44,8 +46,11 @@ function encode(text: string): string {
   }
 }
 
-function requestsOf(doc: Document): fc.Arbitrary<Fuzzed> {
-  const token = fc.constantFrom<(string | null)[]>(ADMIN_TOKEN, ADMIN_TOKEN, ADMIN_TOKEN, null, INGEST_TOKEN)
+function requestsOf(doc: Document, inboxToken: string): fc.Arbitrary<Fuzzed> {
+  const operatorToken = fc.constantFrom<(string | null)[]>(ADMIN_TOKEN, ADMIN_TOKEN, ADMIN_TOKEN, null, INGEST_TOKEN)
+  // An end user's own routes get their token too, so their validation is fuzzed, not only their refusal. (On
+  // an operator route it would be an unknown token, which is counted: a write the refusals here must not make.)
+  const recipientToken = fc.constantFrom<(string | null)[]>(inboxToken, inboxToken, inboxToken, null, ADMIN_TOKEN)
   const operations = Object.entries(doc.paths).flatMap(([template, methods]) =>
     Object.entries(methods)
       .filter(() => template !== '/v1/ingest')
@@ -90,6 +95,7 @@ function requestsOf(doc: Document): fc.Arbitrary<Fuzzed> {
       { arbitrary: fc.constant(method), weight: 9 },
       fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'),
     )
+    const token = template.startsWith('/v1/inbox') ? recipientToken : operatorToken
     return fc.record({ pathValues, query, body, token, verb }).map(({ pathValues, query, body, token, verb }) => {
       const path = template.replace(/\{([^}]+)\}/g, (_, name: string) => encode(pathValues[name] ?? 'x'))
       const search = query.map(([name, value]) => `${encode(name)}=${encode(value)}`).join('&')
@@ -134,7 +140,12 @@ describe('every operator route, fuzzed from its schema', () => {
   it(`${REQUESTS.toLocaleString('en')} requests: never a 500, every 4xx coded (400s name the field), D1 untouched by refusals`, async () => {
     const doc = (await (await exports.default.fetch('http://worker/openapi.json')).json()) as Document
     const writesSoFar = await countWrites()
-    const samples = fc.sample(requestsOf(doc), { numRuns: REQUESTS, seed: SEED })
+    const inboxToken = await sign(
+      { sub: 'fuzzed-user', aud: INBOX_AUDIENCE, exp: Math.floor(Date.now() / 1000) + 3600 },
+      env.INBOX_TOKEN_SECRET,
+      'HS256',
+    )
+    const samples = fc.sample(requestsOf(doc, inboxToken), { numRuns: REQUESTS, seed: SEED })
     const statuses = new Map<string, number>()
     const routes = new Set<string>()
     for (const request of samples) {

@@ -2,18 +2,21 @@
  * Every route's role, from where the route declares it: each operation of
  * /openapi.json says in its `security` who may call it (src/api/roles.ts), and
  * each page of the console in its first handler (src/console/page-roles.ts).
- * Every one is called with no token, the ingest token, the viewer token and
- * the admin token, and must answer as its declared role says. The routes are
+ * Every one is called with no token, the ingest token, the viewer token, the
+ * admin token and an end user's inbox token, and must answer as its declared
+ * role says. The routes are
  * taken from the Hono apps themselves, so a route added without a role — or
  * served without being documented — fails here, whoever forgot it.
  */
 import { createExecutionContext } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
+import { sign } from 'hono/jwt'
 import { describe, expect, it } from 'vitest'
 import { app } from '../src/api/app.ts'
 import { type Role, SECURITY_OF } from '../src/api/roles.ts'
 import { consoleApp } from '../src/console/app.tsx'
 import { declaredRole } from '../src/console/page-roles.ts'
+import { INBOX_AUDIENCE } from '../src/inbox/token.ts'
 import worker from '../src/index.ts'
 import { ADMIN_TOKEN, INGEST_TOKEN } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
@@ -21,7 +24,20 @@ import { fetchWorker } from './worker-fetch.ts'
 const VIEWER_TOKEN = 'test-viewer-token-0123456789'
 const WITH_VIEWER = { VIEWER_TOKEN }
 
-const CALLERS = { none: null, ingest: INGEST_TOKEN, viewer: VIEWER_TOKEN, admin: ADMIN_TOKEN } as const
+/** An end user's inbox token, as a host application signs it (src/inbox/token.ts). */
+const RECIPIENT_TOKEN = await sign(
+  { sub: 'route-roles-user', aud: INBOX_AUDIENCE, exp: Math.floor(Date.now() / 1000) + 3600 },
+  env.INBOX_TOKEN_SECRET,
+  'HS256',
+)
+
+const CALLERS = {
+  none: null,
+  ingest: INGEST_TOKEN,
+  viewer: VIEWER_TOKEN,
+  admin: ADMIN_TOKEN,
+  recipient: RECIPIENT_TOKEN,
+} as const
 type Caller = keyof typeof CALLERS
 
 /**
@@ -61,6 +77,10 @@ function roleShown(answers: Record<Caller, string>): string {
   if (none === 'unauthenticated' && ingest === 'forbidden' && viewer === 'forbidden' && key === 'admin') return 'admin'
   if (none === 'unauthenticated' && ingest === 'forbidden' && key === 'viewer admin') return 'viewer'
   if (none === 'unauthenticated' && viewer === 'forbidden' && admin === 'forbidden' && key === 'ingest') return 'ingest'
+  // An operator's token is no inbox token, and an inbox token no operator's: both are unknown to the other.
+  if ([none, ingest, viewer, admin].every((answer) => answer === 'unauthenticated') && key === 'recipient') {
+    return 'recipient'
+  }
   if (none === 'sign in' && ingest === 'sign in' && viewer === 'not allowed' && key === 'admin') return 'admin'
   if (none === 'sign in' && ingest === 'sign in' && key === 'viewer admin') return 'viewer'
   return JSON.stringify(answers)
@@ -173,16 +193,18 @@ describe('the console: every page, signed in with each token', () => {
     return String(answer.status)
   }
 
-  it('answers each session as the role the page declares; the ingest token opens none', async () => {
+  it('answers each session as the role the page declares; the ingest token and an inbox token open none', async () => {
     // Fresh sessions for each route: signing out, and signing everyone out, end the sessions they ran in.
     const signInAll = async () => ({
       none: await signIn(CALLERS.none),
       ingest: await signIn(CALLERS.ingest),
       viewer: await signIn(CALLERS.viewer),
       admin: await signIn(CALLERS.admin),
+      recipient: await signIn(CALLERS.recipient),
     })
     const first = await signInAll()
     expect(first.ingest.cookie).toBe('')
+    expect(first.recipient.cookie).toBe('')
     expect(first.viewer.cookie).not.toBe('')
     expect(first.admin.cookie).not.toBe('')
 

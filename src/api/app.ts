@@ -4,6 +4,7 @@ import { secureHeaders } from 'hono/secure-headers'
 import { type ApiCode, ApiError, type FieldIssue } from '../errors.ts'
 import { asyncApiDocument } from '../events/asyncapi.ts'
 import { loggerFor } from '../log.ts'
+import { inboxCors } from './inbox-cors.ts'
 import { redactPaths } from './loggable-path.ts'
 import { createRouter, json } from './openapi.ts'
 import { operatorSpace } from './operator-space.ts'
@@ -14,6 +15,7 @@ import { deadLetters } from './routes/dead-letters.ts'
 import { erasures } from './routes/erasures.ts'
 import { events } from './routes/events.ts'
 import { health } from './routes/health.ts'
+import { inbox } from './routes/inbox.ts'
 import { ingest, ingestDoc } from './routes/ingest.ts'
 import { metrics } from './routes/metrics.ts'
 import { notifications } from './routes/notifications.ts'
@@ -62,6 +64,11 @@ app.get('/asyncapi.json', (c) => c.json(asyncApiDocument()))
 app.use('/v1/*', holdWhileGrowing)
 app.route('/v1/ingest', ingest)
 app.route('/v1/webhooks', webhooks)
+// An end user's own feed, with the token their host application signed (./recipient-auth.ts), called
+// from the host's pages (./inbox-cors.ts).
+app.use('/v1/inbox', inboxCors)
+app.use('/v1/inbox/*', inboxCors)
+app.route('/v1/inbox', inbox)
 app.route('/u', unsubscribeLinks)
 
 app.route(

@@ -28,11 +28,12 @@ export const ATTEMPT_PERIOD_SECONDS = 60
 
 /**
  * Where an attempt was made: the ingest route (the bridge's token), the
- * operator API, or the console's sign-in form. Each is counted and throttled
+ * operator API, the console's sign-in form, or an end user's inbox (a token
+ * its signature refutes; an expired one is no attempt; throttled, not counted). Each is counted and throttled
  * apart: an operator who mistypes a token behind the same address as the
  * bridge does not hold the bridge's events back.
  */
-export type Surface = 'ingest' | 'api' | 'console'
+export type Surface = 'ingest' | 'api' | 'console' | 'inbox'
 
 /** The clients this isolate throttled, by surface (`surface:client`), until when (ms); bounded, oldest dropped first. */
 const throttled = new Map<string, number>()
@@ -86,10 +87,15 @@ export async function failedAttempt(
   const limiter = (env as { AUTH_FAILURES?: RateLimit }).AUTH_FAILURES
   const key = `${surface}:${client}`
   const { success } = limiter && client !== undefined ? await limiter.limit({ key }) : { success: true }
+  // An end user's inbox is not counted in D1: its callers are the host's users, as many as it has, and a
+  // host that signs with a wrong secret would turn every page of every user into a write to the
+  // pipeline's one writer. Its refusals are throttled all the same, and logged by the route.
   const count = (outcome: 'refused' | 'throttled') =>
-    incrementCounter(env.DB, COUNTERS.authFailures, canonicalLabels({ surface, outcome }), 1)
-      .run()
-      .catch(() => undefined)
+    surface === 'inbox'
+      ? Promise.resolve()
+      : incrementCounter(env.DB, COUNTERS.authFailures, canonicalLabels({ surface, outcome }), 1)
+          .run()
+          .catch(() => undefined)
   if (success) {
     await count('refused')
     return

@@ -4,6 +4,7 @@ import { type Config, configOf, TOKEN_NAMES, tokensOf } from '../config.ts'
 import { secretsEqual } from '../crypto.ts'
 import { ApiError } from '../errors.ts'
 import { clientOf, failedAttempt, refuseIfThrottled } from './attempts.ts'
+import type { AppEnv } from './openapi.ts'
 
 /** The scopes of the bearer tokens: `ingest` may only post events, `viewer` may read, `admin` may do the rest. */
 export type Scope = 'ingest' | 'viewer' | 'admin'
@@ -102,7 +103,7 @@ export type OperatorCheck = {
  * it is, its role checked the same way. Sets `operator` for the audit trail.
  */
 export function requireOperator(role: OperatorRole, check: OperatorCheck = {}) {
-  return createMiddleware<{ Bindings: Env; Variables: { operator: Operator } }>(async (c, next) => {
+  return createMiddleware<AppEnv>(async (c, next) => {
     const signedIn = (c.env as EnvWithOperator)[CONSOLE_OPERATOR]
     if (signedIn) {
       if (role === 'admin' && signedIn.role !== 'admin') {

@@ -2,9 +2,13 @@ import { OpenAPIHono, z } from '@hono/zod-openapi'
 import { type Refusal, toFieldIssues } from '@notify-edge/contracts'
 import type { Operator } from '../audit/operator.ts'
 import { ApiError } from '../errors.ts'
+import type { Recipient } from '../inbox/token.ts'
 
-/** Hono environment of every route; `operator` is set on the operator routes (auth.ts). */
-export type AppEnv = { Bindings: Env; Variables: { operator: Operator } }
+/**
+ * Hono environment of every route; `operator` is set on the operator routes
+ * (auth.ts), `recipient` on an end user's inbox routes (recipient-auth.ts).
+ */
+export type AppEnv = { Bindings: Env; Variables: { operator: Operator; recipient: Recipient } }
 
 /**
  * A router whose request validation failures become `INVALID_REQUEST` with

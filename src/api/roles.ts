@@ -12,20 +12,24 @@ import { bodyLimit } from 'hono/body-limit'
 import { ApiError } from '../errors.ts'
 import { isRead, type OperatorCheck, type OperatorRole, requireOperator } from './auth.ts'
 import { errors } from './openapi.ts'
+import { requireRecipient } from './recipient-auth.ts'
 
 /**
  * Who may call a route: anyone (`public`: a route that needs no token, or
  * checks a proof of its own — a webhook's signature, an unsubscribe link's
  * token), the bridge (`ingest`), an operator who reads (`viewer`: the viewer
- * or the admin token) or an admin.
+ * or the admin token), an admin, or an end user with the inbox token its host
+ * application signed (`recipient`: their own feed only).
  */
-export type Role = 'public' | 'ingest' | OperatorRole
+export type Role = 'public' | 'ingest' | OperatorRole | 'recipient'
 
 /** The bearer schemes of /openapi.json, each a token (its current or previous value). */
 export const SECURITY_SCHEMES = {
   ingestToken: 'INGEST_TOKEN (or INGEST_TOKEN_PREVIOUS): the bridge, ingest only',
   viewerToken: 'VIEWER_TOKEN (or VIEWER_TOKEN_PREVIOUS): the operator routes that only read',
   adminToken: 'ADMIN_TOKEN (or ADMIN_TOKEN_PREVIOUS): every operator route',
+  inboxToken:
+    'an end user’s inbox token: a JWT (HS256) the host application signs with INBOX_TOKEN_SECRET, naming the user (`sub`), `aud` "notify-edge:inbox" and `exp` at most a day ahead; their own feed only',
 }
 
 type Scheme = keyof typeof SECURITY_SCHEMES
@@ -37,6 +41,7 @@ export const SECURITY_OF: Record<Role, Partial<Record<Scheme, string[]>>[]> = {
   ingest: [{ ingestToken: [] }],
   viewer: [{ viewerToken: [] }, { adminToken: [] }],
   admin: [{ adminToken: [] }],
+  recipient: [{ inboxToken: [] }],
 }
 
 /** Largest body of an operator request (a template is the largest). */
@@ -69,6 +74,26 @@ export function operatorRoute<const R extends Omit<RouteConfig, 'security' | 'mi
     responses: isRead(config.method.toUpperCase()) ? config.responses : { ...errors(503), ...config.responses },
     security: SECURITY_OF[role],
     middleware: [requireOperator(role, check), ...before, operatorBodyLimit] as const,
+  })
+}
+
+/** Largest body of an inbox request: a list of at most 100 ids. */
+const RECIPIENT_MAX_BYTES = 16 * 1024
+
+const recipientBodyLimit = bodyLimit({
+  maxSize: RECIPIENT_MAX_BYTES,
+  onError: () => {
+    throw new ApiError('PAYLOAD_TOO_LARGE', `request body exceeds ${RECIPIENT_MAX_BYTES} bytes`)
+  },
+})
+
+/** An end user's route: their inbox token (./recipient-auth.ts) names the only feed it reaches. */
+export function recipientRoute<const R extends Omit<RouteConfig, 'security' | 'middleware'>>(config: R) {
+  return createRoute({
+    ...config,
+    responses: { ...errors(401, 429), ...config.responses },
+    security: SECURITY_OF.recipient,
+    middleware: [requireRecipient(), recipientBodyLimit] as const,
   })
 }
 

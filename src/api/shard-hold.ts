@@ -9,9 +9,10 @@ const RETRY_AFTER_SECONDS = 300
 
 /**
  * What keeps working while the shards grow: ingest and webhooks only enqueue, the grow itself moves the
- * rows, and an unsubscribe link writes to the recipient's shard of the new count (`shardDbOfUserToWrite`).
+ * rows, an unsubscribe link writes to the recipient's shard of the new count (`shardDbOfUserToWrite`),
+ * and an end user's inbox is a Durable Object, not D1.
  */
-const GOES_ON = ['/v1/ingest', '/v1/webhooks/', '/v1/shards/grow', '/u/']
+const GOES_ON = ['/v1/ingest', '/v1/webhooks/', '/v1/shards/grow', '/u/', '/v1/inbox']
 
 /**
  * While the D1 shards grow (DB_SHARDS_GROWING_TO, src/shards/grow.ts), a change

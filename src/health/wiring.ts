@@ -1,6 +1,6 @@
 /**
  * What connects the Worker's parts: its bindings (D1, KV, the queue
- * producers, send_email, the send pace), the queues it consumes, its cron and
+ * producers, send_email, the send pace, the in-app feeds), the queues it consumes, its cron and
  * whether that cron runs, and the resources a deploy creates.
  */
 import { DB_SHARDS_MAX, EVENTS_QUEUE_SHARDS_MAX } from '../config.ts'
@@ -23,6 +23,8 @@ const BINDINGS: Record<string, string> = {
   EMAIL: '[[send_email]] name = "EMAIL"',
   SEND_PACE:
     '[[durable_objects.bindings]] name = "SEND_PACE", class_name = "SendPace", and [exports.SendPace] type = "durable-object", storage = "sqlite"',
+  INBOX:
+    '[[durable_objects.bindings]] name = "INBOX", class_name = "InboxFeed", and [exports.InboxFeed] type = "durable-object", storage = "sqlite"',
 }
 
 /** Bindings only one transport uses: the send_email binding, and the send pace of resend. */

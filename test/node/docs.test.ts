@@ -102,3 +102,22 @@ test('docs/adding-an-event-type.md shows the module test/event-registry.test.ts 
     .replace("'../../src/events/define.ts'", "'./define.ts'")
   assert.equal(shown, asInSrc)
 })
+
+test('the Node example of docs/inbox.md signs a token the Worker takes for its user, and only with the right secret', async () => {
+  const { recipientOfToken } = await import('../../src/inbox/token.ts')
+  const text = readFileSync(join(ROOT, 'docs', 'inbox.md'), 'utf8')
+  const example = /```js\n(import \{ createHmac \}[\s\S]*?)```/.exec(text)?.[1]
+  assert.ok(example, 'docs/inbox.md has its Node example')
+  // The example as a module of its own, loaded as the host application would load it.
+  const url = `data:text/javascript;base64,${Buffer.from(example).toString('base64')}`
+  const { inboxToken } = (await import(url)) as { inboxToken: (user: string, secret: string) => string }
+  const secret = 'a-host-and-worker-shared-secret-0123456789'
+  const now = Math.floor(Date.now() / 1000)
+  const recipient = await recipientOfToken(inboxToken('user-42', secret), [secret], now)
+  assert.equal(recipient.userId, 'user-42')
+  assert.ok(recipient.expiresAt > now && recipient.expiresAt <= now + 3600)
+  await assert.rejects(
+    recipientOfToken(inboxToken('user-42', `${secret}-other`), [secret], now),
+    /UNAUTHORIZED|not an inbox token/,
+  )
+})

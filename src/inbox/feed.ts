@@ -1,0 +1,280 @@
+import {
+  type Counts,
+  type FeedChange,
+  type InboxItem,
+  type Mark,
+  type NewItem,
+  NewItemSchema,
+  type Target,
+} from './item.ts'
+
+/**
+ * The feed's tables in its Durable Object's SQLite storage. `seq` orders the
+ * items by arrival (pages, newest first); `version` is the change number of
+ * an item's last change, so a socket that comes back after change N gets
+ * each item changed since, once, in the order of the changes. One `feed` row
+ * keeps the feed's name, the counts and the last change number, written in
+ * the transaction of every change of the items.
+ */
+const SCHEMA = [
+  `CREATE TABLE IF NOT EXISTS items (
+     seq             INTEGER PRIMARY KEY,
+     notification_id TEXT NOT NULL UNIQUE,
+     kind            TEXT NOT NULL,
+     title           TEXT NOT NULL,
+     body            TEXT NOT NULL,
+     link            TEXT,
+     action          TEXT,
+     created_at      TEXT NOT NULL,
+     seen_at         TEXT,
+     read_at         TEXT,
+     archived_at     TEXT,
+     version         INTEGER NOT NULL
+   )`,
+  'CREATE INDEX IF NOT EXISTS items_version ON items (version)',
+  `CREATE TABLE IF NOT EXISTS feed (
+     id      INTEGER PRIMARY KEY CHECK (id = 1),
+     feed    TEXT NOT NULL,
+     unseen  INTEGER NOT NULL CHECK (unseen >= 0),
+     unread  INTEGER NOT NULL CHECK (unread >= 0),
+     version INTEGER NOT NULL
+   )`,
+  // A feed made again (after an erasure emptied the object) has another name: a client that held the
+  // old one is told to start over rather than trust change numbers that began again.
+  'INSERT OR IGNORE INTO feed (id, feed, unseen, unread, version) VALUES (1, lower(hex(randomblob(8))), 0, 0, 0)',
+]
+
+type ItemRow = {
+  seq: number
+  notification_id: string
+  kind: string
+  title: string
+  body: string
+  link: string | null
+  action: string | null
+  created_at: string
+  seen_at: string | null
+  read_at: string | null
+  archived_at: string | null
+  version: number
+}
+
+type FeedRow = { unseen: number; unread: number; version: number }
+
+/** The feed's name (random, made with it), its counts and its last change number. */
+export type FeedState = Counts & { feed: string; version: number }
+
+/**
+ * What each mark changes: the items it finds (those without it), and how many
+ * of those leave each count. An archived item counts in neither; reading an
+ * item sees it too.
+ */
+const MARKING: Record<Mark, { without: string; set: string; unseen: string; unread: string }> = {
+  seen: {
+    without: 'seen_at IS NULL',
+    set: 'seen_at = ?1',
+    unseen: 'archived_at IS NULL',
+    unread: '0',
+  },
+  read: {
+    without: 'read_at IS NULL',
+    set: 'read_at = ?1, seen_at = coalesce(seen_at, ?1)',
+    unseen: 'archived_at IS NULL AND seen_at IS NULL',
+    unread: 'archived_at IS NULL',
+  },
+  archived: {
+    without: 'archived_at IS NULL',
+    set: 'archived_at = ?1',
+    unseen: 'seen_at IS NULL',
+    unread: 'read_at IS NULL',
+  },
+}
+
+/** The most items a page or a catch-up message holds. */
+export const PAGE_MAX = 100
+
+function itemOf(row: ItemRow): InboxItem {
+  return {
+    id: row.notification_id,
+    kind: row.kind,
+    title: row.title,
+    body: row.body,
+    link: row.link,
+    action: row.action === null ? null : (JSON.parse(row.action) as InboxItem['action']),
+    createdAt: row.created_at,
+    seenAt: row.seen_at,
+    readAt: row.read_at,
+    archivedAt: row.archived_at,
+    version: row.version,
+  }
+}
+
+/**
+ * One recipient's feed over its Durable Object's SQL storage. Every method is
+ * synchronous: the object runs each whole before the next (no await inside),
+ * and a change's rows and counts are written in one `transactionSync`, so
+ * the counts can never disagree with the items.
+ */
+export class Feed {
+  readonly #storage: DurableObjectStorage
+
+  constructor(storage: DurableObjectStorage) {
+    this.#storage = storage
+    for (const statement of SCHEMA) storage.sql.exec(statement)
+  }
+
+  get #sql(): SqlStorage {
+    return this.#storage.sql
+  }
+
+  #feed(): FeedState {
+    return this.#sql.exec<FeedState>('SELECT feed, unseen, unread, version FROM feed WHERE id = 1').one()
+  }
+
+  /** The feed's name, its counts and its last change number. */
+  state(): FeedState {
+    return this.#feed()
+  }
+
+  /** How many items changed after change number `after` (at most `limit` + 1 are counted). */
+  changedSince(after: number, limit: number): number {
+    return this.#sql
+      .exec<{ n: number }>(
+        'SELECT count(*) AS n FROM (SELECT 1 FROM items WHERE version > ?1 LIMIT ?2)',
+        after,
+        limit + 1,
+      )
+      .one().n
+  }
+
+  /**
+   * Adds a notification's item, once: an item of a notification the feed
+   * already holds (a redelivered dispatch message) changes nothing and
+   * answers undefined.
+   */
+  add(input: NewItem): FeedChange | undefined {
+    const item = NewItemSchema.parse(input)
+    return this.#storage.transactionSync(() => {
+      const version = this.#feed().version + 1
+      const inserted = this.#sql.exec<ItemRow>(
+        `INSERT INTO items (seq, notification_id, kind, title, body, link, action, created_at, version)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?1)
+         ON CONFLICT (notification_id) DO NOTHING
+         RETURNING *`,
+        version,
+        item.notificationId,
+        item.kind,
+        item.title,
+        item.body,
+        item.link,
+        item.action === null ? null : JSON.stringify(item.action),
+        item.createdAt,
+      )
+      const row = inserted.toArray()[0]
+      if (row === undefined) return undefined
+      const counts = this.#sql
+        .exec<FeedRow>(
+          'UPDATE feed SET unseen = unseen + 1, unread = unread + 1, version = ?1 WHERE id = 1 RETURNING unseen, unread, version',
+          version,
+        )
+        .one()
+      return { type: 'added', item: itemOf(row), counts: { unseen: counts.unseen, unread: counts.unread }, version }
+    })
+  }
+
+  /**
+   * Puts `mark` on the target's items that lack it, at `at`, and takes them
+   * out of the counts they leave. Answers undefined when no item changed (ids
+   * of another feed, or items marked already).
+   */
+  mark(mark: Mark, target: Target, at: string): FeedChange | undefined {
+    const how = MARKING[mark]
+    const all = 'all' in target
+    // The target's ids as one JSON list, bound at `place`.
+    const which = (place: number) =>
+      all ? how.without : `${how.without} AND notification_id IN (SELECT value FROM json_each(?${place}))`
+    const ids = all ? [] : [JSON.stringify(target.ids)]
+    return this.#storage.transactionSync(() => {
+      const left = this.#sql
+        .exec<{ changed: number; unseen: number; unread: number }>(
+          `SELECT count(*) AS changed, coalesce(sum(${how.unseen}), 0) AS unseen, coalesce(sum(${how.unread}), 0) AS unread
+           FROM items WHERE ${which(1)}`,
+          ...ids,
+        )
+        .one()
+      if (left.changed === 0) return undefined
+      const version = this.#feed().version + 1
+      const changed = this.#sql
+        .exec<{ notification_id: string }>(
+          `UPDATE items SET ${how.set}, version = ?${ids.length + 2} WHERE ${which(2)} RETURNING notification_id`,
+          at,
+          ...ids,
+          version,
+        )
+        .toArray()
+      const counts = this.#sql
+        .exec<FeedRow>(
+          `UPDATE feed SET unseen = unseen - ?1, unread = unread - ?2, version = ?3 WHERE id = 1
+           RETURNING unseen, unread, version`,
+          left.unseen,
+          left.unread,
+          version,
+        )
+        .one()
+      const after = { counts: { unseen: counts.unseen, unread: counts.unread }, version }
+      return all
+        ? { type: 'marked', mark, at, all: true, ...after }
+        : { type: 'marked', mark, at, ids: changed.map((row) => row.notification_id), ...after }
+    })
+  }
+
+  /**
+   * A page of items, newest first: those that arrived before `before` (a
+   * `seq` a page gave), archived ones only when asked. `nextBefore` continues.
+   */
+  page(query: { limit: number; before?: number; archived: boolean }): {
+    items: InboxItem[]
+    nextBefore: number | null
+  } {
+    const limit = Math.min(Math.max(1, query.limit), PAGE_MAX)
+    const rows = this.#sql
+      .exec<ItemRow>(
+        `SELECT * FROM items WHERE seq < ?1 AND (?2 OR archived_at IS NULL) ORDER BY seq DESC LIMIT ?3`,
+        query.before ?? Number.MAX_SAFE_INTEGER,
+        query.archived ? 1 : 0,
+        limit + 1,
+      )
+      .toArray()
+    const page = rows.slice(0, limit)
+    return { items: page.map(itemOf), nextBefore: rows.length > limit ? (page.at(-1)?.seq ?? null) : null }
+  }
+
+  /**
+   * The items changed after `after` — a change number, and within it an
+   * arrival (`seq`), so that a mark on many items pages too — in the order of
+   * their last change, at most `limit`: what a socket missed. Each item comes
+   * once, as it is now, with its `seq` to page on.
+   */
+  since(after: { version: number; seq: number }, limit: number = PAGE_MAX): (InboxItem & { seq: number })[] {
+    return this.#sql
+      .exec<ItemRow>(
+        `SELECT * FROM items WHERE (version, seq) > (?1, ?2) ORDER BY version, seq LIMIT ?3`,
+        after.version,
+        after.seq,
+        limit,
+      )
+      .toArray()
+      .map((row) => ({ ...itemOf(row), seq: row.seq }))
+  }
+
+  /** The counts as the items say, counted afresh: what the kept counts must always equal. */
+  recount(): Counts {
+    return this.#sql
+      .exec<Counts>(
+        `SELECT coalesce(sum(seen_at IS NULL AND archived_at IS NULL), 0) AS unseen,
+                coalesce(sum(read_at IS NULL AND archived_at IS NULL), 0) AS unread
+         FROM items`,
+      )
+      .one()
+  }
+}

@@ -1,0 +1,182 @@
+import { DurableObject } from 'cloudflare:workers'
+import { Feed, PAGE_MAX } from './feed.ts'
+import type { Counts, FeedChange, InboxItem, Mark, NewItem, Target } from './item.ts'
+
+/** The subprotocol an inbox socket speaks; a browser passes its token beside it (`bearer.<token>`). */
+export const SOCKET_PROTOCOL = 'notify-edge.inbox'
+
+/** The close code of a socket whose token ended: the client asks its host for a new token and comes back. */
+export const CLOSE_TOKEN_EXPIRED = 4001
+
+/** How the Worker tells the object until when a socket's token holds (seconds since the epoch); only the Worker reaches the object. */
+export const EXPIRES_HEADER = 'x-inbox-token-expires'
+
+/** The most items a socket is sent to catch up; further behind, it is told to start over. */
+export const CATCH_UP_MAX = 1000
+
+/** What a socket keeps through hibernation: when its token ends. */
+type Attachment = { expiresAt: number }
+
+/**
+ * What a socket is sent. `missed`: items changed since the change number the
+ * client came back with, each once as it is now, in the order of their last
+ * change (in pages of at most 100). `state`: the feed's name, the counts and
+ * the current change number, after the catch-up; `reset` when the client's
+ * copy is to be thrown away and read again from the first page — it names
+ * another feed (this one was erased and made again), a number past this
+ * feed's, or more than CATCH_UP_MAX changes ago. Then every change as it
+ * happens (`added`, `marked`, FeedChange).
+ */
+export type SocketMessage =
+  | { type: 'missed'; items: InboxItem[] }
+  | { type: 'state'; feed: string; counts: Counts; version: number; reset: boolean }
+  | FeedChange
+
+/**
+ * One recipient's in-app feed: a Durable Object named by the user id, holding
+ * the items in its SQLite storage (./feed.ts) and the recipient's open
+ * browser sockets. Cloudflare runs one instance of an object at a time and
+ * delivers its calls one after another, so an item is added once however
+ * often dispatch delivers it, and the counts change with the items in one
+ * transaction. Sockets use the WebSocket Hibernation API: the object accepts
+ * them with `ctx.acceptWebSocket`, "clients remain connected while the
+ * Durable Object is not in memory", and a `ping` is answered `pong` by the
+ * runtime without waking it
+ * (https://developers.cloudflare.com/durable-objects/best-practices/websockets/).
+ * An alarm closes each socket when its token ends.
+ */
+export class InboxFeed extends DurableObject<Env> {
+  readonly #feed: Feed
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env)
+    this.#feed = new Feed(ctx.storage)
+    ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair('ping', 'pong'))
+  }
+
+  /** Adds a notification's item (once) and tells the open sockets. */
+  add(item: NewItem): { added: boolean; counts: Counts } {
+    const change = this.#feed.add(item)
+    if (change !== undefined) this.#tell(change)
+    const { unseen, unread } = this.#feed.state()
+    return { added: change !== undefined, counts: { unseen, unread } }
+  }
+
+  /** Marks items (by id, or all of them) and tells the open sockets; `changed` is how many items took the mark. */
+  mark(mark: Mark, target: Target, at: string): { changed: boolean; counts: Counts } {
+    const change = this.#feed.mark(mark, target, at)
+    if (change !== undefined) this.#tell(change)
+    const { unseen, unread } = this.#feed.state()
+    return { changed: change !== undefined, counts: { unseen, unread } }
+  }
+
+  /** A page of items, newest first, with the feed's name, counts and change number. */
+  page(query: { limit: number; before?: number; archived: boolean }): {
+    items: InboxItem[]
+    nextBefore: number | null
+    feed: string
+    counts: Counts
+    version: number
+  } {
+    const { feed, unseen, unread, version } = this.#feed.state()
+    return { ...this.#feed.page(query), feed, counts: { unseen, unread }, version }
+  }
+
+  /** The kept counts and the counts the items give, counted afresh (the tests compare them). */
+  audit(): { kept: Counts; counted: Counts } {
+    const { unseen, unread } = this.#feed.state()
+    return { kept: { unseen, unread }, counted: this.#feed.recount() }
+  }
+
+  /**
+   * Opens a socket (the Worker checked its token and passes its expiry):
+   * sends what the client missed after `?after=` and the state, then every
+   * change as it happens, until the token ends.
+   */
+  override async fetch(request: Request): Promise<Response> {
+    const expiresAt = Number(request.headers.get(EXPIRES_HEADER))
+    const pair = new WebSocketPair()
+    const [client, server] = [pair[0], pair[1]]
+    this.ctx.acceptWebSocket(server)
+    server.serializeAttachment({ expiresAt } satisfies Attachment)
+    const query = new URL(request.url).searchParams
+    const after = query.get('after')
+    const known = query.get('feed')
+    const { feed, unseen, unread, version } = this.#feed.state()
+    const from = after === null ? version : Number(after)
+    // Start over, rather than catch up: another feed (erased and made again), a number this feed never
+    // gave, or more changes than a catch-up carries (a page of GET /v1/inbox is the way back then).
+    const reset =
+      (known !== null && known !== feed) ||
+      from > version ||
+      (from < version && this.#feed.changedSince(from, CATCH_UP_MAX) > CATCH_UP_MAX)
+    // Pages by (change number, arrival), starting past every item of the number the client saw: a mark on
+    // all items gives many items one change number.
+    if (!reset && from < version) {
+      let cursor = { version: from, seq: Number.MAX_SAFE_INTEGER }
+      for (;;) {
+        const items = this.#feed.since(cursor, PAGE_MAX)
+        if (items.length > 0) send(server, { type: 'missed', items: items.map(({ seq: _, ...item }) => item) })
+        const last = items.at(-1)
+        if (last === undefined || items.length < PAGE_MAX) break
+        cursor = { version: last.version, seq: last.seq }
+      }
+    }
+    send(server, { type: 'state', feed, counts: { unseen, unread }, version, reset })
+    await this.#closeWhenExpired()
+    return new Response(null, {
+      status: 101,
+      webSocket: client,
+      headers: { 'sec-websocket-protocol': SOCKET_PROTOCOL },
+    })
+  }
+
+  /** A client sends nothing but `ping`, which the runtime answers without waking the object; anything else is ignored. */
+  override async webSocketMessage(): Promise<void> {}
+
+  /** A socket that failed is gone; its client catches up when it comes back. */
+  override async webSocketError(): Promise<void> {}
+
+  /** Closes the sockets whose token ended. */
+  override async alarm(): Promise<void> {
+    await this.#closeWhenExpired()
+  }
+
+  override async webSocketClose(ws: WebSocket, code: number, reason: string): Promise<void> {
+    // Completes the closing handshake the client started; the runtime may have answered it already.
+    try {
+      ws.close(code, reason)
+    } catch {}
+  }
+
+  /** Sends a change to every open socket whose token still holds. */
+  #tell(change: FeedChange): void {
+    const now = Date.now() / 1000
+    for (const ws of this.ctx.getWebSockets()) {
+      if ((ws.deserializeAttachment() as Attachment).expiresAt > now) send(ws, change)
+    }
+  }
+
+  /** Closes the sockets whose token ended, and sets the alarm for the next to end. */
+  async #closeWhenExpired(): Promise<void> {
+    const now = Date.now() / 1000
+    let next = Number.POSITIVE_INFINITY
+    for (const ws of this.ctx.getWebSockets()) {
+      const { expiresAt } = ws.deserializeAttachment() as Attachment
+      if (expiresAt <= now) {
+        try {
+          ws.close(CLOSE_TOKEN_EXPIRED, 'token expired')
+        } catch {}
+      } else next = Math.min(next, expiresAt)
+    }
+    if (next !== Number.POSITIVE_INFINITY) await this.ctx.storage.setAlarm(next * 1000)
+  }
+}
+
+function send(ws: WebSocket, message: SocketMessage): void {
+  try {
+    ws.send(JSON.stringify(message))
+  } catch {
+    // A socket that closed meanwhile: its client catches up when it comes back.
+  }
+}
