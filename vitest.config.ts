@@ -40,6 +40,8 @@ const ONLY_TWO_DATABASES = ['test/shard-grow.test.ts']
  */
 const TWO_DATABASES = [
   'test/db-shards.test.ts',
+  'test/inbox-dispatch.test.ts',
+  'test/inbox-channel.test.ts',
   'test/arthunt.test.ts',
   'test/getting-started.test.ts',
   'test/events-consumer.test.ts',

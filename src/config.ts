@@ -213,6 +213,9 @@ export const ConfigSchema = z
       .describe(
         "days after it ended that a final notification's row is kept (an event's story), then deleted with its delivery events; at least NOTIFICATION_CONTENT_RETENTION_DAYS, which it is when unset (≥ 7)",
       ),
+    INBOX_RETENTION_DAYS: RetentionDays(1, 7).describe(
+      'days an item stays in its recipient’s in-app feed after it arrived, read or not; at most NOTIFICATION_CONTENT_RETENTION_DAYS (≥ 1)',
+    ),
     SENT_MESSAGE_RETENTION_DAYS: RetentionDays(0, 0).describe(
       "days the exact MIME of a sent message is kept in D1 (the largest rows: 0, the default, keeps none); at most the notification row's retention (≥ 0)",
     ),
@@ -495,6 +498,12 @@ export const ConfigSchema = z
     path: ['DB_SHARDS_GROWING_TO'],
     // Doubling moves rows only into the new, empty databases: each bucket stays or moves up by DB_SHARDS.
     message: 'is 0, or twice DB_SHARDS (shards grow by doubling)',
+  })
+  .refine((config) => config.INBOX_RETENTION_DAYS <= config.NOTIFICATION_CONTENT_RETENTION_DAYS, {
+    path: ['INBOX_RETENTION_DAYS'],
+    // An erasure by address finds the person's user id through the addresses their notifications keep only
+    // that long (src/erasure/erase.ts): a feed kept longer could outlive what finds it.
+    message: 'must be at most NOTIFICATION_CONTENT_RETENTION_DAYS',
   })
   .refine(
     (config) =>

@@ -146,6 +146,7 @@ export async function seedContact(
 export type NotificationRecord = {
   id: string
   kind: string
+  channel: string
   status: string
   urgency: string
   recipient_user_id: string
@@ -354,7 +355,13 @@ export async function dispatchBatch(
 /** A pending notification due now, as materialize would have written it. */
 export async function pendingNotification(
   email: string,
-  overrides: { scheduledAt?: string; enqueuedAt?: string; userId?: string } = {},
+  overrides: {
+    scheduledAt?: string
+    enqueuedAt?: string
+    userId?: string
+    /** An in-app notification: its title, body and HTML body (its link and action as JSON) instead of the email's. */
+    inApp?: { title: string; body: string; extras: string }
+  } = {},
 ): Promise<string> {
   const userId = overrides.userId ?? guid()
   // Without a user of its own, an id without a bucket, in the primary (as rows made before D1 shards).
@@ -367,10 +374,23 @@ export async function pendingNotification(
       `INSERT INTO notifications (id, idempotency_key, event_id, source, kind, channel, urgency,
        recipient_user_id, recipient_email, recipient_name, locale, time_zone, subject, text_body, html_body,
        template_version, status, scheduled_at, enqueued_at, created_at, updated_at)
-     VALUES (?1, ?2, ?3, 'http', 'InvitationCreated', 'email', 'normal', ?4, ?5, 'Михаил Дизайнер', 'ru',
-       'Europe/Moscow', 'Вас пригласили в проект', 'Текст', '<p>Текст</p>', 1, 'pending', ?6, ?7, ?8, ?8)`,
+     VALUES (?1, ?2, ?3, 'http', 'InvitationCreated', ?9, 'normal', ?4, ?5, 'Михаил Дизайнер', 'ru',
+       'Europe/Moscow', ?10, ?11, ?12, 1, 'pending', ?6, ?7, ?8, ?8)`,
     )
-    .bind(id, `test:${id}`, guid(), userId, email, overrides.scheduledAt ?? now, overrides.enqueuedAt ?? now, now)
+    .bind(
+      id,
+      `test:${id}`,
+      guid(),
+      userId,
+      email,
+      overrides.scheduledAt ?? now,
+      overrides.enqueuedAt ?? now,
+      now,
+      overrides.inApp ? 'in-app' : 'email',
+      overrides.inApp?.title ?? 'Вас пригласили в проект',
+      overrides.inApp?.body ?? 'Текст',
+      overrides.inApp?.extras ?? '<p>Текст</p>',
+    )
     .run()
   return id
 }

@@ -4,7 +4,7 @@
  * socket — in the real Durable Object of wrangler.toml, through the Worker's
  * own fetch handler.
  */
-import { createExecutionContext, evictDurableObject } from 'cloudflare:test'
+import { createExecutionContext, evictDurableObject, runDurableObjectAlarm } from 'cloudflare:test'
 import { env, exports } from 'cloudflare:workers'
 import fc from 'fast-check'
 import { sign } from 'hono/jwt'
@@ -139,6 +139,18 @@ describe('the feed', () => {
     expect(again).toEqual({ added: false, counts: { unseen: 1, unread: 1 } })
     const page = await feed.page({ limit: 10, archived: false })
     expect(page.items.map((item) => [item.id, item.title])).toEqual([['n1', 'Item n1']])
+  })
+
+  it('once erased, takes no item of a notification made before the erasure, as a delivery in flight would bring', async () => {
+    const feed = env.INBOX.getByName(`erased-${guid()}`)
+    const before = new Date(Date.now() - 60_000).toISOString()
+    await feed.add({ ...itemOf('n1'), notifiedAt: before })
+    await feed.erase()
+    expect((await feed.add({ ...itemOf('n1'), notifiedAt: before })).added).toBe(false)
+    expect((await feed.add({ ...itemOf('n2'), notifiedAt: new Date(Date.now() + 1000).toISOString() })).added).toBe(
+      true,
+    )
+    expect((await feed.page({ limit: 10, archived: true })).items.map((item) => item.id)).toEqual(['n2'])
   })
 
   it('pages newest first, leaving archived items out unless asked', async () => {
@@ -386,6 +398,37 @@ describe('the socket', () => {
     const far = await openSocket(await tokenFor(user), { after: version + 1, feed: name })
     expect(await far.messages(1)).toMatchObject([{ type: 'state', reset: true }])
     far.ws.close(1000, 'done')
+  })
+
+  it('removes the items past INBOX_RETENTION_DAYS, out of the counts, tells the sockets, and starts a client that missed it over', async () => {
+    const user = `aged-${guid()}`
+    const feed = env.INBOX.getByName(user)
+    // The first item sets the alarm for when it ages out; two that arrived long before (as no delivery
+    // makes them: each item arrives now) wait for that alarm.
+    await feed.add(itemOf('new'))
+    await feed.add(itemOf('old-unread', '2020-01-01T00:00:00.000Z'))
+    await feed.add(itemOf('old-archived', '2020-01-02T00:00:00.000Z'))
+    await feed.mark('archived', { ids: ['old-archived'] }, new Date().toISOString())
+    const { feed: name, version } = await feed.page({ limit: 1, archived: false })
+    const socket = await openSocket(await tokenFor(user), { after: version, feed: name })
+    await socket.messages(1)
+    // The alarm rings now, as Cloudflare would ring it when its time came.
+    expect(await runDurableObjectAlarm(feed)).toBe(true)
+    const [, removed] = await socket.messages(2)
+    expect(removed).toMatchObject({
+      type: 'removed',
+      ids: ['old-unread', 'old-archived'],
+      counts: { unseen: 1, unread: 1 },
+      version: version + 1,
+    })
+    const after = await feed.page({ limit: 10, archived: true })
+    expect(after.items.map((item) => item.id)).toEqual(['new'])
+    expect((await feed.audit()).counted).toEqual({ unseen: 1, unread: 1 })
+    // A client that last saw a change before the removal holds items that are gone: it starts over.
+    const behind = await openSocket(await tokenFor(user), { after: version, feed: name })
+    expect(await behind.messages(1)).toMatchObject([{ type: 'state', reset: true }])
+    socket.ws.close(1000, 'done')
+    behind.ws.close(1000, 'done')
   })
 
   it('closes with 4001 when its token expires', async () => {

@@ -13,14 +13,21 @@ import { NOTIFICATION_STATUSES } from '../src/notifications/status.ts'
 
 const WINDOW_SECONDS = 300
 
-/** The SQL rule on two decisions: `notifications` and `o` are one-row CTEs shadowing the table. */
-async function sameInSql(a: DecisionRef, b: DecisionRef): Promise<boolean> {
+/**
+ * The SQL rule on two decisions: `notifications` and `o` are one-row CTEs shadowing the table, on one
+ * channel (the SQL asks for the same channel too, which an event's decision in planning is for every one).
+ */
+async function sameInSql(
+  a: DecisionRef,
+  b: DecisionRef,
+  channels: [string, string] = ['email', 'email'],
+): Promise<boolean> {
   const row = await env.DB.prepare(
-    `WITH notifications AS (SELECT ?1 AS decision_person, ?2 AS decision_request, ?3 AS decision_at),
-          o AS (SELECT ?4 AS decision_person, ?5 AS decision_request, ?6 AS decision_at)
+    `WITH notifications AS (SELECT ?1 AS decision_person, ?2 AS decision_request, ?3 AS decision_at, ?8 AS channel),
+          o AS (SELECT ?4 AS decision_person, ?5 AS decision_request, ?6 AS decision_at, ?9 AS channel)
      SELECT CASE WHEN ${sameDecisionSql('o', '?7')} THEN 1 ELSE 0 END AS same FROM notifications, o`,
   )
-    .bind(a.person, a.request, a.at, b.person, b.request, b.at, WINDOW_SECONDS)
+    .bind(a.person, a.request, a.at, b.person, b.request, b.at, WINDOW_SECONDS, channels[0], channels[1])
     .first<{ same: number }>()
   return row?.same === 1
 }
@@ -46,6 +53,8 @@ describe('rules written in TypeScript and in SQL agree', () => {
     for (const [a, b] of [edge(300_000), edge(300_001)]) expect(await sameInSql(a, b)).toBe(sameDecision(a, b, 300))
     expect(sameDecision(...edge(300_000), 300)).toBe(true)
     expect(sameDecision(...edge(300_001), 300)).toBe(false)
+    // One decision's email and in-app item are two deliveries: neither supersedes nor holds the other.
+    expect(await sameInSql(...edge(0), ['email', 'in-app'])).toBe(false)
     await fc.assert(
       fc.asyncProperty(decision, decision, async (a, b) => {
         expect(await sameInSql(a, b)).toBe(sameDecision(a, b, WINDOW_SECONDS))

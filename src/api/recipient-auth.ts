@@ -49,7 +49,7 @@ export function requireRecipient() {
         const client = clientOf(c.req.raw)
         refuseIfThrottled(client, 'inbox')
         // Why, never the token or the user: a host signing with the wrong secret shows here.
-        loggerFor(c.env).warn('inbox.token_refused', { reason: error.message })
+        loggerFor(c.env).warn('inbox.token-refused', { reason: error.message })
         await failedAttempt(c.env, client, 'inbox')
       }
       throw error

@@ -9,7 +9,8 @@ import { closeDigestStage } from './stages/close-digests.ts'
 import { gateStage } from './stages/gate.ts'
 import { markStage } from './stages/mark.ts'
 import { requeueStage } from './stages/requeue.ts'
-import { sendStage } from './stages/send.ts'
+import { emailCourier, sendStage } from './stages/send.ts'
+import { inAppCourier } from './transports/in-app.ts'
 import { paceFor, transportFor } from './transports/index.ts'
 
 /**
@@ -20,7 +21,8 @@ import { paceFor, transportFor } from './transports/index.ts'
  * batch's lease, its token and expiry; one winner; verification decisions
  * that arrived from both sources settled on the way) → close the digests that
  * are due (their email goes back on the queue for its send time) → sort what
- * was claimed into bundles (one provider request each) and sends alone →
+ * was claimed into the in-app items, each added to its recipient's feed, and
+ * the emails, in bundles (one provider request each) and sends alone →
  * send them a few at a time through the configured transport — through
  * resend, each request at the slot the account's pace gives it, shared with
  * every other invocation (src/dispatch/pace/) — each try's outcome marked as
@@ -53,14 +55,23 @@ async function dispatchShard(batch: MessageBatch<unknown>, env: Env, log: Logger
   const run = new DispatchRun(env, log)
   const claimed = await claimStage(run, claimsOf(run, batch.messages), gateStage)
   const closed = await closeDigestStage(run, claimed.toClose)
+  // In-app items go to their feeds first: no pace, no bundle, and the email transport's pause is not theirs.
+  const inApp = claimed.toSend.filter((item) => item.row.channel === 'in-app')
+  const mail = claimed.toSend.filter((item) => item.row.channel !== 'in-app')
+  const shown = await sendStage(run, inAppCourier(env), undefined, { alone: inApp, bundles: [] }, markStage, undefined)
   const pace = paceFor(env, run.config, log)
-  const transport = transportFor(env, run.config, pace)
-  const grouped = await bundleStage(run, claimed.toSend, {
+  const transport = emailCourier(transportFor(env, run.config, pace), run.config)
+  const grouped = await bundleStage(run, mail, {
     size: run.config.RESEND_BATCH_SIZE,
     transport: transport.name,
-    canBundle: transport.sendBatch !== undefined,
+    canBundle: transport.deliverBundle !== undefined,
   })
-  const sent = await sendStage(run, transport, pace, grouped, markStage)
-  await requeueStage(run, [...claimed.later, ...closed, ...grouped.later], sent.retries, sent.orphans)
+  const sent = await sendStage(run, transport, pace, grouped, markStage, run.pause)
+  await requeueStage(
+    run,
+    [...claimed.later, ...closed, ...grouped.later],
+    [...shown.retries, ...sent.retries],
+    [...shown.orphans, ...sent.orphans],
+  )
   await run.finish(batch, { dlq: env.DLQ, log })
 }

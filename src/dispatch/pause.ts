@@ -1,3 +1,4 @@
+import { BY_EMAIL } from '../notifications/channels.ts'
 import { claimable, heldBy, IN_CLAIM_BATCH, TAKEN_OVER, TRY_NOT_COUNTED } from '../notifications/sql.ts'
 import { STATUS_AS_FILTER } from '../sql.ts'
 
@@ -130,7 +131,8 @@ const PROBE_OF = (p: string, row: string) =>
  * One left `sending` by a claim whose lease ran out may have gone out: it is
  * marked so (`TAKEN_OVER`), as a claim taking it over would.
  * Runs in the claim's batch right before the claim, so nothing is sent
- * through a paused transport but the probe. Parameters: the claim batch's
+ * through a paused transport but the probe. An in-app item goes on: the
+ * pause is the email transport's. Parameters: the claim batch's
  * JSON (`IN_CLAIM_BATCH`), now, transport.
  */
 export function pauseGate(db: D1Database, claims: string, now: string, transport: string): D1PreparedStatement {
@@ -140,7 +142,7 @@ export function pauseGate(db: D1Database, claims: string, now: string, transport
          error_code = 'NTF_TRANSPORT_PAUSED',
          status_reason = (SELECT 'waiting: the ' || p.transport || ' transport is paused (' || p.code || ')'
                           FROM transport_pauses p WHERE p.transport = ?3)
-       WHERE ${IN_CLAIM_BATCH} AND ${claimable('?2', '?2', STATUS_AS_FILTER)}
+       WHERE ${IN_CLAIM_BATCH} AND ${claimable('?2', '?2', STATUS_AS_FILTER)} AND ${BY_EMAIL}
          AND EXISTS (SELECT 1 FROM transport_pauses p WHERE p.transport = ?3
                      AND (p.probe_id IS NULL OR NOT ${PROBE_OF('p', 'notifications')}))
        RETURNING id, kind, channel`,

@@ -7,6 +7,9 @@ import { countErasure, ERASED_TABLES, type ErasedCounts, erasureStatements, reco
 /** Whom to erase: a recipient's user id, or an address. */
 export type ErasureRequest = { userId: string } | { address: string }
 
+/** Empties a user's in-app feed (src/inbox/inbox-feed.ts `erase`), whatever it holds. */
+export type FeedEraser = (userId: string) => Promise<unknown>
+
 /** What an erasure did: the audit trail's name for the person, and the rows changed per table. */
 export type ErasureResult = { target: string; erased: ErasedCounts }
 
@@ -111,7 +114,9 @@ async function base64DeadLetters(db: D1Database, users: string[], addresses: str
  *   is kept under the pseudonym, its text dropped (src/delivery/); an event
  *   that was on its way writes nothing of them (src/materialize/);
  * - the audit trail: a target that was one of the addresses becomes its
- *   pseudonym, and the erasure's own row names the user id or the pseudonym.
+ *   pseudonym, and the erasure's own row names the user id or the pseudonym;
+ * - each user's in-app feed (`eraseFeed`): emptied, made again under another
+ *   name, its open sockets closed.
  *
  * Erasing again finds nothing left and changes nothing (no second audit row).
  * What cannot be reached from here: a name that appears in other people's
@@ -124,9 +129,13 @@ export async function eraseRecipient(
   operator: Operator,
   request: ErasureRequest,
   now: Date,
+  eraseFeed: FeedEraser = async () => {},
 ): Promise<ErasureResult> {
   const [primary, ...others] = dbs as [D1Database, ...D1Database[]]
   const { users, addresses } = await personOf(dbs, request)
+  // The in-app feeds first, while the rows that lead to the user ids are still there: erasing again after a
+  // failure further on finds them again. And again at the end, for an item a delivery in flight added meanwhile.
+  await Promise.all(users.map((user) => eraseFeed(user)))
   const pairs = await Promise.all(addresses.map(async (address) => [address, await pseudonymOf(address, erasureKey)]))
   const letters = (await Promise.all(dbs.map((db) => base64DeadLetters(db, users, addresses)))).flat()
   const parameters: ErasureParameters = [
@@ -171,6 +180,7 @@ export async function eraseRecipient(
   for (const db of others) {
     await db.batch([...erasureStatements(db, parameters, undefined), recordErased(db, pseudonyms, now.toISOString())])
   }
+  await Promise.all(users.map((user) => eraseFeed(user)))
   const row = audited?.results[0]
   const erased = row ? (JSON.parse(row.parameters) as { erased: ErasedCounts }).erased : zero()
   return { target, erased }

@@ -49,6 +49,15 @@ export type Intent =
 export type TemplateParts = { subject: string; textBody: string; htmlBody: string }
 
 /**
+ * The Liquid parts of an in-app item: a one-line title, a plain-text body,
+ * and optionally the address a click opens and one action (a button's label
+ * and address). Kept as a template of the `in-app` channel whose three parts
+ * are the title, the body, and the lines of the link, the action's label and
+ * the action's address (src/templates/in-app.ts).
+ */
+export type InAppTemplateParts = { title: string; body: string; link?: string; action?: { label: string; url: string } }
+
+/**
  * Whether a recipient may turn a kind off. `transactional`: always sent (a
  * decision about the recipient, a task assigned to them), no unsubscribe link.
  * `optional`: sent unless the recipient opted out of it (preferences, or the
@@ -76,6 +85,11 @@ export type DeliveryMode = 'instant' | 'digest'
  * transactional one (a decision about the recipient) always goes at once.
  */
 export type DeliveryPolicy = {
+  /**
+   * Whether quiet hours hold it back, for the urgencies QUIET_HOURS_URGENCIES
+   * names. @defaultValue true for email; false for in-app, which makes no sound
+   */
+  quietHours?: boolean
   default: DeliveryMode
   digest?: DigestSchedule
   throttle?: { max: number; windowMinutes: number }
@@ -99,6 +113,12 @@ export type KindDefinition = {
    * API for (kind, locale, channel) replaces the default of that locale.
    */
   templates: Record<string, TemplateParts>
+  /**
+   * Default templates of its in-app item, by locale: without them the kind
+   * has no `in-app` channel (a channel policy that enables it renders
+   * nothing, and the event is dead-lettered NTF_TEMPLATE_NOT_RESOLVED).
+   */
+  inAppTemplates?: Record<string, InAppTemplateParts>
   /** Channels when no channel policy is stored for the kind. @defaultValue ['email'] */
   channels?: readonly string[]
   /** How each channel delivers it (digests, throttling). @defaultValue instant on every channel */

@@ -5,6 +5,7 @@ import type {
   DeliveryPolicy,
   EventTypeDefinition,
   Family,
+  InAppTemplateParts,
   KindDefinition,
   TemplateParts,
 } from './define.ts'
@@ -92,6 +93,11 @@ export function deliveryOf(kind: string, channel: string): DeliveryPolicy {
   return kindOf(kind)?.delivery?.[channel] ?? { default: 'instant' }
 }
 
+/** Whether quiet hours hold back a kind on a channel: by default email only, since an in-app item makes no sound. */
+export function quietHoursHold(kind: string, channel: string): boolean {
+  return deliveryOf(kind, channel).quietHours ?? channel !== 'in-app'
+}
+
 /**
  * How a notification of a kind reaches its recipient on a channel: the
  * recipient's own choice when the kind has a digest to choose, else the
@@ -166,9 +172,13 @@ export const DIGEST_TEMPLATE_SUFFIX = '.digest'
  * Every key templates are kept under, with its default templates by locale:
  * each kind's name, and `{name}.digest` for a kind that declares a digest.
  */
-export function templateKeys(): { key: string; templates: Record<string, TemplateParts> }[] {
+export function templateKeys(): {
+  key: string
+  templates: Record<string, TemplateParts>
+  inApp?: Record<string, InAppTemplateParts>
+}[] {
   return kinds().flatMap(({ kind }) => [
-    { key: kind.name, templates: kind.templates },
+    { key: kind.name, templates: kind.templates, inApp: kind.inAppTemplates },
     ...(kind.digestTemplates
       ? [{ key: `${kind.name}${DIGEST_TEMPLATE_SUFFIX}`, templates: kind.digestTemplates }]
       : []),

@@ -66,6 +66,22 @@ View the response: {{ deepLink }}`,
 {% endif %}<p><a href="{{ deepLink }}">View the response</a></p>`,
         },
       },
+      // In the owner's in-app feed (once an operator turns the channel on): one item per response, at
+      // once — the digest and the throttle are email's.
+      inAppTemplates: {
+        ru: {
+          title: '{{ actorName }} откликнулся на «{{ projectTitle }}»',
+          body: `{% if proposedPrice %}Цена: {{ proposedPrice | money: proposedCurrency }}. {% endif %}{% if proposedDeadlineDays %}Срок: {{ proposedDeadlineDays | days }}.{% endif %}`,
+          link: '{{ deepLink }}',
+          action: { label: 'Посмотреть отклик', url: '{{ deepLink }}' },
+        },
+        en: {
+          title: '{{ actorName }} responded to "{{ projectTitle }}"',
+          body: `{% if proposedPrice %}Price: {{ proposedPrice | money: proposedCurrency }}. {% endif %}{% if proposedDeadlineDays %}Deadline: {{ proposedDeadlineDays | days }}.{% endif %}`,
+          link: '{{ deepLink }}',
+          action: { label: 'View the response', url: '{{ deepLink }}' },
+        },
+      },
       // Twenty responses in an hour are one email, not twenty: the first opens a 10-minute digest.
       // An owner who chose them one by one still gets at most five an hour: the rest wait for a digest.
       delivery: {

@@ -46,7 +46,7 @@ export async function refusedTemplates(env: Env): Promise<TemplateRefusal[] | un
     const source = templateFromRow(row)
     const template = `${source.kind}/${source.locale}/${source.channel} version ${source.version}`
     try {
-      for (const part of PARTS) parsePart(part, source[part], limits)
+      for (const part of PARTS) parsePart(part, source[part], limits, source.channel)
     } catch (error) {
       if (!(error instanceof TemplateError)) throw error
       refused.push({ template, message: error.message, parses: false })

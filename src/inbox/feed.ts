@@ -37,8 +37,11 @@ const SCHEMA = [
      feed    TEXT NOT NULL,
      unseen  INTEGER NOT NULL CHECK (unseen >= 0),
      unread  INTEGER NOT NULL CHECK (unread >= 0),
-     version INTEGER NOT NULL
+     version INTEGER NOT NULL,
+     removed INTEGER NOT NULL DEFAULT 0,
+     erased_before TEXT
    )`,
+  'CREATE INDEX IF NOT EXISTS items_created ON items (created_at)',
   // A feed made again (after an erasure emptied the object) has another name: a client that held the
   // old one is told to start over rather than trust change numbers that began again.
   'INSERT OR IGNORE INTO feed (id, feed, unseen, unread, version) VALUES (1, lower(hex(randomblob(8))), 0, 0, 0)',
@@ -61,8 +64,12 @@ type ItemRow = {
 
 type FeedRow = { unseen: number; unread: number; version: number }
 
-/** The feed's name (random, made with it), its counts and its last change number. */
-export type FeedState = Counts & { feed: string; version: number }
+/**
+ * The feed's name (random, made with it), its counts, its last change number,
+ * and the change number of the last removal of items (retention): a client
+ * that last saw a change before it holds items that are gone.
+ */
+export type FeedState = Counts & { feed: string; version: number; removed: number }
 
 /**
  * What each mark changes: the items it finds (those without it), and how many
@@ -128,7 +135,7 @@ export class Feed {
   }
 
   #feed(): FeedState {
-    return this.#sql.exec<FeedState>('SELECT feed, unseen, unread, version FROM feed WHERE id = 1').one()
+    return this.#sql.exec<FeedState>('SELECT feed, unseen, unread, version, removed FROM feed WHERE id = 1').one()
   }
 
   /** The feed's name, its counts and its last change number. */
@@ -149,12 +156,16 @@ export class Feed {
 
   /**
    * Adds a notification's item, once: an item of a notification the feed
-   * already holds (a redelivered dispatch message) changes nothing and
-   * answers undefined.
+   * already holds (a redelivered dispatch message), or of one made before the
+   * feed was erased, changes nothing and answers undefined.
    */
   add(input: NewItem): FeedChange | undefined {
     const item = NewItemSchema.parse(input)
     return this.#storage.transactionSync(() => {
+      // A notification made before the feed was erased is the erased person's: a delivery that was in flight
+      // during the erasure brings nothing of it back.
+      const erased = this.#sql.exec<{ at: string | null }>('SELECT erased_before AS at FROM feed WHERE id = 1').one().at
+      if (erased !== null && item.notifiedAt !== undefined && item.notifiedAt < erased) return undefined
       const version = this.#feed().version + 1
       const inserted = this.#sql.exec<ItemRow>(
         `INSERT INTO items (seq, notification_id, kind, title, body, link, action, created_at, version)
@@ -265,6 +276,52 @@ export class Feed {
       )
       .toArray()
       .map((row) => ({ ...itemOf(row), seq: row.seq }))
+  }
+
+  /**
+   * Retention: removes the items that arrived before `before`, at most
+   * `limit` of them, oldest first, taking them out of the counts they were
+   * in, in one transaction. Answers undefined when none was that old.
+   */
+  removeOlder(before: string, limit: number): FeedChange | undefined {
+    return this.#storage.transactionSync(() => {
+      const old = this.#sql
+        .exec<{ notification_id: string; seen_at: string | null; read_at: string | null; archived_at: string | null }>(
+          `DELETE FROM items WHERE seq IN (SELECT seq FROM items WHERE created_at < ?1 ORDER BY created_at LIMIT ?2)
+           RETURNING notification_id, seen_at, read_at, archived_at`,
+          before,
+          limit,
+        )
+        .toArray()
+      if (old.length === 0) return undefined
+      const live = old.filter((row) => row.archived_at === null)
+      const version = this.#feed().version + 1
+      const counts = this.#sql
+        .exec<FeedRow>(
+          `UPDATE feed SET unseen = unseen - ?1, unread = unread - ?2, version = ?3, removed = ?3 WHERE id = 1
+           RETURNING unseen, unread, version`,
+          live.filter((row) => row.seen_at === null).length,
+          live.filter((row) => row.read_at === null).length,
+          version,
+        )
+        .one()
+      return {
+        type: 'removed',
+        ids: old.map((row) => row.notification_id),
+        counts: { unseen: counts.unseen, unread: counts.unread },
+        version,
+      }
+    })
+  }
+
+  /** Records that the feed was erased at `at`: no notification made before it is added again. */
+  erasedAt(at: string): void {
+    this.#sql.exec('UPDATE feed SET erased_before = ?1 WHERE id = 1', at)
+  }
+
+  /** When the oldest item arrived, if the feed has any. */
+  oldest(): string | undefined {
+    return this.#sql.exec<{ at: string | null }>('SELECT min(created_at) AS at FROM items').one().at ?? undefined
   }
 
   /** The counts as the items say, counted afresh: what the kept counts must always equal. */

@@ -1,4 +1,5 @@
 import { DurableObject } from 'cloudflare:workers'
+import { configOf } from '../config.ts'
 import { Feed, PAGE_MAX } from './feed.ts'
 import type { Counts, FeedChange, InboxItem, Mark, NewItem, Target } from './item.ts'
 
@@ -8,8 +9,14 @@ export const SOCKET_PROTOCOL = 'notify-edge.inbox'
 /** The close code of a socket whose token ended: the client asks its host for a new token and comes back. */
 export const CLOSE_TOKEN_EXPIRED = 4001
 
+/** The close code of a socket whose feed was erased: the client throws its copy away. */
+export const CLOSE_ERASED = 4002
+
 /** How the Worker tells the object until when a socket's token holds (seconds since the epoch); only the Worker reaches the object. */
 export const EXPIRES_HEADER = 'x-inbox-token-expires'
+
+/** The most items one alarm removes by retention; the next alarm comes at once for the rest. */
+const REMOVE_MAX = 500
 
 /** The most items a socket is sent to catch up; further behind, it is told to start over. */
 export const CATCH_UP_MAX = 1000
@@ -46,7 +53,7 @@ export type SocketMessage =
  * An alarm closes each socket when its token ends.
  */
 export class InboxFeed extends DurableObject<Env> {
-  readonly #feed: Feed
+  #feed: Feed
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env)
@@ -54,11 +61,12 @@ export class InboxFeed extends DurableObject<Env> {
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair('ping', 'pong'))
   }
 
-  /** Adds a notification's item (once) and tells the open sockets. */
-  add(item: NewItem): { added: boolean; counts: Counts } {
+  /** Adds a notification's item (once) and tells the open sockets; the first item sets the alarm of its retention. */
+  async add(item: NewItem): Promise<{ added: boolean; counts: Counts }> {
     const change = this.#feed.add(item)
     if (change !== undefined) this.#tell(change)
     const { unseen, unread } = this.#feed.state()
+    if (change !== undefined && (await this.ctx.storage.getAlarm()) === null) await this.#arrange()
     return { added: change !== undefined, counts: { unseen, unread } }
   }
 
@@ -82,6 +90,23 @@ export class InboxFeed extends DurableObject<Env> {
     return { ...this.#feed.page(query), feed, counts: { unseen, unread }, version }
   }
 
+  /**
+   * Erases the feed: every item, the counts and the change numbers go
+   * (`deleteAll`, the object's whole SQLite database), the feed is made again
+   * under another name, and its open sockets are closed (4002): a client that
+   * comes back is told to start over.
+   */
+  async erase(): Promise<void> {
+    await this.ctx.storage.deleteAll()
+    this.#feed = new Feed(this.ctx.storage)
+    this.#feed.erasedAt(new Date().toISOString())
+    for (const ws of this.ctx.getWebSockets()) {
+      try {
+        ws.close(CLOSE_ERASED, 'erased')
+      } catch {}
+    }
+  }
+
   /** The kept counts and the counts the items give, counted afresh (the tests compare them). */
   audit(): { kept: Counts; counted: Counts } {
     const { unseen, unread } = this.#feed.state()
@@ -102,13 +127,15 @@ export class InboxFeed extends DurableObject<Env> {
     const query = new URL(request.url).searchParams
     const after = query.get('after')
     const known = query.get('feed')
-    const { feed, unseen, unread, version } = this.#feed.state()
+    const { feed, unseen, unread, version, removed } = this.#feed.state()
     const from = after === null ? version : Number(after)
     // Start over, rather than catch up: another feed (erased and made again), a number this feed never
-    // gave, or more changes than a catch-up carries (a page of GET /v1/inbox is the way back then).
+    // gave, items removed since (retention: a catch-up cannot send what is gone), or more changes than a
+    // catch-up carries (a page of GET /v1/inbox is the way back then).
     const reset =
       (known !== null && known !== feed) ||
       from > version ||
+      from < removed ||
       (from < version && this.#feed.changedSince(from, CATCH_UP_MAX) > CATCH_UP_MAX)
     // Pages by (change number, arrival), starting past every item of the number the client saw: a mark on
     // all items gives many items one change number.
@@ -123,7 +150,7 @@ export class InboxFeed extends DurableObject<Env> {
       }
     }
     send(server, { type: 'state', feed, counts: { unseen, unread }, version, reset })
-    await this.#closeWhenExpired()
+    await this.#arrange()
     return new Response(null, {
       status: 101,
       webSocket: client,
@@ -137,9 +164,9 @@ export class InboxFeed extends DurableObject<Env> {
   /** A socket that failed is gone; its client catches up when it comes back. */
   override async webSocketError(): Promise<void> {}
 
-  /** Closes the sockets whose token ended. */
+  /** Closes the sockets whose token ended, and removes the items past their retention. */
   override async alarm(): Promise<void> {
-    await this.#closeWhenExpired()
+    await this.#arrange()
   }
 
   override async webSocketClose(ws: WebSocket, code: number, reason: string): Promise<void> {
@@ -157,19 +184,35 @@ export class InboxFeed extends DurableObject<Env> {
     }
   }
 
-  /** Closes the sockets whose token ended, and sets the alarm for the next to end. */
-  async #closeWhenExpired(): Promise<void> {
-    const now = Date.now() / 1000
+  /**
+   * What the alarm does, and when it next rings: closes the sockets whose
+   * token ended; removes the items older than INBOX_RETENTION_DAYS (at most
+   * REMOVE_MAX a time) and tells the sockets; then sets the alarm for the
+   * next token to end or the next item to age out, whichever comes first.
+   */
+  async #arrange(): Promise<void> {
+    const now = Date.now()
     let next = Number.POSITIVE_INFINITY
     for (const ws of this.ctx.getWebSockets()) {
       const { expiresAt } = ws.deserializeAttachment() as Attachment
-      if (expiresAt <= now) {
+      if (expiresAt * 1000 <= now) {
         try {
           ws.close(CLOSE_TOKEN_EXPIRED, 'token expired')
         } catch {}
-      } else next = Math.min(next, expiresAt)
+      } else next = Math.min(next, expiresAt * 1000)
     }
-    if (next !== Number.POSITIVE_INFINITY) await this.ctx.storage.setAlarm(next * 1000)
+    const keep = configOf(this.env).INBOX_RETENTION_DAYS * 86_400_000
+    const removed = this.#feed.removeOlder(new Date(now - keep).toISOString(), REMOVE_MAX)
+    if (removed !== undefined) this.#tell(removed)
+    const oldest = this.#feed.oldest()
+    if (oldest !== undefined) {
+      // More than a time's worth aged out: come back at once for the rest.
+      next = Math.min(
+        next,
+        removed?.type === 'removed' && removed.ids.length === REMOVE_MAX ? now : Date.parse(oldest) + keep,
+      )
+    }
+    if (next !== Number.POSITIVE_INFINITY) await this.ctx.storage.setAlarm(next)
   }
 }
 

@@ -5,7 +5,9 @@ export const TITLE_MAX = 200
 /** The most a body holds, in characters: a few sentences, not an email. */
 export const BODY_MAX = 2000
 /** The most an item's link or action address holds. */
-const URL_MAX = 2048
+export const URL_MAX = 2048
+/** The most an action's label holds: a button. */
+export const LABEL_MAX = 60
 
 const Address = z
   .url({ protocol: /^https?$/ })
@@ -23,11 +25,15 @@ export const NewItemSchema = z.object({
   body: z.string().max(BODY_MAX).default(''),
   link: Address.nullable().default(null),
   action: z
-    .object({ label: z.string().min(1).max(60), url: Address })
+    .object({ label: z.string().min(1).max(LABEL_MAX), url: Address })
     .nullable()
     .default(null)
     .describe('one button beside the item'),
-  createdAt: z.iso.datetime().describe('when the notification was made (ISO, UTC)'),
+  createdAt: z.iso.datetime().describe('when the item reached the feed (ISO, UTC)'),
+  notifiedAt: z.iso
+    .datetime()
+    .optional()
+    .describe('when its notification was made: one made before an erasure of the feed is refused'),
 })
 
 /** What dispatch adds to a feed. */
@@ -63,12 +69,14 @@ export type Mark = (typeof MARKS)[number]
 export type Target = { ids: string[] } | { all: true }
 
 /**
- * One change of a feed, as its sockets are told: an item added, or a mark put
- * on items (by id, or on all of them), with the counts after it and its change
- * number (`version`), which orders every change of the feed.
+ * One change of a feed, as its sockets are told: an item added, a mark put
+ * on items (by id, or on all of them), or items removed by retention, with the
+ * counts after it and its change number (`version`), which orders every change
+ * of the feed.
  */
 export type FeedChange = { counts: Counts; version: number } & (
   | { type: 'added'; item: InboxItem }
   | { type: 'marked'; mark: Mark; at: string; ids: string[] }
   | { type: 'marked'; mark: Mark; at: string; all: true }
+  | { type: 'removed'; ids: string[] }
 )

@@ -148,7 +148,8 @@ export async function notificationFor(
   if (optional && context.optedOut.has(optOutKey(recipient.userId, intent.kind, channel))) {
     return unsent(base, 'opted-out', `the recipient opted out of ${intent.kind} by ${channel}`, null, now)
   }
-  if (base.recipientEmail === null) {
+  // An in-app item needs its recipient's id only, which every event names: it never waits for a contact.
+  if (base.recipientEmail === null && channel !== 'in-app') {
     const until = new Date(now.getTime() + config.CONTACT_WAIT_HOURS * 3_600_000)
     return {
       ...base,

@@ -9,6 +9,10 @@ export type ClaimedRow = {
   status: string
   event_id: string
   source: string
+  /** Whose it is: an in-app item goes to this user's feed. */
+  recipient_user_id: string
+  /** When it was made: a feed erased since refuses its item. */
+  created_at: string
   recipient_email: string | null
   recipient_name: string | null
   subject: string | null
@@ -31,7 +35,7 @@ export type ClaimedRow = {
 }
 
 /** The columns of a `ClaimedRow`, as every statement that hands a claimed notification to a send returns them. */
-export const CLAIMED_COLUMNS = `id, kind, channel, status, event_id, source, recipient_email, recipient_name, subject,
+export const CLAIMED_COLUMNS = `id, kind, channel, status, event_id, source, recipient_user_id, created_at, recipient_email, recipient_name, subject,
   text_body, html_body, scheduled_at, lease_until, send_attempts, trace_id, unsubscribe_url, batch_id, batch_position,
   send_alone, maybe_sent_at, decision_person`
 

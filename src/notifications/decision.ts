@@ -8,6 +8,8 @@ export type DecisionRef = { person: string; request: string | null; at: string |
  * for the same person — a new request — is a decision of its own). A row
  * without a time (written before decision times were kept) matches as before.
  * `sameDecisionSql` (./sql.ts) is this rule in SQL; a test keeps them equal.
+ * The SQL compares rows, and asks for the same channel too; this one compares
+ * an event's decision, which is every channel's.
  */
 export function sameDecision(a: DecisionRef, b: DecisionRef, windowSeconds: number): boolean {
   if (a.person !== b.person) return false

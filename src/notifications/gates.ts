@@ -1,11 +1,13 @@
 import { STATUS_AS_FILTER } from '../sql.ts'
+import { BY_EMAIL } from './channels.ts'
 import { claimable, heldBy, IN_CLAIM_BATCH, maybeSentAt } from './sql.ts'
 
 /**
  * The recipient's side of a send, checked in the claim's D1 batch right before
  * the claim itself: a notification due to be claimed ends here, without a
  * send, when its recipient opted out of its (optional) kind or its address is
- * suppressed. Each is one statement, so a concurrent delivery cannot slip
+ * suppressed (an address is email's: an in-app item is not held by it). Each
+ * is one statement, so a concurrent delivery cannot slip
  * between the check and the claim.
  */
 
@@ -50,7 +52,7 @@ export function recipientGate(
            THEN 'the recipient opted out of ' || kind || ' by ' || channel
            ELSE (SELECT 'the address is suppressed (' || s.cause || ', ' || s.source || ')' ${SUPPRESSION} LIMIT 1)
          END
-       WHERE ${CLAIMABLE} AND ${UNBATCHED} AND ((${OPTED_OUT}) OR EXISTS (SELECT 1 ${SUPPRESSION}))
+       WHERE ${CLAIMABLE} AND ${UNBATCHED} AND ((${OPTED_OUT}) OR (${BY_EMAIL} AND EXISTS (SELECT 1 ${SUPPRESSION})))
        RETURNING id, kind, channel, status`,
     )
     .bind(claims, now, JSON.stringify(optionalKinds))
@@ -80,7 +82,7 @@ export function unknownOutcomeGate(
                         WHERE json_extract(c.value, '$.id') = notifications.id LIMIT 1),
          status_reason = 'a claim ended without recording its send: whether it went out is not known',
          scheduled_at = ?3, updated_at = ?2, lease_until = NULL, maybe_sent_at = coalesce(maybe_sent_at, claimed_at)
-       WHERE ?4 = 1 AND ${IN_CLAIM_BATCH} AND ${STATUS_AS_FILTER} = 'sending' AND lease_until < ?2
+       WHERE ?4 = 1 AND ${IN_CLAIM_BATCH} AND ${STATUS_AS_FILTER} = 'sending' AND lease_until < ?2 AND ${BY_EMAIL}
        RETURNING id, kind, channel`,
     )
     .bind(claims, now, decideAt, enabled ? 1 : 0)
@@ -117,7 +119,7 @@ export function idempotencyWindowGate(
   return db
     .prepare(
       `UPDATE notifications SET ${PAST_WINDOW}, scheduled_at = ?4, updated_at = ?2
-       WHERE ?5 = 1 AND ${CLAIMABLE} AND ${maybeSentAt('notifications')} <= ?3
+       WHERE ?5 = 1 AND ${CLAIMABLE} AND ${maybeSentAt('notifications')} <= ?3 AND ${BY_EMAIL}
        RETURNING id, kind, channel`,
     )
     .bind(claims, now, edge, decideAt, enabled ? 1 : 0)

@@ -85,7 +85,9 @@ export const TRY_NOT_COUNTED = 'send_attempts = max(send_attempts - 1, 0)'
 
 /**
  * `sameDecision` (./decision.ts) in SQL, between `notifications` and the row
- * aliased `other`: the same person and decision; the same request when both
+ * aliased `other`: the same person and decision, on the same channel (an in-app
+ * item and an email of one decision are two deliveries, neither the other's);
+ * the same request when both
  * name one, else decided within `windowSeconds` of each other (either time
  * unknown: a match). A test runs both on the same pairs. The difference is
  * rounded to the millisecond: julianday's floating point put two decisions
@@ -95,7 +97,7 @@ export const TRY_NOT_COUNTED = 'send_attempts = max(send_attempts - 1, 0)'
  * @param windowSeconds - SQL expression of the match window in seconds
  */
 export function sameDecisionSql(other: string, windowSeconds: string): string {
-  return `${other}.decision_person = notifications.decision_person
+  return `${other}.decision_person = notifications.decision_person AND ${other}.channel = notifications.channel
   AND CASE WHEN ${other}.decision_request IS NOT NULL AND notifications.decision_request IS NOT NULL
            THEN ${other}.decision_request = notifications.decision_request
            ELSE ${other}.decision_at IS NULL OR notifications.decision_at IS NULL

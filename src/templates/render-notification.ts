@@ -1,9 +1,10 @@
 import type { Config } from '../config.ts'
 import { PipelineError } from '../errors.ts'
 import type { Urgency } from '../events/define.ts'
-import { kindOf } from '../events/registry.ts'
+import { kindOf, quietHoursHold } from '../events/registry.ts'
 import type { NotificationRow } from '../notifications/row.ts'
 import { signUnsubscribe, type UnsubscribeScope, unsubscribeUrl } from '../preferences/token.ts'
+import { inAppParts } from './in-app.ts'
 import { quietHoursEnd } from './quiet-hours.ts'
 import { localeChain, resolveTemplate } from './resolve.ts'
 import { render, type TemplateSource } from './sandbox.ts'
@@ -45,7 +46,8 @@ export async function renderNotification(
     : null
   const rendered = renderFor(subject, where.channel, recipient, unsubscribeUrl, templates, config)
   if ('error' in rendered) return rendered
-  const scheduledAt = scheduleFor(subject.urgency, where.isFallback, recipient.timeZone, config, now)
+  const quiet = quietHoursHold(subject.kind, where.channel)
+  const scheduledAt = scheduleFor(subject.urgency, where.isFallback, recipient.timeZone, config, now, quiet)
   return { ...rendered, unsubscribeUrl, scheduledAt: scheduledAt.toISOString() }
 }
 
@@ -73,13 +75,11 @@ function renderFor(
   try {
     const model = { ...intent.model, recipientName: recipient.name, unsubscribeUrl }
     const rendered = render(template, model, template.locale, config.templateLimits)
-    return {
-      locale: template.locale,
-      subject: rendered.subject,
-      textBody: rendered.text,
-      htmlBody: rendered.html,
-      templateVersion: template.version,
-    }
+    const parts =
+      channel === 'in-app'
+        ? inAppParts(rendered)
+        : { subject: rendered.subject, textBody: rendered.text, htmlBody: rendered.html }
+    return { locale: template.locale, ...parts, templateVersion: template.version }
   } catch (cause) {
     const which = `(${template.kind}, ${template.locale}, ${template.channel}) v${template.version}`
     const message = `template ${which} failed to render: ${(cause as Error).message}`
@@ -89,7 +89,8 @@ function renderFor(
 
 /**
  * When to send: now; a fallback decision after its grace period; an urgency
- * held by quiet hours when they end in the recipient's zone.
+ * held by quiet hours when they end in the recipient's zone — unless quiet
+ * hours do not hold it (`quiet` false: an in-app item, by default).
  */
 export function scheduleFor(
   urgency: Urgency,
@@ -97,8 +98,9 @@ export function scheduleFor(
   timeZone: string,
   config: Pick<Config, 'FALLBACK_GRACE_SECONDS' | 'QUIET_HOURS_URGENCIES' | 'QUIET_HOURS_START' | 'QUIET_HOURS_END'>,
   now: Date,
+  quiet = true,
 ): Date {
   const earliest = isFallback ? new Date(now.getTime() + config.FALLBACK_GRACE_SECONDS * 1000) : now
-  if (!config.QUIET_HOURS_URGENCIES.includes(urgency)) return earliest
+  if (!quiet || !config.QUIET_HOURS_URGENCIES.includes(urgency)) return earliest
   return quietHoursEnd(earliest, timeZone, config.QUIET_HOURS_START, config.QUIET_HOURS_END) ?? earliest
 }

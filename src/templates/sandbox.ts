@@ -394,8 +394,17 @@ function liquidTokensOf(text: string): number {
 /** A parsed template: each part's nodes. */
 export type Parsed = Record<Part, Template[]>
 
+/**
+ * Whether a part is HTML, rendered with its output escaped: an email's HTML
+ * body. An in-app template's third part is the lines of its link and action
+ * (./in-app.ts): plain text, where an escaped `&` would break an address.
+ */
+function isHtml(part: Part, channel: string | undefined): boolean {
+  return part === 'htmlBody' && channel !== 'in-app'
+}
+
 /** Parses one part; throws a TemplateError naming it (LiquidJS's line and column, or the limit it broke). */
-export function parsePart(part: Part, text: string, limits: TemplateLimits): Template[] {
+export function parsePart(part: Part, text: string, limits: TemplateLimits, channel?: string): Template[] {
   if (text.length > limits.parseChars) {
     throw new TemplateError(
       part,
@@ -413,18 +422,18 @@ export function parsePart(part: Part, text: string, limits: TemplateLimits): Tem
   }
   const { plain, html } = enginesFor(limits.parseChars)
   try {
-    return (part === 'htmlBody' ? html : plain).parse(text)
+    return (isHtml(part, channel) ? html : plain).parse(text)
   } catch (error) {
     throw templateError(part, error, limits)
   }
 }
 
 /** Parses the three parts; throws a TemplateError naming the first part that does not parse. */
-function parseTemplate(source: Pick<TemplateSource, Part>, limits: TemplateLimits): Parsed {
+function parseTemplate(source: Pick<TemplateSource, Part | 'channel'>, limits: TemplateLimits): Parsed {
   return {
     subject: parsePart('subject', source.subject, limits),
     textBody: parsePart('textBody', source.textBody, limits),
-    htmlBody: parsePart('htmlBody', source.htmlBody, limits),
+    htmlBody: parsePart('htmlBody', source.htmlBody, limits, source.channel),
   }
 }
 
@@ -479,6 +488,6 @@ export function render(
   return {
     subject,
     text: part('textBody', plain, limits.outputBytes),
-    html: part('htmlBody', html, limits.outputBytes),
+    html: part('htmlBody', isHtml('htmlBody', source.channel) ? html : plain, limits.outputBytes),
   }
 }

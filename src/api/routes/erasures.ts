@@ -32,7 +32,7 @@ const erase = operatorRoute('admin', {
   path: '/',
   summary: 'Erase a recipient from every table',
   description:
-    'By user id or by address. Contacts, preferences and the reviewer entry are deleted; notifications lose their recipient snapshot and content (ids, status and times stay; one not yet sent ends `undeliverable`); sent messages are deleted; delivery events lose their detail; dead letters that name the person lose their message; a suppression is kept under the address’s pseudonym only, so the address stays suppressed; audit targets that were the address become the pseudonym. Erasing twice changes nothing the second time.',
+    'By user id or by address. Contacts, preferences and the reviewer entry are deleted; notifications lose their recipient snapshot and content (ids, status and times stay; one not yet sent ends `undeliverable`); sent messages are deleted; delivery events lose their detail; dead letters that name the person lose their message; a suppression is kept under the address’s pseudonym only, so the address stays suppressed; audit targets that were the address become the pseudonym; the in-app feed is emptied. Erasing twice changes nothing the second time.',
   request: { body: jsonBody(ErasureRequest) },
   responses: {
     200: json(Erasure, 'Erased: the rows changed per table (all 0 when nothing was left)'),
@@ -49,6 +49,7 @@ export const erasures = createRouter().openapi(erase, async (c) => {
     c.get('operator'),
     request,
     new Date(),
+    (userId) => c.env.INBOX.getByName(userId).erase(),
   )
   return c.json(result, 200)
 })

@@ -2,14 +2,16 @@ import { z } from '@hono/zod-openapi'
 import { Id } from '../../contracts/fields.ts'
 import { shardDbOfUser } from '../../d1/shards.ts'
 import { ApiError, type FieldIssue } from '../../errors.ts'
+import type { KindDefinition } from '../../events/define.ts'
 import { deliveryModeOf, deliveryOf, kindOf, kinds } from '../../events/registry.ts'
+import { CHANNELS } from '../../notifications/channels.ts'
 import { CHOICES, choiceInEffect, modeRefusal, modesOf } from '../../preferences/choice.ts'
 import { preferencesOf, upsertPreference } from '../../preferences/preference-store.ts'
 import { runAudited } from '../audited.ts'
 import { ADMIN_ERRORS, BODY_ERRORS, createRouter, errors, json, jsonBody } from '../openapi.ts'
 import { operatorRoute } from '../roles.ts'
 
-const Channel = z.enum(['email'])
+const Channel = z.enum(CHANNELS)
 
 const Mode = z.enum(['instant', 'digest']).openapi('DeliveryMode', {
   description: '`instant`: one email per notification; `digest`: one email for all of a digest’s',
@@ -87,12 +89,18 @@ const put = operatorRoute('admin', {
   responses: { 200: json(PreferencesSchema, 'Saved'), ...errors(...BODY_ERRORS, ...ADMIN_ERRORS) },
 })
 
+/** The channels a recipient may choose on for a kind: its own, and in-app where it has an in-app item. */
+function channelsOf(kind: KindDefinition): string[] {
+  const own = [...(kind.channels ?? ['email'])]
+  return kind.inAppTemplates && !own.includes('in-app') ? [...own, 'in-app'] : own
+}
+
 /** Every optional kind × its channels, with the stored choice or the default (send, in the kind's default mode). */
 async function preferencesView(db: D1Database, userId: string): Promise<z.infer<typeof PreferencesSchema>> {
   const stored = await preferencesOf(db, userId)
   const optional = kinds().filter((entry) => entry.kind.category === 'optional')
   const preferences = optional.flatMap(({ kind }) =>
-    (kind.channels ?? ['email']).map((channel) => {
+    channelsOf(kind).map((channel) => {
       const choice = stored.find((row) => row.kind === kind.name && row.channel === channel)
       return {
         kind: kind.name,

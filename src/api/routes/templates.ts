@@ -105,7 +105,7 @@ function tryRender(source: TemplateSource, model: Record<string, unknown>, pipel
   const parsed: Partial<Parsed> = {}
   for (const field of ['subject', 'textBody', 'htmlBody'] as const) {
     try {
-      parsed[field] = parsePart(field, source[field], limits)
+      parsed[field] = parsePart(field, source[field], limits, source.channel)
     } catch (error) {
       const message = (error as Error).message
       issues.push({ field, message: (error as TemplateError).limit ? message : `Liquid syntax error: ${message}` })

@@ -15,7 +15,7 @@ import { describeError, settleFailure } from '../../queue/policy.ts'
 import { markPaused, pauseTransport, releasePaused, resumeTransport } from '../pause.ts'
 import { nextTryAt } from '../retry.ts'
 import type { Bundle, Marked } from '../run.ts'
-import { type SendError, type Sent, sendErrorOf } from '../transports/index.ts'
+import { type Delivered, type SendError, sendErrorOf } from '../transports/index.ts'
 import { failedDeadLetter, fieldsOf, settleOnRow, uncertainOf } from './mark-one.ts'
 import type { SendContext, Tried } from './send.ts'
 
@@ -85,13 +85,13 @@ async function recordPaced(context: SendContext, bundle: Bundle, at: Date): Prom
   )
 }
 
-async function recordSent(context: SendContext, bundle: Bundle, sent: Sent[]): Promise<Marked[]> {
+async function recordSent(context: SendContext, bundle: Bundle, sent: Delivered[]): Promise<Marked[]> {
   const { env, config, log, lease, transport, pause } = context
   const at = new Date().toISOString()
   const kept = config.SENT_MESSAGE_RETENTION_DAYS
   const mark = newCountMark()
   const perMember = bundle.members.map((member, index) => {
-    const one = sent[index] as Sent
+    const one = sent[index] as Delivered
     return [
       markSent(env.DB, member.row.id, transport.name, one.providerId, at, lease.token, mark),
       ...recordSentMessage(env.DB, kept, member.row.id, transport.name, one.messageId, one.raw, at, lease.token),

@@ -28,7 +28,7 @@ import { suppressAutomatically } from '../../suppression/suppression-store.ts'
 import { markPaused, pauseTransport, releasePaused, resumeTransport } from '../pause.ts'
 import { nextTryAt } from '../retry.ts'
 import type { Marked, ToSend } from '../run.ts'
-import { SendError, type Sent } from '../transports/index.ts'
+import { type Delivered, SendError } from '../transports/index.ts'
 import type { SendContext, Tried } from './send.ts'
 
 /** How one send ended for its queue message, and the message of its next try, if any. */
@@ -55,7 +55,7 @@ async function resultOf(
 ): Promise<SendResult> {
   if ('leaseAtRisk' in tried) return leaseAtRisk(context, message, row)
   if ('pacedTo' in tried) return recordPaced(context, message, row, tried.pacedTo)
-  if ('sent' in tried) return recordSent(context, message, row, tried.sent[0] as Sent)
+  if ('sent' in tried) return recordSent(context, message, row, tried.sent[0] as Delivered)
   const refusal = tried.refused
   if (refusal.outcome === 'suppressed') return recordSuppressed(context, message, row, refusal)
   if (refusal.outcome === 'paused') return recordPaused(context, message, row, refusal)
@@ -89,11 +89,12 @@ async function recordSent(
   context: SendContext,
   message: Message<unknown>,
   row: ClaimedRow,
-  sent: Sent,
+  sent: Delivered,
 ): Promise<SendResult> {
   const { env, config, log, lease, transport, pause } = context
   const at = new Date().toISOString()
-  const kept = config.SENT_MESSAGE_RETENTION_DAYS
+  // An in-app item has no message to keep (its content is the row's).
+  const kept = sent.raw === '' ? 0 : config.SENT_MESSAGE_RETENTION_DAYS
   const mark = newCountMark()
   const marked = await record(
     context.marks,

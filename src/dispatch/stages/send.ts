@@ -10,7 +10,7 @@ import type { DispatchLease } from '../lease.ts'
 import type { Pace } from '../pace/client.ts'
 import type { TransportPause } from '../pause.ts'
 import type { Bundle, DispatchRun, Later, Marked, ToSend } from '../run.ts'
-import { SendError, type Sent, sendErrorOf, type Transport } from '../transports/index.ts'
+import { type Courier, type Delivered, SendError, sendErrorOf, type Transport } from '../transports/index.ts'
 
 /** Sends in flight at once from one batch. */
 const SEND_CONCURRENCY = 6
@@ -21,7 +21,8 @@ export type SendContext = {
   config: Config
   log: Logger
   lease: DispatchLease
-  transport: Transport
+  /** Where the batch's notifications go: the email transport, or the in-app feeds. */
+  transport: Courier
   /** Where the marks are written, grouped with those of sends that finished meanwhile, and counted. */
   marks: GroupCommit<CountedChange>
   /** The transport's pause as the claim read it: an accepted send ends it. */
@@ -31,18 +32,21 @@ export type SendContext = {
 }
 
 /**
- * How one try ended, before anything of it is written: accepted (one `Sent`
+ * How one try ended, before anything of it is written: accepted (one `Delivered`
  * per email of the request), refused (or failed: a `SendError`), not started
  * because the pace had no slot soon enough, or not started because the lease
  * could not be renewed.
  */
-export type Tried = { sent: Sent[] } | { refused: SendError } | { pacedTo: Date } | { leaseAtRisk: true }
+export type Tried = { sent: Delivered[] } | { refused: SendError } | { pacedTo: Date } | { leaseAtRisk: true }
 
 /** The mark stage: records a try's outcome and says how each of its messages ends. */
 export type MarkStage = (context: SendContext, work: ToSend | Bundle, tried: Tried) => Promise<Marked[]>
 
 /**
  * Sends what the batch claimed, a few at a time, through the transport —
+ * under `pause`, the email transport's pause as the claim read it (an
+ * accepted send ends it; none for the in-app feeds, whose deliveries end no
+ * pause of email's) —
  * each notification alone, or a bundle in one request — and hands each try's
  * outcome to the mark stage (`mark`) as soon as it ends, so its result is
  * written with those that finished while the previous write was in flight
@@ -53,12 +57,13 @@ export type MarkStage = (context: SendContext, work: ToSend | Bundle, tried: Tri
  */
 export async function sendStage(
   run: DispatchRun,
-  transport: Transport,
+  transport: Courier,
   pace: Pace | undefined,
   work: { alone: readonly ToSend[]; bundles: readonly Bundle[] },
   mark: MarkStage,
+  pause: TransportPause | undefined,
 ): Promise<{ retries: Later[]; orphans: Outgoing[] }> {
-  const { env, config, log, lease, pause } = run
+  const { env, config, log, lease } = run
   const marks = new GroupCommit<CountedChange>(env.DB, (changes) => countChanges(env.DB, changes))
   const context: SendContext = { env, config, log, lease, transport, marks, pause, pace }
   const queue: (ToSend | Bundle)[] = [...work.bundles, ...work.alone]
@@ -94,27 +99,44 @@ export async function sendStage(
  * failing renewals. A transport that cannot send bundles never got one.
  */
 async function tryToSend(context: SendContext, item: ToSend | Bundle): Promise<Tried> {
-  const { config, lease, transport, pace } = context
+  const { lease, transport, pace } = context
   const bundle = 'members' in item ? item : undefined
-  if (!lease.canStartSend || (bundle && !transport.sendBatch)) return { leaseAtRisk: true }
+  if (!lease.canStartSend || (bundle && !transport.deliverBundle)) return { leaseAtRisk: true }
   const decision = await pace?.slot()
   if (decision?.kind === 'later') return { pacedTo: decision.at }
   if (!lease.canStartSend) return { leaseAtRisk: true }
   try {
-    if (bundle && transport.sendBatch) {
+    if (bundle && transport.deliverBundle) {
       return {
-        sent: await transport.sendBatch(
-          bundle.members.map((member) => mailOf(config, member.row)),
+        sent: await transport.deliverBundle(
+          bundle.members.map((member) => member.row),
           bundle.id,
         ),
       }
     }
-    const sent = await transport.send(mailOf(config, (item as ToSend).row))
+    const sent = await transport.deliver((item as ToSend).row)
     // A transport that answers nothing took nothing we can record: a transient failure, tried again.
     if (!sent) throw new SendError('the transport answered nothing', 'transient')
     return { sent: [sent] }
   } catch (caught) {
     return { refused: sendErrorOf(caught) }
+  }
+}
+
+/** The email transport as the send stage calls it: each notification as the mail its row makes. */
+export function emailCourier(transport: Transport, config: Config): Courier {
+  const { sendBatch } = transport
+  return {
+    name: transport.name,
+    deliver: (row) => transport.send(mailOf(config, row)),
+    deliverBundle: sendBatch
+      ? (rows, key) =>
+          sendBatch.call(
+            transport,
+            rows.map((row) => mailOf(config, row)),
+            key,
+          )
+      : undefined,
   }
 }
 

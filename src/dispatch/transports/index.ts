@@ -5,7 +5,7 @@ import { cloudflareTransport } from './cloudflare.ts'
 import { resendTransport } from './resend.ts'
 import type { Transport } from './types.ts'
 
-export { SendError, type Sent, sendErrorOf, type Transport } from './types.ts'
+export { type Courier, type Delivered, SendError, type Sent, sendErrorOf, type Transport } from './types.ts'
 
 /** The transport `EMAIL_TRANSPORT` names; a resend transport reports every answer to `pace`. */
 export function transportFor(env: Env, config: Config, pace?: Pace): Transport {

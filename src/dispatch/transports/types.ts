@@ -1,9 +1,25 @@
 import type { PipelineCode } from '../../errors.ts'
 import type { Mail } from '../../mail/mime.ts'
+import type { ClaimedRow } from '../../notifications/claim.ts'
 import { describeError } from '../../queue/policy.ts'
 
-/** What a transport reports for a message it accepted. */
+/** What a transport reports for a message it accepted: the provider's id, the exact message and its Message-ID. */
 export type Sent = { providerId: string; raw: string; messageId: string }
+
+/** What a courier reports for what it delivered: as `Sent`, where an in-app item has no provider id and no message to keep (`raw` empty). */
+export type Delivered = Omit<Sent, 'providerId'> & { providerId: string | null }
+
+/**
+ * What the send stage hands a claimed notification to: an email transport,
+ * through the mail made of the row (src/dispatch/stages/send.ts `emailCourier`),
+ * or the recipient's in-app feed (./in-app.ts). `deliverBundle`, when there,
+ * sends several in one request under one idempotency key.
+ */
+export type Courier = {
+  name: string
+  deliver(row: ClaimedRow): Promise<Delivered | undefined>
+  deliverBundle?(rows: readonly ClaimedRow[], key: string): Promise<Delivered[]>
+}
 
 /**
  * Sends one mail; throws `SendError` to say whether trying again can help. A
