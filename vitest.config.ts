@@ -42,6 +42,7 @@ const TWO_DATABASES = [
   'test/db-shards.test.ts',
   'test/inbox-dispatch.test.ts',
   'test/inbox-channel.test.ts',
+  'test/channel-policies.test.ts',
   'test/arthunt.test.ts',
   'test/getting-started.test.ts',
   'test/events-consumer.test.ts',

@@ -10,7 +10,8 @@
  * BENCH_SCALE (default 1) multiplies every message count; BENCH_ONLY=kafka runs
  * only the benches whose name holds it (BENCH_ONLY=digest: what a digested
  * event costs beside an instant one; BENCH_ONLY=preview: what template previews
- * take from the rest of the Worker); `-- --profile` (or BENCH_PROFILE=1)
+ * take from the rest of the Worker; BENCH_ONLY=inbox: 1,000 idle in-app sockets'
+ * memory and the time to push an item to each); `-- --profile` (or BENCH_PROFILE=1)
  * records a CPU profile of the Worker isolate during worker_pipeline.
  */
 import { execFileSync } from 'node:child_process'
@@ -19,6 +20,7 @@ import { cpus, totalmem } from 'node:os'
 import { renderTable } from '../bin/table.ts'
 import { benchCapacity } from './capacity.ts'
 import { benchDigest } from './digest.ts'
+import { benchInbox } from './inbox.ts'
 import { benchKafka } from './kafka.ts'
 import { benchLargest } from './largest.ts'
 import { budget, goals, progress, results, SCALE } from './lib.ts'
@@ -46,6 +48,7 @@ for (const [name, bench] of [
   ['shards', benchShards],
   ['largest', benchLargest],
   ['preview_load', benchPreviewLoad],
+  ['inbox', benchInbox],
   [
     'worker',
     async () => {

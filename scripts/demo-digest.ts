@@ -6,7 +6,7 @@
  * makes it seconds on a local run). Each event's story names the digest it
  * went into; the digest's page lists the five events.
  */
-import { api, type Endpoints, until, writeOutbox } from './demo-lib.ts'
+import { api, type Endpoints, emailOf, until, writeOutbox } from './demo-lib.ts'
 import { newRecipient } from './demo-recipients.ts'
 
 /** What the demo saw: each event's outcome and digest, and the digest's email. */
@@ -58,16 +58,21 @@ export async function showDigest(endpoints: Endpoints, timeoutMs = 120_000): Pro
   await until(async () => {
     stories = await Promise.all(sent.map(({ eventId }) => api(endpoints, `/v1/events/${eventId}`)))
     const digests = stories.map((story) => {
-      const [notification] = (story.body?.notifications ?? []) as { inDigest?: { id: string; status: string } }[]
+      const notification = emailOf(
+        (story.body?.notifications ?? []) as { channel?: string; inDigest?: { id: string; status: string } }[],
+      )
       return notification?.inDigest
     })
     return digests.every((digest) => digest?.status === 'sent') ? true : undefined
   }, timeoutMs)
   const events = sent.map(({ eventId, actor }, index) => {
-    const [notification] = (stories[index]?.body?.notifications ?? []) as {
-      status: string
-      inDigest?: { id: string } | null
-    }[]
+    const notification = emailOf(
+      (stories[index]?.body?.notifications ?? []) as {
+        channel?: string
+        status: string
+        inDigest?: { id: string } | null
+      }[],
+    )
     return { eventId, actor, status: notification?.status ?? 'unknown', digestId: notification?.inDigest?.id ?? null }
   })
   const digestId = events[0]?.digestId

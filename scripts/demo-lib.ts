@@ -221,7 +221,15 @@ export async function sendSamples(endpoints: Endpoints): Promise<Sent[]> {
 }
 
 /** A notification as an event's story shows it, with the digest it is in, if any. */
-type Told = { id: string; status: string; inDigest?: { status: string } | null }
+type Told = { id: string; status: string; channel?: string; inDigest?: { status: string } | null }
+
+/**
+ * The email among an event's notifications for one recipient: with the in-app channel on (the demo turns
+ * it on for ResponseCreated), an event has an in-app notification beside it.
+ */
+export function emailOf<T extends { channel?: string }>(notifications: readonly T[]): T | undefined {
+  return notifications.find((notification) => notification.channel === 'email') ?? notifications[0]
+}
 
 const ON_ITS_WAY = ['pending', 'sending', 'collecting', 'closing']
 
@@ -259,7 +267,7 @@ export async function collectOutcomes(
       const deadLetters = story.deadLetters as { code: string }[]
       if (deadLetters.length > 0) return { ...item, outcome: 'dead-lettered', code: deadLetters[0]?.code }
       const processed = story.processed as { outcome: string }[]
-      const [notification] = story.notifications as { id: string; status: string }[]
+      const notification = emailOf(story.notifications as { id: string; status: string; channel?: string }[])
       if (!notification) return { ...item, outcome: processed[0]?.outcome ?? 'unknown' }
       // The subject and the address are shown only to a read that reveals them, recorded in the audit trail.
       const { body } = await api(endpoints, `/v1/notifications/${notification.id}?reveal=true`)

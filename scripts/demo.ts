@@ -4,14 +4,17 @@
  * became of each — outcome, and the email's subject and (masked) recipient,
  * or the dead-letter code. Then the recipient loop: a bounce that turns the
  * next email to that address into `suppressed`, and a one-click unsubscribe
- * that turns the next optional email into `opted-out`. Last, a digest: five
- * responses to one project become one email.
+ * that turns the next optional email into `opted-out`. Then a digest: five
+ * responses to one project become one email. Last, the in-app inbox: the
+ * channel turned on for ResponseCreated, and one more response to the same
+ * owner pushed to her open feed (the demo page of `npm start`) beside its email.
  */
 import { readFileSync } from 'node:fs'
 import { parseEnv } from 'node:util'
 import { renderTable } from '../bin/table.ts'
 import { showDigest } from './demo-digest.ts'
-import { collectOutcomes, mask, sendSamples } from './demo-lib.ts'
+import { DEMO_PAGE_PORT, showInboxLive } from './demo-inbox.ts'
+import { collectOutcomes, mask, OWNER, sendSamples } from './demo-lib.ts'
 import { showRecipientLoop } from './demo-recipients.ts'
 
 const read = (file: string) => {
@@ -31,6 +34,8 @@ const endpoints = {
   kafkaBrokers: (env.KAFKA_BROKERS as string).split(','),
 }
 
+const demoPage = `http://127.0.0.1:${DEMO_PAGE_PORT}/?user=${OWNER}&lang=ru`
+console.log(`to watch the in-app item arrive at the end, open the demo page now: ${demoPage}\n`)
 console.log('sending the seed samples and one poison event per source…')
 const sent = await sendSamples(endpoints)
 console.log(`sent ${sent.length} events; waiting for their outcomes…`)
@@ -79,6 +84,26 @@ console.log(
     : 'no digest was sent',
 )
 if (!digestRight) console.log('\nnot as expected: the digest')
+
+console.log('\nthe in-app inbox: the channel turned on, a response to the same owner while her feed is open…')
+const live = await showInboxLive(endpoints, vars.INBOX_TOKEN_SECRET as string)
+console.log(
+  renderTable(
+    ['CHANNEL', 'STATUS', 'WHAT', 'ON THE OPEN PAGE'],
+    [
+      ['email', live.email?.status ?? 'not seen', live.email?.subject ?? '', ''],
+      [
+        'in-app',
+        live.item?.status ?? 'not seen',
+        live.item?.title ?? '',
+        live.pushedAfterMs === undefined ? 'never' : `${live.pushedAfterMs} ms after the outbox row`,
+      ],
+    ],
+  ),
+)
+const inboxRight = live.item !== undefined && live.email !== undefined
+if (!inboxRight) console.log('\nnot as expected: the in-app item')
+console.log(`the bell of that page: ${demoPage}`)
 console.log('\nthe emails: http://127.0.0.1:8787/cdn-cgi/local/explorer/api/local/email/sending')
 console.log(`what it did, charted: ${endpoints.workerUrl}/console (sign in with the admin token of .dev.vars)`)
-process.exit(wrong.length + loopWrong.length > 0 || !digestRight ? 1 : 0)
+process.exit(wrong.length + loopWrong.length > 0 || !digestRight || !inboxRight ? 1 : 0)

@@ -17,7 +17,9 @@ import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { createInterface } from 'node:readline'
 import { parseEnv } from 'node:util'
 import { redactPaths } from '../src/api/loggable-path.ts'
+import { startInboxHost } from '../support/inbox-host.ts'
 import { startProviderFake } from '../support/provider-fake.ts'
+import { DEMO_PAGE_PORT } from './demo-inbox.ts'
 
 const quiet = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' }
 const colors = { worker: '\x1b[36m', bridge: '\x1b[35m', start: '\x1b[33m' } as const
@@ -116,6 +118,13 @@ run(
 )
 runCronEveryMinute('http://127.0.0.1:8787')
 run('bridge', process.execPath, ['bridge/src/main.ts'], env)
+// The demo page: a host application's page with the inbox element, signing its users' tokens with the
+// INBOX_TOKEN_SECRET of .dev.vars (INBOX_ALLOWED_ORIGINS there lists it).
+const inboxSecret = parseEnv(readFileSync('.dev.vars', 'utf8')).INBOX_TOKEN_SECRET
+if (inboxSecret) {
+  await startInboxHost({ workerUrl: 'http://127.0.0.1:8787', secret: inboxSecret, port: DEMO_PAGE_PORT })
+  say('start', `inbox demo page: http://127.0.0.1:${DEMO_PAGE_PORT}/?user=<a user id> (npm run demo names one)`)
+}
 say(
   'start',
   'Worker on http://127.0.0.1:8787, bridge health on http://127.0.0.1:' +

@@ -45,6 +45,9 @@ const ROUTES: { method: string; path: string; body?: unknown; admin: number }[] 
   { method: 'GET', path: '/v1/reviewers', admin: 200 },
   { method: 'PUT', path: `/v1/reviewers/${guid()}`, admin: 200 },
   { method: 'DELETE', path: `/v1/reviewers/${guid()}`, admin: 404 },
+  { method: 'GET', path: '/v1/channel-policies', admin: 200 },
+  // Off already (migration 0024): a change of nothing.
+  { method: 'PUT', path: '/v1/channel-policies/ResponseCreated/in-app', body: { enabled: false }, admin: 200 },
   { method: 'GET', path: '/v1/health/config', admin: 200 },
   { method: 'GET', path: '/metrics', admin: 200 },
 ]
@@ -129,6 +132,8 @@ describe('/openapi.json', () => {
         'GET /v1/reviewers',
         'PUT /v1/reviewers/{userId}',
         'DELETE /v1/reviewers/{userId}',
+        'GET /v1/channel-policies',
+        'PUT /v1/channel-policies/{kind}/{channel}',
         'GET /v1/suppressions',
         'GET /v1/suppressions/{address}',
         'PUT /v1/suppressions/{address}',

@@ -407,7 +407,19 @@ export async function runCron(at: Date, overrides: Record<string, unknown> = {})
 }
 
 /** A console page as the admin sees it: signs in with the token form, then GETs `path`. */
-export async function consolePage(path = '/console'): Promise<string> {
+export async function consolePage(path = '/console', form?: Record<string, string>): Promise<string> {
+  return (await consoleAnswer(path, form)).html
+}
+
+/**
+ * The console's page at `path` for a signed-in admin (signed in with the
+ * token form), or with `form` the answer of its editor's Preview (posted with
+ * the page's CSRF token), with its status.
+ */
+export async function consoleAnswer(
+  path: string,
+  form?: Record<string, string>,
+): Promise<{ status: number; html: string }> {
   const call = (target: string, init: RequestInit = {}) =>
     worker.fetch(new Request(`http://worker${target}`, { redirect: 'manual', ...init }), env, createExecutionContext())
   const signedIn = await call('/console/sign-in', {
@@ -416,5 +428,41 @@ export async function consolePage(path = '/console'): Promise<string> {
     body: new URLSearchParams({ token: ADMIN_TOKEN }).toString(),
   })
   const cookie = (signedIn.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
-  return (await call(path, { headers: { cookie } })).text()
+  const page = await call(path, { headers: { cookie } })
+  const html = await page.text()
+  if (!form) return { status: page.status, html }
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? ''
+  const posted = await call(`${path}/preview`, {
+    method: 'POST',
+    headers: { cookie, origin: 'http://worker', 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ _csrf: csrf, ...form }).toString(),
+  })
+  return { status: posted.status, html: await posted.text() }
+}
+
+/** An operator API call with the admin token (answers checked against /openapi.json): the status and the parsed body. */
+export async function adminCall<T = Record<string, unknown>>(
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: T }> {
+  const response = await fetchWorker(path, {
+    method,
+    headers: {
+      authorization: `Bearer ${ADMIN_TOKEN}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  return { status: response.status, body: (await response.json()) as T }
+}
+
+/** Turns a kind's in-app channel on or off in every shard's stored policies, as an operator would. */
+export async function inAppFor(kind: string, enabled: boolean): Promise<void> {
+  for (const db of shardDbs()) {
+    await db
+      .prepare("UPDATE channel_policies SET enabled = ?2 WHERE kind = ?1 AND channel = 'in-app'")
+      .bind(kind, enabled ? 1 : 0)
+      .run()
+  }
 }

@@ -14,20 +14,10 @@ import { INBOX_AUDIENCE } from '../src/inbox/token.ts'
 import { inAppParts } from '../src/templates/in-app.ts'
 import { renderNotification } from '../src/templates/render-notification.ts'
 import { templatesOf } from '../src/templates/template-store.ts'
-import { ADMIN_TOKEN, eventually, freshInbound, notificationsOf, postIngest } from './helpers.ts'
-import { shardDbs } from './shards.ts'
+import { ADMIN_TOKEN, eventually, freshInbound, inAppFor, notificationsOf, postIngest } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 type Response = { envelope: { eventId: string }; data: { recipient: { userId: string } } }
-
-async function inAppFor(kind: string, enabled: boolean): Promise<void> {
-  for (const db of shardDbs()) {
-    await db
-      .prepare("UPDATE channel_policies SET enabled = ?2 WHERE kind = ?1 AND channel = 'in-app'")
-      .bind(kind, enabled ? 1 : 0)
-      .run()
-  }
-}
 
 function tokenFor(userId: string): Promise<string> {
   return sign(

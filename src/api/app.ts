@@ -10,6 +10,7 @@ import { createRouter, json } from './openapi.ts'
 import { operatorSpace } from './operator-space.ts'
 import { SECURITY_OF, SECURITY_SCHEMES } from './roles.ts'
 import { audit } from './routes/audit.ts'
+import { channelPolicies } from './routes/channel-policies.ts'
 import { contacts } from './routes/contacts.ts'
 import { deadLetters } from './routes/dead-letters.ts'
 import { erasures } from './routes/erasures.ts'
@@ -80,6 +81,7 @@ app.route(
     '/templates': templates,
     '/contacts': contacts,
     '/reviewers': reviewers,
+    '/channel-policies': channelPolicies,
     '/suppressions': suppressions,
     '/preferences': preferences,
     '/erasures': erasures,

@@ -48,6 +48,8 @@ button.danger{background:#a4161a;border-color:#a4161a}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem;margin:0}dt{font-weight:600}dd{margin:0;min-width:0;overflow-wrap:anywhere}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,24rem),1fr));gap:1rem}
 .card{border:1px solid #ccc;border-radius:6px;padding:.75rem;min-width:0}
+/* An in-app item's preview: its text as a feed shows it, line breaks kept, a long word broken. */
+.item p{white-space:pre-wrap;overflow-wrap:anywhere;margin:0 0 .5rem}
 iframe{width:100%;min-height:28rem;border:1px solid #ccc}
 /* On a phone a wide table is a column of cards: its head hidden but still read, each cell under its column's name. */
 @media (max-width:40rem){

@@ -97,6 +97,9 @@ const MARKING: Record<Mark, { without: string; set: string; unseen: string; unre
   },
 }
 
+/** When a notification's item was seen, read and archived (null: not yet). */
+export type ItemMarks = { id: string; seenAt: string | null; readAt: string | null; archivedAt: string | null }
+
 /** The most items a page or a catch-up message holds. */
 export const PAGE_MAX = 100
 
@@ -108,6 +111,7 @@ function itemOf(row: ItemRow): InboxItem {
     body: row.body,
     link: row.link,
     action: row.action === null ? null : (JSON.parse(row.action) as InboxItem['action']),
+    seq: row.seq,
     createdAt: row.created_at,
     seenAt: row.seen_at,
     readAt: row.read_at,
@@ -164,9 +168,13 @@ export class Feed {
     return this.#storage.transactionSync(() => {
       // A notification made before the feed was erased is the erased person's: a delivery that was in flight
       // during the erasure brings nothing of it back.
-      const erased = this.#sql.exec<{ at: string | null }>('SELECT erased_before AS at FROM feed WHERE id = 1').one().at
-      if (erased !== null && item.notifiedAt !== undefined && item.notifiedAt < erased) return undefined
-      const version = this.#feed().version + 1
+      const last = this.#sql
+        .exec<{ erased: string | null; version: number }>(
+          'SELECT erased_before AS erased, version FROM feed WHERE id = 1',
+        )
+        .one()
+      if (last.erased !== null && item.notifiedAt !== undefined && item.notifiedAt < last.erased) return undefined
+      const version = last.version + 1
       const inserted = this.#sql.exec<ItemRow>(
         `INSERT INTO items (seq, notification_id, kind, title, body, link, action, created_at, version)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?1)
@@ -266,7 +274,7 @@ export class Feed {
    * their last change, at most `limit`: what a socket missed. Each item comes
    * once, as it is now, with its `seq` to page on.
    */
-  since(after: { version: number; seq: number }, limit: number = PAGE_MAX): (InboxItem & { seq: number })[] {
+  since(after: { version: number; seq: number }, limit: number = PAGE_MAX): InboxItem[] {
     return this.#sql
       .exec<ItemRow>(
         `SELECT * FROM items WHERE (version, seq) > (?1, ?2) ORDER BY version, seq LIMIT ?3`,
@@ -275,7 +283,7 @@ export class Feed {
         limit,
       )
       .toArray()
-      .map((row) => ({ ...itemOf(row), seq: row.seq }))
+      .map(itemOf)
   }
 
   /**
@@ -312,6 +320,27 @@ export class Feed {
         version,
       }
     })
+  }
+
+  /**
+   * When the items of these notifications were seen, read and archived: one
+   * entry per item the feed holds; a notification whose item it does not
+   * hold (never added, erased, past retention) has none.
+   */
+  marksOf(ids: readonly string[]): ItemMarks[] {
+    return this.#sql
+      .exec<{ notification_id: string; seen_at: string | null; read_at: string | null; archived_at: string | null }>(
+        `SELECT notification_id, seen_at, read_at, archived_at FROM items
+         WHERE notification_id IN (SELECT value FROM json_each(?1))`,
+        JSON.stringify(ids),
+      )
+      .toArray()
+      .map((row) => ({
+        id: row.notification_id,
+        seenAt: row.seen_at,
+        readAt: row.read_at,
+        archivedAt: row.archived_at,
+      }))
   }
 
   /** Records that the feed was erased at `at`: no notification made before it is added again. */

@@ -1,16 +1,11 @@
 import { DurableObject } from 'cloudflare:workers'
+import { CLOSE_ERASED, CLOSE_TOKEN_EXPIRED, SOCKET_PROTOCOL } from '@notify-edge/inbox/wire'
 import { configOf } from '../config.ts'
-import { Feed, PAGE_MAX } from './feed.ts'
-import type { Counts, FeedChange, InboxItem, Mark, NewItem, Target } from './item.ts'
+import { Feed, type ItemMarks, PAGE_MAX } from './feed.ts'
+import type { Counts, FeedChange, InboxItem, Mark, NewItem, SocketMessage, Target } from './item.ts'
 
-/** The subprotocol an inbox socket speaks; a browser passes its token beside it (`bearer.<token>`). */
-export const SOCKET_PROTOCOL = 'notify-edge.inbox'
-
-/** The close code of a socket whose token ended: the client asks its host for a new token and comes back. */
-export const CLOSE_TOKEN_EXPIRED = 4001
-
-/** The close code of a socket whose feed was erased: the client throws its copy away. */
-export const CLOSE_ERASED = 4002
+/** The socket's protocol and close codes, and what it sends, are the client's wire (packages/inbox). */
+export { CLOSE_ERASED, CLOSE_TOKEN_EXPIRED, SOCKET_PROTOCOL, type SocketMessage }
 
 /** How the Worker tells the object until when a socket's token holds (seconds since the epoch); only the Worker reaches the object. */
 export const EXPIRES_HEADER = 'x-inbox-token-expires'
@@ -23,21 +18,6 @@ export const CATCH_UP_MAX = 1000
 
 /** What a socket keeps through hibernation: when its token ends. */
 type Attachment = { expiresAt: number }
-
-/**
- * What a socket is sent. `missed`: items changed since the change number the
- * client came back with, each once as it is now, in the order of their last
- * change (in pages of at most 100). `state`: the feed's name, the counts and
- * the current change number, after the catch-up; `reset` when the client's
- * copy is to be thrown away and read again from the first page — it names
- * another feed (this one was erased and made again), a number past this
- * feed's, or more than CATCH_UP_MAX changes ago. Then every change as it
- * happens (`added`, `marked`, FeedChange).
- */
-export type SocketMessage =
-  | { type: 'missed'; items: InboxItem[] }
-  | { type: 'state'; feed: string; counts: Counts; version: number; reset: boolean }
-  | FeedChange
 
 /**
  * One recipient's in-app feed: a Durable Object named by the user id, holding
@@ -107,6 +87,15 @@ export class InboxFeed extends DurableObject<Env> {
     }
   }
 
+  /**
+   * When the items of these notifications were seen, read and archived, for
+   * an event's story (one call per recipient); an item the feed no longer
+   * holds has no entry.
+   */
+  marksOf(ids: string[]): ItemMarks[] {
+    return this.#feed.marksOf(ids)
+  }
+
   /** The kept counts and the counts the items give, counted afresh (the tests compare them). */
   audit(): { kept: Counts; counted: Counts } {
     const { unseen, unread } = this.#feed.state()
@@ -143,7 +132,7 @@ export class InboxFeed extends DurableObject<Env> {
       let cursor = { version: from, seq: Number.MAX_SAFE_INTEGER }
       for (;;) {
         const items = this.#feed.since(cursor, PAGE_MAX)
-        if (items.length > 0) send(server, { type: 'missed', items: items.map(({ seq: _, ...item }) => item) })
+        if (items.length > 0) send(server, { type: 'missed', items })
         const last = items.at(-1)
         if (last === undefined || items.length < PAGE_MAX) break
         cursor = { version: last.version, seq: last.seq }
@@ -212,7 +201,11 @@ export class InboxFeed extends DurableObject<Env> {
         removed?.type === 'removed' && removed.ids.length === REMOVE_MAX ? now : Date.parse(oldest) + keep,
       )
     }
-    if (next !== Number.POSITIVE_INFINITY) await this.ctx.storage.setAlarm(next)
+    // Each setAlarm is a row written (Durable Objects pricing): set only when the time moves; a socket opening
+    // beside one that ends later moves nothing.
+    if (next !== Number.POSITIVE_INFINITY && (await this.ctx.storage.getAlarm()) !== next) {
+      await this.ctx.storage.setAlarm(next)
+    }
   }
 }
 

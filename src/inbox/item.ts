@@ -39,44 +39,10 @@ export const NewItemSchema = z.object({
 /** What dispatch adds to a feed. */
 export type NewItem = z.input<typeof NewItemSchema>
 
-/** An item of a feed as its recipient sees it. */
-export type InboxItem = {
-  /** The notification's id: the same in an event's story. */
-  id: string
-  kind: string
-  title: string
-  body: string
-  link: string | null
-  action: { label: string; url: string } | null
-  createdAt: string
-  seenAt: string | null
-  readAt: string | null
-  archivedAt: string | null
-  /** The feed's change number of this item's last change: what a socket resumes after. */
-  version: number
-}
-
-/** What a recipient has not seen or not read, of the items not archived. */
-export type Counts = { unseen: number; unread: number }
-
-/** The three marks a recipient puts on items. */
-export const MARKS = ['seen', 'read', 'archived'] as const
-
-/** One of the marks. */
-export type Mark = (typeof MARKS)[number]
-
-/** Which items a mark is for: these, or every item of the feed. */
-export type Target = { ids: string[] } | { all: true }
-
 /**
- * One change of a feed, as its sockets are told: an item added, a mark put
- * on items (by id, or on all of them), or items removed by retention, with the
- * counts after it and its change number (`version`), which orders every change
- * of the feed.
+ * What the API and the socket carry — InboxItem, Counts, Mark, Target,
+ * FeedChange, SocketMessage — are the browser client's wire types
+ * (packages/inbox), so that the Worker and its client cannot disagree.
  */
-export type FeedChange = { counts: Counts; version: number } & (
-  | { type: 'added'; item: InboxItem }
-  | { type: 'marked'; mark: Mark; at: string; ids: string[] }
-  | { type: 'marked'; mark: Mark; at: string; all: true }
-  | { type: 'removed'; ids: string[] }
-)
+export type { Counts, FeedChange, InboxItem, Mark, SocketMessage, Target } from '@notify-edge/inbox/wire'
+export { MARKS } from '@notify-edge/inbox/wire'

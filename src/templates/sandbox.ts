@@ -312,16 +312,20 @@ const LIMIT_OF: [RegExp, TemplateError['limit']][] = [
   [/memory alloc limit exceeded/, 'memory'],
 ]
 
-/** LiquidJS's error for one part, as a TemplateError that names the part and the limit it broke. */
-function templateError(part: Part, error: unknown, limits: TemplateLimits): TemplateError {
+/**
+ * LiquidJS's error for one part, as a TemplateError that names the part and
+ * the limit it broke; its message calls the part `name` (an in-app
+ * template's parts have names of their own: ./in-app.ts).
+ */
+function templateError(part: Part, error: unknown, limits: TemplateLimits, name: string = part): TemplateError {
   if (error instanceof TemplateError) return error
   // LiquidJS wraps what a tag's render throws (our OutputLimit among them) in its RenderError.
   for (let cause: unknown = error; cause; cause = (cause as { originalError?: unknown }).originalError) {
-    if (cause instanceof OutputLimit) return outputError(part, limits)
+    if (cause instanceof OutputLimit) return outputError(part, limits, name)
     if (cause instanceof StepLimit) {
       return new TemplateError(
         part,
-        `${part} renders more than the limit of ${limits.steps} template nodes — tags, outputs and text, each time a loop repeats them (${variable(limits, 'TEMPLATE_RENDER_STEPS')})`,
+        `${name} renders more than the limit of ${limits.steps} template nodes — tags, outputs and text, each time a loop repeats them (${variable(limits, 'TEMPLATE_RENDER_STEPS')})`,
         'render steps',
       )
     }
@@ -331,21 +335,21 @@ function templateError(part: Part, error: unknown, limits: TemplateLimits): Temp
   if (limit === 'parse') {
     return new TemplateError(
       part,
-      `${part} is longer than the parse limit of ${limits.parseChars} characters (TEMPLATE_PARSE_LIMIT)`,
+      `${name} is longer than the parse limit of ${limits.parseChars} characters (TEMPLATE_PARSE_LIMIT)`,
       limit,
     )
   }
   if (limit === 'render time') {
     return new TemplateError(
       part,
-      `${part} took longer than the render limit of ${limits.renderMs} ms (${variable(limits, 'TEMPLATE_RENDER_LIMIT_MS')})`,
+      `${name} took longer than the render limit of ${limits.renderMs} ms (${variable(limits, 'TEMPLATE_RENDER_LIMIT_MS')})`,
       limit,
     )
   }
   if (limit === 'memory') {
     return new TemplateError(
       part,
-      `${part} needs more than the memory limit of ${limits.memory} units — loop iterations, ranges, built strings (${variable(limits, 'TEMPLATE_MEMORY_LIMIT')})`,
+      `${name} needs more than the memory limit of ${limits.memory} units — loop iterations, ranges, built strings (${variable(limits, 'TEMPLATE_MEMORY_LIMIT')})`,
       limit,
     )
   }
@@ -357,17 +361,17 @@ function templateError(part: Part, error: unknown, limits: TemplateLimits): Temp
   while ((root as { originalError?: unknown })?.originalError) root = (root as { originalError: unknown }).originalError
   if (root instanceof ReferenceError || root instanceof TypeError) {
     const place = /, line:\d+, col:\d+$/.exec(message)?.[0] ?? ''
-    return new TemplateError(part, `${part} could not be rendered: the template engine failed${place}`)
+    return new TemplateError(part, `${name} could not be rendered: the template engine failed${place}`)
   }
   return new TemplateError(part, message)
 }
 
-function outputError(part: Part, limits: TemplateLimits): TemplateError {
+function outputError(part: Part, limits: TemplateLimits, name: string = part): TemplateError {
   return part === 'subject'
-    ? new TemplateError(part, `the rendered subject is longer than ${SUBJECT_MAX_CHARS} characters`, 'output')
+    ? new TemplateError(part, `the rendered ${name} is longer than ${SUBJECT_MAX_CHARS} characters`, 'output')
     : new TemplateError(
         part,
-        `the rendered ${part} is larger than the output limit of ${limits.outputBytes} bytes (TEMPLATE_OUTPUT_LIMIT_BYTES)`,
+        `the rendered ${name} is larger than the output limit of ${limits.outputBytes} bytes (TEMPLATE_OUTPUT_LIMIT_BYTES)`,
         'output',
       )
 }
@@ -403,12 +407,21 @@ function isHtml(part: Part, channel: string | undefined): boolean {
   return part === 'htmlBody' && channel !== 'in-app'
 }
 
-/** Parses one part; throws a TemplateError naming it (LiquidJS's line and column, or the limit it broke). */
-export function parsePart(part: Part, text: string, limits: TemplateLimits, channel?: string): Template[] {
+/**
+ * Parses one part; throws a TemplateError naming it (LiquidJS's line and
+ * column, or the limit it broke), called `name` in its message.
+ */
+export function parsePart(
+  part: Part,
+  text: string,
+  limits: TemplateLimits,
+  channel?: string,
+  name: string = part,
+): Template[] {
   if (text.length > limits.parseChars) {
     throw new TemplateError(
       part,
-      `${part} is longer than the parse limit of ${limits.parseChars} characters (TEMPLATE_PARSE_LIMIT)`,
+      `${name} is longer than the parse limit of ${limits.parseChars} characters (TEMPLATE_PARSE_LIMIT)`,
       'parse',
     )
   }
@@ -416,7 +429,7 @@ export function parsePart(part: Part, text: string, limits: TemplateLimits, chan
   if (tokens > MAX_TOKENS) {
     throw new TemplateError(
       part,
-      `${part} has ${tokens} Liquid tokens (tags, outputs, and the filters, operators and lines inside them): at most ${MAX_TOKENS}`,
+      `${name} has ${tokens} Liquid tokens (tags, outputs, and the filters, operators and lines inside them): at most ${MAX_TOKENS}`,
       'parse',
     )
   }
@@ -424,7 +437,7 @@ export function parsePart(part: Part, text: string, limits: TemplateLimits, chan
   try {
     return (isHtml(part, channel) ? html : plain).parse(text)
   } catch (error) {
-    throw templateError(part, error, limits)
+    throw templateError(part, error, limits, name)
   }
 }
 
@@ -442,14 +455,15 @@ function parseTemplate(source: Pick<TemplateSource, Part | 'channel'>, limits: T
  * TemplateError naming the part and the limit it broke. Parsed templates are
  * cached per (kind, locale, channel, version) and limits: a version is
  * immutable once saved; `cache: false` is for drafts (previews), which have
- * no version yet, and `parsed` for a draft parsed already.
+ * no version yet, and `parsed` for a draft parsed already. `names` calls the
+ * parts in its errors' messages what an operator edits them as.
  */
 export function render(
   source: TemplateSource,
   model: Record<string, unknown>,
   locale: string,
   limits: TemplateLimits,
-  options: { cache?: boolean; parsed?: Parsed } = {},
+  options: { cache?: boolean; parsed?: Parsed; names?: Partial<Record<Part, string>> } = {},
 ): Rendered {
   const key = `${source.kind}|${source.locale}|${source.channel}|${source.version}|${limits.parseChars}`
   let parsed = options.parsed ?? (options.cache === false ? undefined : cache.get(key))
@@ -473,10 +487,10 @@ export function render(
       )
       toValueSync(engine.renderer.renderTemplates(parsed[name], context, emitter))
     } catch (error) {
-      throw templateError(name, error, limits)
+      throw templateError(name, error, limits, options.names?.[name])
     }
     if (name !== 'subject' && new TextEncoder().encode(emitter.buffer).byteLength > limits.outputBytes) {
-      throw outputError(name, limits)
+      throw outputError(name, limits, options.names?.[name])
     }
     return emitter.buffer
   }
@@ -484,7 +498,7 @@ export function render(
   const subject = part('subject', plain, Math.max(SUBJECT_MAX_CHARS * 8, 8192))
     .replace(/\s+/g, ' ')
     .trim()
-  if (subject.length > SUBJECT_MAX_CHARS) throw outputError('subject', limits)
+  if (subject.length > SUBJECT_MAX_CHARS) throw outputError('subject', limits, options.names?.subject)
   return {
     subject,
     text: part('textBody', plain, limits.outputBytes),

@@ -389,6 +389,25 @@ test('the lookups, the templates and the erasure form have something to show; a 
   await context.close()
 })
 
+test('an in-app template is edited as its fields and previewed as the item a feed would show', async () => {
+  // Scripts on: axe is a script (the page itself is visited with them off by the test of every page).
+  const context = await browser.newContext()
+  context.setDefaultTimeout(30_000)
+  const page = await signIn(context, ADMIN)
+  await page.goto(`${worker.url}/console/templates/ResponseCreated/ru/in-app`)
+  visit('template-in-app', page)
+  await page.getByLabel('Title').fill('{{ actorName }}: {{ projectTitle }}')
+  await page.getByLabel('Action address').fill('not an address')
+  await page.getByRole('button', { name: 'Preview with the example' }).click()
+  await page.getByRole('heading', { name: 'Preview' }).waitFor()
+  const item = await page.getByRole('article', { name: 'The item' }).innerText()
+  assert.match(item, /Михаил Дизайнер: Редизайн лендинга/)
+  assert.match(item, /none \(it needs a label and an http\(s\) address\)/)
+  // The answer of a form post, which no address leads back to: checked here.
+  assert.deepEqual(await checkPage(page, 'template-in-app-preview', { axe: true }), [])
+  await context.close()
+})
+
 test("durations read in human units; every time carries its UTC instant and reads in the browser's zone", async () => {
   // A source far behind: 139 days of lag, as the gauge holds it in seconds.
   const measured = new Date(Date.now() - 4 * 60_000).toISOString()

@@ -2,6 +2,7 @@ import { z } from '@hono/zod-openapi'
 import { byColumns, rowsEverywhere } from '../../d1/shards.ts'
 import { type DeadLetterSummaryRow, deadLettersOfEvent } from '../../dead-letters/reads.ts'
 import { ApiError } from '../../errors.ts'
+import type { ItemMarks } from '../../inbox/feed.ts'
 import { LEGACY_MARKS } from '../../materialize/processed.ts'
 import { type DigestReferenceRow, digestsTelling } from '../../notifications/digest-reads.ts'
 import { ADMIN_ERRORS, createRouter, errors, json } from '../openapi.ts'
@@ -26,9 +27,27 @@ const Processed = z
   })
   .openapi('ProcessedEvent')
 
-/** A notification of the story; one told in a digest names the digest, whose email is the one it went out in. */
+/** Where an in-app notification's item stands in its recipient's feed. */
+const InFeed = z
+  .object({
+    seenAt: z.string().nullable().openapi({ description: 'when the recipient saw it (null: not yet)' }),
+    readAt: z.string().nullable().openapi({ description: 'when the recipient read it (null: not yet)' }),
+    archivedAt: z.string().nullable().openapi({ description: 'when the recipient archived it (null: not yet)' }),
+  })
+  .nullable()
+  .openapi({
+    description:
+      'a sent in-app notification’s item as its feed holds it; null for any other notification, for an item its feed no longer holds (erased, or past INBOX_RETENTION_DAYS), and for one whose feed did not answer or is past the first 100 recipients of the event',
+  })
+
+/**
+ * A notification of the story; one told in a digest names the digest, whose
+ * email is the one it went out in; a sent in-app one, when its recipient saw,
+ * read and archived its item.
+ */
 const StoryNotification = NotificationSummary.extend({
   inDigest: InDigest,
+  inFeed: InFeed,
 }).openapi('StoryNotification')
 
 const EventStory = z
@@ -45,7 +64,7 @@ const show = operatorRoute('viewer', {
   path: '/{eventId}',
   summary: 'The whole story of one event',
   description:
-    'Where it came from, its outcome and idempotency key, its notifications with statuses and times — a `digested` one with the digest it went into, and that digest’s status, size, close or send time and email — and its dead letters. The event id is the ArtHunt eventId or the PIN message-id.',
+    'Where it came from, its outcome and idempotency key, its notifications with statuses and times — a `digested` one with the digest it went into, and that digest’s status, size, close or send time and email; a sent `in-app` one with when its recipient saw, read and archived its item (`inFeed`) — and its dead letters. The event id is the ArtHunt eventId or the PIN message-id.',
   request: {
     params: z.object({
       eventId: z
@@ -57,6 +76,35 @@ const show = operatorRoute('viewer', {
   },
   responses: { 200: json(EventStory, 'The event'), ...errors(400, 404, ...ADMIN_ERRORS) },
 })
+
+/** The most recipients' feeds a story asks for its items' marks. */
+const FEEDS_MAX = 100
+
+/**
+ * Where the items of an event's sent in-app notifications stand in their
+ * recipients' feeds, by notification id: one call to each recipient's feed
+ * (src/inbox/inbox-feed.ts), whatever the number of their notifications. An
+ * item a feed no longer holds has no entry.
+ */
+async function feedMarksOf(env: Env, rows: readonly NotificationRowView[]): Promise<Map<string, ItemMarks>> {
+  const byRecipient = new Map<string, string[]>()
+  for (const row of rows) {
+    if (row.channel !== 'in-app' || row.status !== 'sent') continue
+    const recipient = String(row.recipient_user_id)
+    byRecipient.set(recipient, [...(byRecipient.get(recipient) ?? []), row.id])
+  }
+  // A feed that does not answer leaves its items without marks rather than failing the story, which is what
+  // an operator reads to find out what went wrong; past FEEDS_MAX recipients the rest are left too, so that a
+  // story of a large audience stays within an invocation's subrequests.
+  const answers = await Promise.all(
+    [...byRecipient].slice(0, FEEDS_MAX).map(([userId, ids]) =>
+      env.INBOX.getByName(userId)
+        .marksOf(ids)
+        .catch(() => []),
+    ),
+  )
+  return new Map(answers.flat().map((marks) => [marks.id, marks]))
+}
 
 /** `/v1/events`: "did Anna get the email about response X, and if not, why?" */
 export const events = createRouter().openapi(show, async (c) => {
@@ -87,6 +135,7 @@ export const events = createRouter().openapi(show, async (c) => {
   if (processedMarks.length + notificationViews.length + deadLetterViews.length === 0) {
     throw new ApiError('NOT_FOUND', 'nothing is known about this event: not processed, no notification, no dead letter')
   }
+  const marks = await feedMarksOf(c.env, notificationViews)
   return c.json(
     {
       eventId,
@@ -103,10 +152,14 @@ export const events = createRouter().openapi(show, async (c) => {
         receivedAt: String(row.received_at),
         processedAt: String(row.processed_at),
       })),
-      notifications: notificationViews.map((row) => ({
-        ...notificationSummaryOf(row),
-        inDigest: digestById.get(row.digest_id as string) ?? null,
-      })),
+      notifications: notificationViews.map((row) => {
+        const item = marks.get(row.id)
+        return {
+          ...notificationSummaryOf(row),
+          inDigest: digestById.get(row.digest_id as string) ?? null,
+          inFeed: item ? { seenAt: item.seenAt, readAt: item.readAt, archivedAt: item.archivedAt } : null,
+        }
+      }),
       deadLetters: deadLetterViews.map(summaryOf),
     },
     200,

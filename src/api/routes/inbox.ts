@@ -20,6 +20,7 @@ const ItemSchema = z
     body: z.string(),
     link: z.string().nullable(),
     action: z.object({ label: z.string(), url: z.string() }).nullable(),
+    seq: z.number().int().openapi({ description: 'its place in the feed: each item added takes a larger one' }),
     createdAt: z.string(),
     seenAt: z.string().nullable(),
     readAt: z.string().nullable(),

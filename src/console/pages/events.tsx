@@ -35,7 +35,11 @@ type NotificationSummary = {
   sentAt: string | null
   createdAt: string
   inDigest: DigestReference | null
+  /** A sent in-app notification's item in its feed (the story's; a notification's own page has none). */
+  inFeed?: InFeed | null
 }
+/** When the recipient saw, read and archived an in-app item (null: not yet). */
+type InFeed = { seenAt: string | null; readAt: string | null; archivedAt: string | null }
 type Story = {
   eventId: string
   processed: {
@@ -99,6 +103,35 @@ function Timeline(props: { n: NotificationSummary }) {
           → {n.deliveryStatus} <Time at={n.deliveryAt} />
         </>
       ) : null}
+      {n.channel === 'in-app' && n.status === 'sent' && n.inFeed !== undefined ? <FeedMarks item={n.inFeed} /> : null}
+    </>
+  )
+}
+
+/**
+ * What the recipient did with an in-app item — "seen 12:01, read 12:03" — or
+ * that its feed no longer holds it (erased, or past the inbox's retention).
+ */
+function FeedMarks(props: { item: InFeed | null }) {
+  const { item } = props
+  if (!item) return <> → no longer in the feed</>
+  const marks = (
+    [
+      ['seen', item.seenAt],
+      ['read', item.readAt],
+      ['archived', item.archivedAt],
+    ] as const
+  ).filter(([, at]) => at !== null)
+  if (marks.length === 0) return <> → not seen yet</>
+  return (
+    <>
+      {' → '}
+      {marks.map(([mark, at], index) => (
+        <>
+          {index > 0 ? ', ' : ''}
+          {mark} <Time at={at} />
+        </>
+      ))}
     </>
   )
 }
