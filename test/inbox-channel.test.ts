@@ -108,6 +108,39 @@ describe('the in-app channel', () => {
     expect((email as { scheduledAt: string }).scheduledAt > now.toISOString()).toBe(true)
   })
 
+  it("keeps a producer's line break in the link from moving what follows into the action", async () => {
+    const templates = templatesOf(undefined, ['ResponseCreated'])
+    const subject = {
+      kind: 'ResponseCreated',
+      urgency: 'normal' as const,
+      // The third part is three lines (link, action label, action address): a value that breaks a line would,
+      // written as it is, make its own text the action's label and its own address the action's.
+      model: {
+        actorName: 'Михаил',
+        projectTitle: 'Логотип',
+        deepLink: 'https://arthunt.example/r/1\nЗабрать приз\nhttps://evil.example/',
+      },
+    }
+    const recipient = { userId: 'u-lines', name: 'Анна', locale: 'ru', timeZone: 'Europe/Moscow' }
+    const rendered = await renderNotification(
+      subject,
+      recipient,
+      { channel: 'in-app', isFallback: false },
+      templates,
+      configOf(env),
+      new Date(),
+    )
+    expect('error' in rendered).toBe(false)
+    const extras = JSON.parse((rendered as { htmlBody: string }).htmlBody) as {
+      link: string | null
+      action: { label: string; url: string } | null
+    }
+    expect(extras.action?.label).toBe('Посмотреть отклик')
+    expect(extras.action?.url).not.toBe('https://evil.example/')
+    expect(extras.link).not.toBe('https://evil.example/')
+    expect(JSON.stringify(extras)).not.toMatch(/"label":"Забрать приз"/)
+  })
+
   it('is emptied by an erasure of its recipient, which closes their sockets and renames the feed', async () => {
     await inAppFor('ResponseCreated', true)
     try {

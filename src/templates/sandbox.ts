@@ -226,9 +226,19 @@ class CappedCapture extends CaptureTag {
   }
 }
 
-function createEngine(escapeHtml: boolean, parseLimit: number): Liquid {
+/**
+ * How an engine writes each output (`{{ … }}`): as it is, HTML-escaped, or
+ * on one line — an in-app template's third part is three lines (link,
+ * action label, action address, ./in-app.ts), and a producer's value holding
+ * a line break must not move the parts after it into the action.
+ */
+type OutputMode = 'plain' | 'html' | 'line'
+
+const ON_ONE_LINE = (value: unknown) => String(value ?? '').replace(/[\r\n]+/g, ' ')
+
+function createEngine(mode: OutputMode, parseLimit: number): Liquid {
   const engine = new Liquid({
-    ...(escapeHtml ? { outputEscape: 'escape' as const } : {}),
+    ...(mode === 'html' ? { outputEscape: 'escape' as const } : mode === 'line' ? { outputEscape: ON_ONE_LINE } : {}),
     strictFilters: true,
     ownPropertyOnly: true,
     parseLimit,
@@ -292,12 +302,16 @@ function renderLimiter(limits: TemplateLimits): Context['renderLimit'] {
 }
 
 // Subject and text are plain text; only the HTML part escapes every value.
-const engines = new Map<number, { plain: Liquid; html: Liquid }>()
+const engines = new Map<number, Record<OutputMode, Liquid>>()
 
 function enginesFor(parseLimit: number) {
   let pair = engines.get(parseLimit)
   if (!pair) {
-    pair = { plain: createEngine(false, parseLimit), html: createEngine(true, parseLimit) }
+    pair = {
+      plain: createEngine('plain', parseLimit),
+      html: createEngine('html', parseLimit),
+      line: createEngine('line', parseLimit),
+    }
     engines.set(parseLimit, pair)
   }
   return pair
@@ -407,6 +421,12 @@ function isHtml(part: Part, channel: string | undefined): boolean {
   return part === 'htmlBody' && channel !== 'in-app'
 }
 
+/** The engine of a part: an email's HTML escapes its outputs, an in-app item's lines keep each output on one line. */
+function engineOf(engines: ReturnType<typeof enginesFor>, part: Part, channel: string | undefined): Liquid {
+  if (isHtml(part, channel)) return engines.html
+  return part === 'htmlBody' && channel === 'in-app' ? engines.line : engines.plain
+}
+
 /**
  * Parses one part; throws a TemplateError naming it (LiquidJS's line and
  * column, or the limit it broke), called `name` in its message.
@@ -433,9 +453,8 @@ export function parsePart(
       'parse',
     )
   }
-  const { plain, html } = enginesFor(limits.parseChars)
   try {
-    return (isHtml(part, channel) ? html : plain).parse(text)
+    return engineOf(enginesFor(limits.parseChars), part, channel).parse(text)
   } catch (error) {
     throw templateError(part, error, limits, name)
   }
@@ -474,7 +493,7 @@ export function render(
       cache.set(key, parsed)
     }
   }
-  const { plain, html } = enginesFor(limits.parseChars)
+  const { plain } = enginesFor(limits.parseChars)
   const scope = { ...model, locale }
   const part = (name: Part, engine: Liquid, cap: number): string => {
     const emitter = new CappedEmitter(cap)
@@ -502,6 +521,6 @@ export function render(
   return {
     subject,
     text: part('textBody', plain, limits.outputBytes),
-    html: part('htmlBody', isHtml('htmlBody', source.channel) ? html : plain, limits.outputBytes),
+    html: part('htmlBody', engineOf(enginesFor(limits.parseChars), 'htmlBody', source.channel), limits.outputBytes),
   }
 }
