@@ -14,6 +14,10 @@ export function twoDatabaseConfig(): { path: string; remove: () => void } {
   const text = readFileSync(join(root, 'wrangler.toml'), 'utf8')
     .replace('main = "src/index.ts"', `main = "${join(root, 'src', 'index.ts')}"`)
     .replaceAll('migrations_dir = "migrations/d1"', `migrations_dir = "${join(root, 'migrations', 'd1')}"`)
+    // The inbox client's build runs in the checkout, and its output is served from there.
+    .replace('command = "node scripts/build-client.ts"', `command = "node scripts/build-client.ts"\ncwd = "${root}"`)
+    .replace('watch_dir = "packages/inbox/src"', `watch_dir = "${join(root, 'packages', 'inbox', 'src')}"`)
+    .replace('directory = "dist/assets"', `directory = "${join(root, 'dist', 'assets')}"`)
   const path = join(folder, 'wrangler.toml')
   writeFileSync(
     path,
