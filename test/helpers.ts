@@ -440,7 +440,7 @@ export async function consoleAnswer(
   return { status: posted.status, html: await posted.text() }
 }
 
-/** An operator API call with the admin token (answers checked against /openapi.json): the status and the parsed body. */
+/** An operator API call with the admin token (answers checked against /openapi.json): the status and the parsed body (its text when it is not JSON). */
 export async function adminCall<T = Record<string, unknown>>(
   method: string,
   path: string,
@@ -454,7 +454,12 @@ export async function adminCall<T = Record<string, unknown>>(
     },
     body: body === undefined ? undefined : JSON.stringify(body),
   })
-  return { status: response.status, body: (await response.json()) as T }
+  const text = await response.text()
+  // A 204 has no body, and a refusal of the platform's may not be JSON: the text as it came, then.
+  return {
+    status: response.status,
+    body: (text && response.headers.get('content-type')?.includes('json') ? JSON.parse(text) : text) as T,
+  }
 }
 
 /** Turns a kind's in-app channel on or off in every shard's stored policies, as an operator would. */

@@ -3,7 +3,7 @@ import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import worker from '../src/index.ts'
 import {
-  ADMIN_TOKEN,
+  adminCall,
   deliver,
   eventually,
   freshInbound,
@@ -12,27 +12,8 @@ import {
   sentMessagesOf,
   storeDeadLetters,
 } from './helpers.ts'
-import { fetchWorker } from './worker-fetch.ts'
 
-async function admin<T = Record<string, unknown>>(
-  method: string,
-  path: string,
-  body?: unknown,
-): Promise<{ status: number; body: T }> {
-  const response = await fetchWorker(path, {
-    method,
-    headers: {
-      authorization: `Bearer ${ADMIN_TOKEN}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  const text = await response.text()
-  return {
-    status: response.status,
-    body: (text && response.headers.get('content-type')?.includes('json') ? JSON.parse(text) : text) as T,
-  }
-}
+const admin = adminCall
 
 type Page = { items: { id: string; eventId: string | null; status: string; code: string }[]; nextCursor: string | null }
 
