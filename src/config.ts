@@ -262,6 +262,14 @@ export const ConfigSchema = z
       .describe(
         "when set, every digest closes this many seconds after it opened, whatever its kind's schedule (tests, demos, local runs)",
       ),
+    ESCALATION_AFTER_SECONDS: z.coerce
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe(
+        "when set, an email that waits for its in-app item waits this many seconds, whatever its kind's escalation says (tests, demos, local runs)",
+      ),
     DIGEST_MAX_ITEMS: z.coerce
       .number()
       .int()

@@ -63,10 +63,10 @@ describe('the in-app channel', () => {
       expect((await postIngest({ events: [again] })).status).toBe(202)
       await eventually(async () => expect((await feedOf(data.recipient.userId)).items).toHaveLength(2))
       expect(await notificationsOf(envelope.eventId)).toHaveLength(2)
-      // The digest is the email's (ResponseCreated's `delivery` is per channel): the second response's email is
-      // told in the owner's digest, while its item is in the feed already.
+      // ResponseCreated's email waits for its item to go unseen (its escalation: test/escalation.test.ts),
+      // while the item is in the feed already.
       const second = await notificationsOf((JSON.parse(again.body) as Response).envelope.eventId)
-      expect(second.find((row) => row.channel === 'email')?.status).toBe('digested')
+      expect(second.find((row) => row.channel === 'email')?.status).toBe('escalating')
       expect(second.find((row) => row.channel === 'in-app')?.status).toBe('sent')
     } finally {
       await inAppFor('ResponseCreated', false)

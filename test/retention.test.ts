@@ -107,7 +107,10 @@ describe('retention', () => {
     await runCron(new Date(), { NOTIFICATION_CONTENT_RETENTION_DAYS: '90', NOTIFICATION_RETENTION_DAYS: '36500' })
     await env.DB.prepare("DELETE FROM transport_pauses WHERE code = 'test'").run()
 
-    const final = ['sent', 'failed', 'undeliverable', 'superseded', 'suppressed', 'opted-out', 'digested', 'throttled']
+    const final = [
+      ...['sent', 'failed', 'undeliverable', 'superseded', 'suppressed', 'opted-out', 'digested', 'throttled'],
+      ...['seen-in-app', 'cancelled'],
+    ]
     for (const status of NOTIFICATION_STATUSES) {
       const row = await notification(`${prefix}-old-${status}`)
       // The row itself stays: its status, kind, recipient id and times.
@@ -121,8 +124,8 @@ describe('retention', () => {
         for (const column of CONTENT) expect(row[column], `${status}: ${column}`).toBeNull()
         expect(row.content_removed_by).toBe('retention')
       } else {
-        // pending, sending, paused, awaiting-contact, unknown, a digest collecting or closing: may
-        // still be sent, so kept whole.
+        // pending, sending, paused, awaiting-contact, unknown, escalating, a digest collecting or
+        // closing: may still be sent, so kept whole.
         for (const column of CONTENT) expect(row[column], `${status}: ${column}`).not.toBeNull()
         expect(row.content_removed_at).toBeNull()
       }

@@ -6,6 +6,7 @@ import { bySharded } from './shard-batches.ts'
 import { bundleStage } from './stages/bundle.ts'
 import { claimStage, claimsOf } from './stages/claim.ts'
 import { closeDigestStage } from './stages/close-digests.ts'
+import { escalateStage } from './stages/escalate.ts'
 import { gateStage } from './stages/gate.ts'
 import { markStage } from './stages/mark.ts'
 import { requeueStage } from './stages/requeue.ts'
@@ -20,7 +21,9 @@ import { paceFor, transportFor } from './transports/index.ts'
  * gates that end or put off what must not go (`pending → sending` under the
  * batch's lease, its token and expiry; one winner; verification decisions
  * that arrived from both sources settled on the way) → close the digests that
- * are due (their email goes back on the queue for its send time) → sort what
+ * are due (their email goes back on the queue for its send time) → decide
+ * the emails whose wait for their in-app item ended (those that go are
+ * written again and go back on the queue for their send time) → sort what
  * was claimed into the in-app items, each added to its recipient's feed, and
  * the emails, in bundles (one provider request each) and sends alone →
  * send them a few at a time through the configured transport — through
@@ -55,6 +58,7 @@ async function dispatchShard(batch: MessageBatch<unknown>, env: Env, log: Logger
   const run = new DispatchRun(env, log)
   const claimed = await claimStage(run, claimsOf(run, batch.messages), gateStage)
   const closed = await closeDigestStage(run, claimed.toClose)
+  await escalateStage(run, claimed.toEscalate)
   // In-app items go to their feeds first: no pace, no bundle, and the email transport's pause is not theirs.
   const inApp = claimed.toSend.filter((item) => item.row.channel === 'in-app')
   const mail = claimed.toSend.filter((item) => item.row.channel !== 'in-app')

@@ -16,6 +16,9 @@ export type Later = { message: Message<unknown>; outgoing: Outgoing }
 /** A message whose digest is due to close. */
 export type ToClose = { message: Message<unknown>; id: string }
 
+/** A message whose email's wait for its in-app item has ended, to be decided. */
+export type ToEscalate = { message: Message<unknown>; id: string }
+
 /** A notification the send stage tries; `message` is absent for a bundle member claimed with its bundle, not by its own message. */
 export type Member = { row: ClaimedRow; message: Message<unknown> | undefined }
 

@@ -95,6 +95,16 @@ export type DeliveryPolicy = {
   throttle?: { max: number; windowMinutes: number }
 }
 
+/**
+ * An email that waits for its in-app item: the item goes to the feed at
+ * once, the email `afterMinutes` later, and only if by then the recipient had
+ * not `seen` (or `read`) the item. It applies where the kind reaches a
+ * recipient by both channels; a recipient who turned either off gets the
+ * other alone, the email at once. ESCALATION_AFTER_SECONDS, when set,
+ * replaces `afterMinutes` (tests, demos, local runs).
+ */
+export type Escalation = { afterMinutes: number; unless: 'seen' | 'read' }
+
 /** A kind of notification, with what it needs to be sent without any configuration. */
 export type KindDefinition = {
   /** E.g. `ResponseCreated`: names templates, channel policies, preferences, metrics. */
@@ -121,6 +131,8 @@ export type KindDefinition = {
   inAppTemplates?: Record<string, InAppTemplateParts>
   /** Channels when no channel policy is stored for the kind. @defaultValue ['email'] */
   channels?: readonly string[]
+  /** Its email waits for its in-app item to go unseen (requires `inAppTemplates`). @defaultValue none */
+  escalation?: Escalation
   /** How each channel delivers it (digests, throttling). @defaultValue instant on every channel */
   delivery?: Partial<Record<string, DeliveryPolicy>>
   /**

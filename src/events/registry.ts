@@ -33,6 +33,9 @@ const BUILT_IN: readonly EventTypeDefinition[] = [
 /** Longest digest window, in minutes: a day (a longer wait is a daily digest). */
 const MAX_DIGEST_WINDOW_MINUTES = 1440
 
+/** The longest an email may wait for its in-app item: a day, well inside an item's retention. */
+export const MAX_ESCALATION_MINUTES = 1440
+
 const registered: EventTypeDefinition[] = []
 // Through the same checks as a type added at run time: a duplicate fails at load.
 for (const definition of BUILT_IN) registerEventType(definition)
@@ -58,6 +61,8 @@ export function registerEventType<T>(definition: EventTypeDefinition<T>): void {
 function deliveryRefusal(kind: KindDefinition): string | undefined {
   // A digest's templates are stored under `{kind}.digest`: a dot would make that key ambiguous.
   if (kind.name.includes('.')) return 'a kind name cannot contain "."'
+  const refused = escalationRefusal(kind)
+  if (refused) return refused
   for (const [channel, policy] of Object.entries(kind.delivery ?? {})) {
     if (!policy) continue
     if (kind.category === 'transactional' && (policy.digest || policy.throttle || policy.default !== 'instant'))
@@ -85,6 +90,18 @@ function deliveryRefusal(kind: KindDefinition): string | undefined {
     )
       return `${channel}: a throttle is at least 1 email per at least 1 minute, in whole numbers`
   }
+  return undefined
+}
+
+/** Why a kind's escalation cannot be used, or undefined when it can. */
+function escalationRefusal(kind: KindDefinition): string | undefined {
+  const { escalation } = kind
+  if (!escalation) return undefined
+  if (Object.keys(kind.inAppTemplates ?? {}).length === 0) return 'an escalation needs the in-app templates it waits on'
+  const { afterMinutes, unless } = escalation
+  if (!Number.isInteger(afterMinutes) || afterMinutes < 1 || afterMinutes > MAX_ESCALATION_MINUTES)
+    return `an escalation waits whole minutes from 1 to ${MAX_ESCALATION_MINUTES}`
+  if (unless !== 'seen' && unless !== 'read') return 'an escalation is spared by an item "seen" or "read"'
   return undefined
 }
 

@@ -82,6 +82,9 @@ View the response: {{ deepLink }}`,
           action: { label: 'View the response', url: '{{ deepLink }}' },
         },
       },
+      // Where the owner has the inbox, a response is shown there at once and emailed only if the owner has
+      // not seen it within half an hour; the email then goes as any other (its digest, its throttle).
+      escalation: { afterMinutes: 30, unless: 'seen' },
       // Twenty responses in an hour are one email, not twenty: the first opens a 10-minute digest.
       // An owner who chose them one by one still gets at most five an hour: the rest wait for a digest.
       delivery: {

@@ -42,6 +42,13 @@ const SCHEMA = [
      erased_before TEXT
    )`,
   'CREATE INDEX IF NOT EXISTS items_created ON items (created_at)',
+  // Each escalation decided here, by the in-app notification whose item decided it: asked again (a
+  // redelivered message, a write that failed after the answer), the feed answers what it answered.
+  `CREATE TABLE IF NOT EXISTS escalations (
+     notification_id TEXT PRIMARY KEY,
+     decided_at      TEXT NOT NULL,
+     email           INTEGER NOT NULL CHECK (email IN (0, 1))
+   )`,
   // A feed made again (after an erasure emptied the object) has another name: a client that held the
   // old one is told to start over rather than trust change numbers that began again.
   'INSERT OR IGNORE INTO feed (id, feed, unseen, unread, version) VALUES (1, lower(hex(randomblob(8))), 0, 0, 0)',
@@ -99,6 +106,18 @@ const MARKING: Record<Mark, { without: string; set: string; unseen: string; unre
 
 /** When a notification's item was seen, read and archived (null: not yet). */
 export type ItemMarks = { id: string; seenAt: string | null; readAt: string | null; archivedAt: string | null }
+
+/**
+ * What the feed decided for an email that waited on an item: whether it goes
+ * (`email`), when the feed decided, and the item's marks as they were then
+ * (null when it did not hold the item).
+ */
+export type EscalationDecision = {
+  email: boolean
+  decidedAt: string
+  seenAt: string | null
+  readAt: string | null
+}
 
 /** The most items a page or a catch-up message holds. */
 export const PAGE_MAX = 100
@@ -301,6 +320,8 @@ export class Feed {
           limit,
         )
         .toArray()
+      // Decisions live as long as the items they were about.
+      this.#sql.exec('DELETE FROM escalations WHERE decided_at < ?1', before)
       if (old.length === 0) return undefined
       const live = old.filter((row) => row.archived_at === null)
       const version = this.#feed().version + 1
@@ -341,6 +362,41 @@ export class Feed {
         readAt: row.read_at,
         archivedAt: row.archived_at,
       }))
+  }
+
+  /**
+   * Decides, once, whether the email waiting on the item of notification
+   * `id` goes: not if the item was `unless` (seen, or read) before `at`,
+   * else yes — also when the feed does not hold the item (never shown,
+   * erased). Asked again, it answers the first decision, whatever the item
+   * became since: a mark after the decision never takes back an email that
+   * went, nor one before it an email spared.
+   */
+  escalate(id: string, unless: 'seen' | 'read', at: string): EscalationDecision {
+    return this.#storage.transactionSync(() => {
+      const item = this.#sql
+        .exec<{ seen_at: string | null; read_at: string | null }>(
+          'SELECT seen_at, read_at FROM items WHERE notification_id = ?1',
+          id,
+        )
+        .toArray()[0]
+      const marks = { seenAt: item?.seen_at ?? null, readAt: item?.read_at ?? null }
+      const known = this.#sql
+        .exec<{ decided_at: string; email: number }>(
+          'SELECT decided_at, email FROM escalations WHERE notification_id = ?1',
+          id,
+        )
+        .toArray()[0]
+      if (known) return { email: known.email === 1, decidedAt: known.decided_at, ...marks }
+      const spared = (unless === 'seen' ? marks.seenAt : marks.readAt) !== null
+      this.#sql.exec(
+        'INSERT INTO escalations (notification_id, decided_at, email) VALUES (?1, ?2, ?3)',
+        id,
+        at,
+        spared ? 0 : 1,
+      )
+      return { email: !spared, decidedAt: at, ...marks }
+    })
   }
 
   /** Records that the feed was erased at `at`: no notification made before it is added again. */

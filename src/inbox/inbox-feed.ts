@@ -1,7 +1,7 @@
 import { DurableObject } from 'cloudflare:workers'
 import { CLOSE_ERASED, CLOSE_TOKEN_EXPIRED, SOCKET_PROTOCOL } from '@notify-edge/inbox/wire'
 import { configOf } from '../config.ts'
-import { Feed, type ItemMarks, PAGE_MAX } from './feed.ts'
+import { type EscalationDecision, Feed, type ItemMarks, PAGE_MAX } from './feed.ts'
 import type { Counts, FeedChange, InboxItem, Mark, NewItem, SocketMessage, Target } from './item.ts'
 
 /** The socket's protocol and close codes, and what it sends, are the client's wire (packages/inbox). */
@@ -94,6 +94,15 @@ export class InboxFeed extends DurableObject<Env> {
    */
   marksOf(ids: string[]): ItemMarks[] {
     return this.#feed.marksOf(ids)
+  }
+
+  /**
+   * Decides, once, whether the email waiting on notification `id`'s item
+   * goes (./feed.ts): one object runs one call at a time, so a mark and the
+   * decision are never at once, and the answer never changes.
+   */
+  escalate(id: string, unless: 'seen' | 'read', at: string): EscalationDecision {
+    return this.#feed.escalate(id, unless, at)
   }
 
   /** The kept counts and the counts the items give, counted afresh (the tests compare them). */

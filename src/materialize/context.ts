@@ -113,7 +113,7 @@ function recipientStatements(db: D1Database, query: ContextQuery, joinPool: bool
       .prepare(
         `SELECT id, idempotency_key, scheduled_at FROM notifications
          WHERE event_id IN (SELECT value FROM json_each(?2))
-           AND idempotency_key IN (SELECT value FROM json_each(?1)) AND ${STATUS_AS_FILTER} = 'pending'`,
+           AND idempotency_key IN (SELECT value FROM json_each(?1)) AND ${STATUS_AS_FILTER} IN ('pending', 'escalating')`,
       )
       .bind(json(keys), json(eventIds)),
     // ?1: JSON array of user ids; ?2: 1 to add every reviewer of the pool

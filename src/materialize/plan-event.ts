@@ -96,14 +96,32 @@ async function planNotify(work: Work, intent: Notify, context: BatchContext, con
   const channels = channelsOf(intent, context)
   if (channels.length === 0) return record('no-channels')
   const notifications: NotificationRow[] = []
+  // The in-app item first: an email that escalates waits for it, and only for one that is to be shown.
+  const order = channels.includes('in-app')
+    ? ['in-app', ...channels.filter((channel) => channel !== 'in-app')]
+    : channels
   for (const recipient of recipients) {
-    for (const channel of channels) {
-      const made = await notificationFor(work, intent, recipient, channel, context, config, now)
+    const byChannel = new Map<string, NotificationRow>()
+    for (const channel of order) {
+      const escalation = channel === 'email' ? escalationOf(intent.kind, byChannel.get('in-app')) : undefined
+      const made = await notificationFor(work, intent, recipient, channel, context, config, now, escalation)
       if ('error' in made) return { type: 'fail', error: made.error }
-      notifications.push(made)
+      byChannel.set(channel, made)
     }
+    for (const channel of channels) notifications.push(byChannel.get(channel) as NotificationRow)
   }
   return record(outcomeOf(notifications), notifications)
+}
+
+/**
+ * The escalation an email of `kind` waits on: its kind's, when the same
+ * recipient's in-app item is to be shown (a recipient who turned the in-app
+ * channel off, or a kind not shown in-app here, gets the email at once).
+ */
+function escalationOf(kind: string, inApp: NotificationRow | undefined): NotificationRow['escalation'] {
+  const declared = kindOf(kind)?.escalation
+  if (!declared || inApp?.status !== 'pending') return undefined
+  return { of: inApp.id, unless: declared.unless }
 }
 
 /**
@@ -112,7 +130,7 @@ async function planNotify(work: Work, intent: Notify, context: BatchContext, con
  * contact if any is.
  */
 function outcomeOf(notifications: readonly NotificationRow[]): Outcome {
-  if (notifications.some((row) => row.status === 'pending')) return 'enqueued'
+  if (notifications.some((row) => row.status === 'pending' || row.status === 'escalating')) return 'enqueued'
   if (notifications.some((row) => row.status === 'digested')) return 'digested'
   if (notifications.some((row) => row.status === 'awaiting-contact')) return 'awaiting-contact'
   return notifications.some((row) => row.status === 'opted-out') ? 'opted-out' : 'undeliverable'
@@ -131,8 +149,9 @@ function channelsOf(intent: Notify, context: BatchContext): readonly string[] {
  * minutes: the contact's arrival releases it, CONTACT_WAIT_HOURS ends the
  * wait as a dead letter; it is then sent on its own, not digested), told in
  * the recipient's digest of the kind (its model kept for the digest's
- * render), or rendered and scheduled, with its unsubscribe link when the
- * kind is optional.
+ * render), waiting for its in-app item to go unseen (`escalation`: planned
+ * again when the wait ends, with the escalation's decision), or rendered and
+ * scheduled, with its unsubscribe link when the kind is optional.
  */
 export async function notificationFor(
   work: NotificationSource['work'],
@@ -142,12 +161,15 @@ export async function notificationFor(
   context: BatchContext,
   config: Config,
   now: Date,
+  escalation?: NotificationRow['escalation'],
 ): Promise<NotificationRow | { error: PipelineError }> {
   const base = await baseRow(work, intent, recipient, channel, context, config)
   const optional = kindOf(intent.kind)?.category === 'optional'
   if (optional && context.optedOut.has(optOutKey(recipient.userId, intent.kind, channel))) {
     return unsent(base, 'opted-out', `the recipient opted out of ${intent.kind} by ${channel}`, null, now)
   }
+  // Decided at the end of its wait, as planning decides then (its contact, digest, throttle, quiet hours).
+  if (escalation) return escalating(base, intent, escalation, config, now)
   // An in-app item needs its recipient's id only, which every event names: it never waits for a contact.
   if (base.recipientEmail === null && channel !== 'in-app') {
     const until = new Date(now.getTime() + config.CONTACT_WAIT_HOURS * 3_600_000)
@@ -232,6 +254,32 @@ async function digested(
     scheduledAt: now.toISOString(),
     model: JSON.stringify(intent.model),
     digest: { id: newNotificationId(base.id), closesAt: closesAt.toISOString() },
+  }
+}
+
+/**
+ * An email that waits for its in-app item (src/notifications/escalation.ts):
+ * its model kept, nothing rendered yet, due when the wait ends (the kind's
+ * `afterMinutes`, or ESCALATION_AFTER_SECONDS).
+ */
+function escalating(
+  base: BaseRow,
+  intent: NotificationSource['intent'],
+  escalation: NonNullable<NotificationRow['escalation']>,
+  config: Config,
+  now: Date,
+): NotificationRow {
+  const seconds = config.ESCALATION_AFTER_SECONDS ?? (kindOf(intent.kind)?.escalation?.afterMinutes ?? 0) * 60
+  return {
+    ...base,
+    ...unrendered,
+    status: 'escalating',
+    statusReason: `sent only if its in-app item is not ${escalation.unless} by then`,
+    errorCode: null,
+    unsubscribeUrl: null,
+    scheduledAt: new Date(now.getTime() + seconds * 1000).toISOString(),
+    model: JSON.stringify(intent.model),
+    escalation,
   }
 }
 

@@ -14,12 +14,13 @@ import {
   selectReleasable,
   takeAwaiting,
 } from '../notifications/contact-wait.ts'
+import type { NotificationRow } from '../notifications/row.ts'
 import { dispatchFor } from '../queue/dispatch-message.ts'
-import { type Outgoing, sendAll } from '../queue/send.ts'
+import { sendAll } from '../queue/send.ts'
 import { renderNotification } from '../templates/render-notification.ts'
 import { loadContext } from './context.ts'
-import { notificationWrites } from './notification-writes.ts'
 import { type NotificationSource, notificationFor } from './plan-event.ts'
+import { type SendsAfter, writeAgain } from './write-again.ts'
 
 /** Waiting notifications released per call; the cron takes the rest a minute later. */
 const RELEASE_BATCH = 200
@@ -62,9 +63,8 @@ export async function releaseWaiting(
   const statements: D1PreparedStatement[] = []
   const letters: D1PreparedStatement[] = []
   // What each release sends on, once its statements' changes are known.
-  const sends: ((changed: (statement: number) => boolean) => Outgoing[])[] = []
+  const sends: SendsAfter[] = []
   for (const row of rows) {
-    const first = statements.length
     if (gathers(row)) {
       // A kind that gathers into digests or is throttled: written anew as planning writes it.
       const made = await notificationFor(
@@ -77,22 +77,7 @@ export async function releaseWaiting(
         now,
       )
       if (!('error' in made)) {
-        statements.push(takeAwaiting(env.DB, row.id))
-        const marks = notificationWrites(env.DB, [made], nowIso, statements)
-        const alone = made.status === 'pending' && !made.throttle
-        sends.push((changed) =>
-          changed(first)
-            ? [
-                ...(alone ? [dispatchFor(row.id, made.scheduledAt, now)] : []),
-                ...marks.counted
-                  .filter((mark) => changed(mark.statement))
-                  .map((mark) => dispatchFor(mark.id, mark.scheduledAt, now)),
-                ...marks.opens
-                  .filter((mark) => changed(mark.statement))
-                  .map((mark) => dispatchFor(mark.id, mark.closesAt, now)),
-              ]
-            : [],
-        )
+        sends.push(writeAgain(env.DB, takeAwaiting(env.DB, row.id), withEscalation(made, row), statements, now))
         continue
       }
       statements.push(failed(row, made.error))
@@ -106,6 +91,7 @@ export async function releaseWaiting(
       letters.push(await deadLetterOf(row, made.error))
       sends.push(() => [])
     } else {
+      const first = statements.length
       statements.push(releaseAwaiting(env.DB, made, nowIso))
       sends.push((changed) => (changed(first) ? [dispatchFor(row.id, made.scheduledAt, now)] : []))
     }
@@ -146,8 +132,17 @@ function gathers(row: AwaitingRow): boolean {
   return policy.digest !== undefined || policy.throttle !== undefined
 }
 
+/** A waiting email that escalated before it waited for its contact keeps its escalation, for its story. */
+function withEscalation(made: NotificationRow, row: AwaitingRow): NotificationRow {
+  if (row.escalation_of === null || row.escalation_unless === null) return made
+  return {
+    ...made,
+    escalation: { of: row.escalation_of, unless: row.escalation_unless, decidedAt: row.escalated_at ?? undefined },
+  }
+}
+
 /** The parts of its event's intent a waiting notification kept. */
-function intentOf(row: AwaitingRow): NotificationSource['intent'] {
+export function intentOf(row: AwaitingRow): NotificationSource['intent'] {
   return {
     kind: row.kind,
     urgency: row.urgency as Urgency,

@@ -25,6 +25,10 @@ export type AwaitingRow = {
   recipient_user_id: string
   is_fallback: number
   model: string | null
+  /** An email that escalated (./escalation.ts) before it waited: its in-app notification, condition and decision time. */
+  escalation_of: string | null
+  escalation_unless: 'seen' | 'read' | null
+  escalated_at: string | null
 }
 
 /**
@@ -41,7 +45,8 @@ export type AwaitingRow = {
 export function selectReleasable(db: D1Database, userIds: readonly string[] | null, limit: number) {
   const select = (from: string, ofUsers: string, limitParameter: string) =>
     `SELECT id, event_id, idempotency_key, source, scheduled_at, trace_id, decision_person, decision_request, decision_at,
-       kind, channel, urgency, recipient_user_id, is_fallback, model FROM ${from}
+       kind, channel, urgency, recipient_user_id, is_fallback, model, escalation_of, escalation_unless, escalated_at
+       FROM ${from}
        WHERE status = 'awaiting-contact'${ofUsers}
          AND EXISTS (SELECT 1 FROM contacts c WHERE c.user_id = notifications.recipient_user_id)
        ORDER BY created_at, id
@@ -108,19 +113,27 @@ export function releaseAwaiting(db: D1Database, release: Release, now: string): 
 }
 
 /**
- * Ends a waiting notification whose template cannot be rendered for its
- * contact (none for its locale chain, or one that breaks a limit): `failed`
+ * Ends a waiting notification — for its contact, or (`waiting`:
+ * `escalating`) for its in-app item — whose template cannot be rendered for
+ * its contact (none for its locale chain, or one that breaks a limit): `failed`
  * with that code, to be seen and replayed once the template is fixed (its
  * dead letter goes in the same D1 batch).
- * Parameters: id, code, reason, now.
+ * Parameters: id, code, reason, now, the status it waits in.
  */
-export function failAwaiting(db: D1Database, id: string, code: string, reason: string, now: string) {
+export function failAwaiting(
+  db: D1Database,
+  id: string,
+  code: string,
+  reason: string,
+  now: string,
+  waiting: 'awaiting-contact' | 'escalating' = 'awaiting-contact',
+) {
   return db
     .prepare(
       `UPDATE notifications SET status = 'failed', error_code = ?2, status_reason = ?3, updated_at = ?4
-       WHERE id = ?1 AND status = 'awaiting-contact'`,
+       WHERE id = ?1 AND status = ?5`,
     )
-    .bind(id, code, reason, now)
+    .bind(id, code, reason, now, waiting)
 }
 
 /**

@@ -73,6 +73,7 @@ export function insertMember(db: D1Database, member: DigestMember, now: string):
       created_at: '{now}',
       updated_at: '{now}',
       ...own('unsubscribe_url', 'model', 'recipient_hash'),
+      ...own('escalation_of', 'escalation_unless', 'escalated_at'),
       digest_id: OPEN_DIGEST,
     },
     where: 'NOT EXISTS (SELECT 1 FROM notifications WHERE id = {id})',

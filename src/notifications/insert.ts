@@ -66,6 +66,9 @@ export function valuesOf(row: NotificationRow, now: string): Record<string, unkn
     unsubscribe_url: row.unsubscribeUrl,
     model: row.model,
     recipient_hash: row.recipientHash,
+    escalation_of: row.escalation?.of ?? null,
+    escalation_unless: row.escalation?.unless ?? null,
+    escalated_at: row.escalation?.decidedAt ?? null,
     now,
   }
 }
@@ -120,6 +123,7 @@ export function insertNotification(
       created_at: '{now}',
       updated_at: '{now}',
       ...own('unsubscribe_url', 'model', 'recipient_hash', 'count_mark'),
+      ...own('escalation_of', 'escalation_unless', 'escalated_at'),
     },
   })
 }

@@ -23,7 +23,7 @@ export type NotificationRow = {
   textBody: string | null
   htmlBody: string | null
   templateVersion: number | null
-  status: Extract<NotificationStatus, 'pending' | 'awaiting-contact' | 'opted-out' | 'digested'>
+  status: Extract<NotificationStatus, 'pending' | 'awaiting-contact' | 'opted-out' | 'digested' | 'escalating'>
   statusReason: string | null
   errorCode: string | null
   isFallback: boolean
@@ -45,6 +45,12 @@ export type NotificationRow = {
   digest?: { id: string; closesAt: string }
   /** The throttle of its kind, for one to be sent at once (./throttle.ts). */
   throttle?: Throttle
+  /**
+   * An email that waits for its in-app item (./escalation.ts): the in-app
+   * notification whose item decides, the mark that spares the email, and —
+   * once the feed decided that the email goes — when it decided.
+   */
+  escalation?: { of: string; unless: 'seen' | 'read'; decidedAt?: string }
 }
 
 /**

@@ -19,6 +19,9 @@ export const NOTIFICATION_STATUSES = [
   'closing',
   'digested',
   'throttled',
+  'escalating',
+  'seen-in-app',
+  'cancelled',
 ] as const
 
 /** A notification's status. */
@@ -33,8 +36,9 @@ export function isNotificationStatus(value: unknown): value is NotificationStatu
  * The statuses nothing moves a notification out of by itself: retention may
  * remove their content, then delete their row, each counted from the
  * notification's last change. The others — pending, sending, paused,
- * awaiting-contact, unknown, collecting, closing — still have a send, a
- * wait, a settlement or a digest's close ahead and are kept whole. (A
+ * awaiting-contact, unknown, collecting, closing, escalating — still have a
+ * send, a wait, a settlement, a digest's close or an escalation ahead and are
+ * kept whole. (A
  * digested notification's model is what its digest renders: once the digest
  * is closed, retention may take it.) (A `failed` one goes back to `pending` only by
  * an operator's replay, which refuses once its content or its row is gone.)
@@ -48,11 +52,13 @@ export const FINAL_STATUSES = [
   'opted-out',
   'digested',
   'throttled',
+  'seen-in-app',
+  'cancelled',
 ] as const satisfies readonly NotificationStatus[]
 
 /**
  * The statuses a notification waits in — for a send, a retry's settlement, a
- * contact, a paused transport or a digest's close: every status but the
+ * contact, a paused transport, a digest's close or an in-app item's mark: every status but the
  * final ones. The overview counts what waits in each now.
  */
 export const WAITING_STATUSES: readonly NotificationStatus[] = NOTIFICATION_STATUSES.filter(

@@ -6,7 +6,9 @@ import { claimable } from './sql.ts'
  * grace (their message was lost: a retry's own message arrives at its time,
  * so a retry is never enqueued twice), `sending` past their lease, or a
  * digest past its close by the grace whose message was lost (`collecting`),
- * or whose close died half way (`closing`, stamped when it was fenced).
+ * or whose close died half way (`closing`, stamped when it was fenced), or
+ * an email past the end of its wait for its in-app item by the grace whose
+ * message was lost (`escalating`).
  * Its first condition is implied by the second — pending and due by the later
  * of the two times, or sending — and is there for SQLite: it reads those
  * through the `(status, scheduled_at)` index, where the second alone, an OR
@@ -23,10 +25,10 @@ export function selectStuckNotifications(
     .prepare(
       `SELECT id, scheduled_at FROM notifications
        WHERE ((status = 'pending' AND scheduled_at <= max(?1, ?2)) OR status = 'sending'
-              OR (status = 'collecting' AND scheduled_at <= ?2) OR status = 'closing')
+              OR (status IN ('collecting', 'escalating') AND scheduled_at <= ?2) OR status = 'closing')
          AND ((status = 'pending' AND enqueued_at IS NULL AND scheduled_at <= ?1)
           OR (${claimable('?2', '?1')} AND (status <> 'pending' OR enqueued_at IS NULL OR enqueued_at <= ?2))
-          OR (status IN ('collecting', 'closing') AND scheduled_at <= ?2
+          OR (status IN ('collecting', 'closing', 'escalating') AND scheduled_at <= ?2
               AND (enqueued_at IS NULL OR enqueued_at <= ?2)))
        ORDER BY scheduled_at
        LIMIT ?3`,

@@ -93,6 +93,7 @@ export function insertThrottled(db: D1Database, row: ThrottledRow, now: string):
       created_at: '{now}',
       updated_at: '{now}',
       unsubscribe_url: '{unsubscribe_url}',
+      ...own('escalation_of', 'escalation_unless', 'escalated_at'),
       model: 'CASE WHEN fold THEN {model} ELSE NULL END',
       recipient_hash: '{recipient_hash}',
       digest_id: `CASE WHEN fold THEN ${OPEN_DIGEST} END`,

@@ -9,7 +9,12 @@ import { ADMIN_ERRORS, createRouter, errors, json } from '../openapi.ts'
 import { operatorRoute } from '../roles.ts'
 import { DeadLetterSummary, summaryOf } from './dead-letters.ts'
 import { digestReferenceOf, InDigest } from './digest-views.ts'
-import { type NotificationRowView, NotificationSummary, notificationSummaryOf } from './notification-summary.ts'
+import {
+  Escalation,
+  type NotificationRowView,
+  NotificationSummary,
+  notificationSummaryOf,
+} from './notification-summary.ts'
 
 const Processed = z
   .object({
@@ -40,14 +45,30 @@ const InFeed = z
       'a sent in-app notification’s item as its feed holds it; null for any other notification, for an item its feed no longer holds (erased, or past INBOX_RETENTION_DAYS), and for one whose feed did not answer or is past the first 100 recipients of the event',
   })
 
+/** An escalation as the story tells it: with the mark of its item and which came first. */
+const StoryEscalation = Escalation.unwrap()
+  .extend({
+    markedAt: z.string().nullable().openapi({
+      description:
+        'when the item took the mark that spares the email (seen or read), as its feed holds it; null: not yet',
+    }),
+    first: z.enum(['mark', 'email']).nullable().openapi({
+      description:
+        '`mark`: the item was marked before the feed decided, and no email went; `email`: the feed decided the email goes before any mark (a mark after it, even while the email is sent, takes nothing back); null while the email waits',
+    }),
+  })
+  .nullable()
+
 /**
  * A notification of the story; one told in a digest names the digest, whose
  * email is the one it went out in; a sent in-app one, when its recipient saw,
- * read and archived its item.
+ * read and archived its item; an escalated email, its item's mark and which
+ * came first.
  */
 const StoryNotification = NotificationSummary.extend({
   inDigest: InDigest,
   inFeed: InFeed,
+  escalation: StoryEscalation,
 }).openapi('StoryNotification')
 
 const EventStory = z
@@ -106,6 +127,23 @@ async function feedMarksOf(env: Env, rows: readonly NotificationRowView[]): Prom
   return new Map(answers.flat().map((marks) => [marks.id, marks]))
 }
 
+/**
+ * An escalated email's escalation with its item's mark, as the feed holds it,
+ * and which came first: the feed decides once, so an email spared was marked
+ * first, and an email decided went first, whatever mark came after.
+ */
+function storyEscalation(
+  summary: z.infer<typeof NotificationSummary>,
+  marks: ReadonlyMap<string, ItemMarks>,
+): z.infer<typeof StoryEscalation> {
+  const { escalation } = summary
+  if (escalation === null) return null
+  const item = marks.get(escalation.inApp)
+  const markedAt = (escalation.unless === 'seen' ? item?.seenAt : item?.readAt) ?? null
+  const first = summary.status === 'seen-in-app' ? 'mark' : escalation.decidedAt === null ? null : 'email'
+  return { ...escalation, markedAt, first }
+}
+
 /** `/v1/events`: "did Anna get the email about response X, and if not, why?" */
 export const events = createRouter().openapi(show, async (c) => {
   const { eventId } = c.req.valid('param')
@@ -154,10 +192,12 @@ export const events = createRouter().openapi(show, async (c) => {
       })),
       notifications: notificationViews.map((row) => {
         const item = marks.get(row.id)
+        const summary = notificationSummaryOf(row)
         return {
-          ...notificationSummaryOf(row),
+          ...summary,
           inDigest: digestById.get(row.digest_id as string) ?? null,
           inFeed: item ? { seenAt: item.seenAt, readAt: item.readAt, archivedAt: item.archivedAt } : null,
+          escalation: storyEscalation(summary, marks),
         }
       }),
       deadLetters: deadLetterViews.map(summaryOf),

@@ -21,6 +21,18 @@ export function maskedReason(row: Record<string, unknown>): string | null {
   return reason === null ? null : maskEmails(reason)
 }
 
+/** An email that waits, or waited, for its in-app item. */
+export const Escalation = z
+  .object({
+    inApp: z.string().openapi({ description: 'the in-app notification whose item decides' }),
+    unless: z.enum(['seen', 'read']).openapi({ description: 'the mark on the item that spares the email' }),
+    decidedAt: z.string().nullable().openapi({
+      description: 'when the feed decided that the email goes, or that it does not (null: the email still waits)',
+    }),
+  })
+  .nullable()
+  .openapi({ description: 'an email that waits for its in-app item to go unseen (its kind’s escalation); else null' })
+
 /** A notification in lists and event stories. */
 export const NotificationSummary = z
   .object({
@@ -54,6 +66,7 @@ export const NotificationSummary = z
       .string()
       .nullable()
       .openapi({ description: 'the transport that sent it (`cloudflare`, `resend`); null until it is sent' }),
+    escalation: Escalation,
     createdAt: z.string(),
     updatedAt: z.string(),
   })
@@ -81,6 +94,14 @@ export function notificationSummaryOf(row: NotificationRowView): z.infer<typeof 
     sendAttempts: Number(row.send_attempts ?? 0),
     providerId: text('provider_id'),
     transport: text('transport'),
+    escalation:
+      row.escalation_of === null || row.escalation_of === undefined
+        ? null
+        : {
+            inApp: String(row.escalation_of),
+            unless: row.escalation_unless === 'read' ? 'read' : 'seen',
+            decidedAt: text('escalated_at'),
+          },
     createdAt: String(row.created_at),
     updatedAt: String(row.updated_at),
   }

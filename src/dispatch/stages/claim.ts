@@ -5,7 +5,7 @@ import { type ClaimedRow, claimNotifications, notificationStates } from '../../n
 import { countChanges, newCountMark } from '../../notifications/counted.ts'
 import { DispatchMessageSchema, dispatchFor } from '../../queue/dispatch-message.ts'
 import { readPause, type TransportPause } from '../pause.ts'
-import type { DispatchRun, Later, ToClose, ToSend } from '../run.ts'
+import type { DispatchRun, Later, ToClose, ToEscalate, ToSend } from '../run.ts'
 import { GATES, gatedOf, type gateStage, type Returned } from './gate.ts'
 
 /** One message's claim: the notification it names, and the due time it was sent for. */
@@ -58,17 +58,18 @@ export async function claimStage(
   run: DispatchRun,
   claims: readonly Claim[],
   gates: typeof gateStage,
-): Promise<{ toSend: ToSend[]; toClose: ToClose[]; later: Later[] }> {
+): Promise<{ toSend: ToSend[]; toClose: ToClose[]; toEscalate: ToEscalate[]; later: Later[] }> {
   const toSend: ToSend[] = []
   const later: Later[] = []
-  if (claims.length === 0) return { toSend, toClose: [], later }
+  const toEscalate: ToEscalate[] = []
+  if (claims.length === 0) return { toSend, toClose: [], toEscalate, later }
   let results: D1Result[]
   try {
     results = await run.env.DB.batch(claimStatements(run, claims, gates))
   } catch (cause) {
     const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 claim: ${(cause as Error).message}`, { cause })
     for (const claim of claims) run.fail(claim.message, error)
-    return { toSend, toClose: [], later }
+    return { toSend, toClose: [], toEscalate, later }
   }
   run.pause = first(results[0]) as TransportPause | undefined
   const returned = results.slice(1).map(byId)
@@ -94,8 +95,8 @@ export async function claimStage(
       unclaimed.push(claim)
     }
   }
-  const toClose = unclaimed.length > 0 ? await sortUnclaimed(run, unclaimed, later) : []
-  return { toSend, toClose, later }
+  const toClose = unclaimed.length > 0 ? await sortUnclaimed(run, unclaimed, later, toEscalate) : []
+  return { toSend, toClose, toEscalate, later }
 }
 
 /** The rows a statement returned, by notification id. */
@@ -123,9 +124,15 @@ function outcomeOf(returned: readonly Returned[], claim: Claim): Outcome {
  * Notifications the claim neither took nor ended: their state, read in one
  * more statement (a round trip only a batch with such a notification pays),
  * says why — missing, stale, not due yet, held, final or leased elsewhere —
- * or that it is a digest due to close, which the caller closes.
+ * or that it is a digest due to close, which the caller closes, or an email
+ * whose wait for its in-app item has ended (`toEscalate`), which the caller decides.
  */
-async function sortUnclaimed(run: DispatchRun, unclaimed: readonly Claim[], later: Later[]): Promise<ToClose[]> {
+async function sortUnclaimed(
+  run: DispatchRun,
+  unclaimed: readonly Claim[],
+  later: Later[],
+  toEscalate: ToEscalate[],
+): Promise<ToClose[]> {
   let states: Map<string, Record<string, unknown>>
   try {
     const { results } = await notificationStates(
@@ -139,7 +146,7 @@ async function sortUnclaimed(run: DispatchRun, unclaimed: readonly Claim[], late
     return []
   }
   const toClose: ToClose[] = []
-  for (const claim of unclaimed) sortClaim(run, claim, states.get(claim.id), later, toClose)
+  for (const claim of unclaimed) sortClaim(run, claim, states.get(claim.id), later, toClose, toEscalate)
   return toClose
 }
 
@@ -178,10 +185,11 @@ function sortClaim(
   state: Record<string, unknown> | undefined,
   later: Later[],
   toClose: ToClose[],
+  toEscalate: ToEscalate[],
 ): void {
   const { message, id, due } = claim
-  // A pending notification waits for its send; a collecting digest for its close.
-  const waiting = state?.status === 'pending' || state?.status === 'collecting'
+  // A pending notification waits for its send; a collecting digest for its close; an escalating email for its item.
+  const waiting = state?.status === 'pending' || state?.status === 'collecting' || state?.status === 'escalating'
   if (!state) {
     run.ack(message)
     run.log.warn('dispatch.not-found', { notificationId: id })
@@ -192,6 +200,9 @@ function sortClaim(
   } else if (waiting && String(state.scheduled_at) > run.nowIso) {
     // Not due yet (a delay longer than Queues allow, or an early redelivery): come back when it is.
     later.push({ message, outgoing: dispatchFor(id, String(state.scheduled_at), run.now) })
+  } else if (state.status === 'escalating') {
+    // An email whose wait for its in-app item has ended: the item's feed decides whether it goes.
+    toEscalate.push({ message, id })
   } else if (state.status === 'collecting' || state.status === 'closing') {
     // A digest at its close, or one whose close died half way (or runs now: the same content, one write lands).
     toClose.push({ message, id })

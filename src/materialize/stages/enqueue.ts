@@ -9,7 +9,7 @@ export type Enqueued = Written
 
 /**
  * Stage 5, enqueue: one `notify-dispatch` message per pending notification just
- * written and per digest just opened (for its close), and again for pending ones of events found already processed (the
+ * written, per email just written to wait for its in-app item (for the end of its wait), and per digest just opened (for its close), and again for pending ones of events found already processed (the
  * notification row is the outbox of the dispatch queue). If the send fails,
  * those events are retried: committed ones come back as duplicates and
  * dispatch again.
@@ -27,7 +27,10 @@ export async function enqueueStage(run: EventsRun, written: readonly Written[]):
       const changed = (statement: number) => (result.changes[statement] ?? 0) > 0
       // A throttled kind's notification is pending only if the write counted it within its window.
       const pending = [
-        ...plan.notifications.filter((row) => row.status === 'pending' && !row.throttle),
+        // An email that waits for its in-app item comes back at the end of its wait, to be decided.
+        ...plan.notifications.filter(
+          (row) => (row.status === 'pending' && !row.throttle) || row.status === 'escalating',
+        ),
         ...item.counted.filter((counted) => changed(counted.statement)),
       ]
       // A digest this write opened closes by its message, delayed to its close (the cron's stuck
