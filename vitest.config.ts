@@ -107,6 +107,9 @@ const worker = (eventShards: 1 | 2, dbShards: 1 | 2 = 1) =>
         // Digests close a second after they open, so that a test waits for a response's email as for
         // any other; test/digest.test.ts closes its own digests and sets a long window.
         DIGEST_WINDOW_SECONDS: '1',
+        // An escalated email waits ResponseCreated's own 30 minutes, whatever a local .dev.vars says (npm start
+        // writes a short wait): test/escalation.test.ts ends each wait itself.
+        ESCALATION_AFTER_SECONDS: '1800',
         // The suite reads the exact MIME each email went out as (test/helpers.ts, sentMessagesOf), so it
         // keeps it, as a deployment may choose to; test/retention.test.ts runs the default, which keeps none.
         SENT_MESSAGE_RETENTION_DAYS: '7',

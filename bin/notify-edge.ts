@@ -13,6 +13,8 @@
  *   notify-edge suppressions show|remove <address>
  *   notify-edge suppressions add <address> --reason "…" [--until ISO]
  *   notify-edge erase --user-id <id> | --address <address>
+ *   notify-edge cancel <key> [--reason "…"]
+ *   notify-edge cancel --filter [--kind K] [--user-id U] [--key-prefix P] [--since T] [--until T] [--dry-run]
  *   notify-edge smoke --to <address> [--timeout S]
  *   notify-edge doctor [--config wrangler.toml]
  *   notify-edge shards grow --to N [--limit L]
@@ -24,6 +26,7 @@
  */
 import { parseArgs } from 'node:util'
 import { auditList } from './audit.ts'
+import { cancelCommand } from './cancel.ts'
 import { createClient } from './client.ts'
 import { doctorCommand } from './doctor.ts'
 import { eraseCommand, showNotification, suppressionsCommand } from './recipients.ts'
@@ -47,6 +50,12 @@ const USAGE = `usage:
   notify-edge suppressions remove <address> [--json]
   notify-edge audit list [--action A] [--actor X] [--target T] [--since ISO] [--until ISO] [--limit N] [--all] [--json]
   notify-edge erase --user-id <id> | --address <address> [--json]
+  notify-edge cancel <key> [--reason "why"] [--json]
+                       (withdraws what the key notified and has not gone out; an event of it that comes later
+                        creates nothing; prints each notification's outcome)
+  notify-edge cancel --filter [--kind K] [--user-id U] [--key-prefix P] [--since ISO] [--until ISO] [--dry-run]
+                       [--reason "why"] [--json]
+                       (cancels every key whose notifications match and have not gone out, at most 100 a run)
   notify-edge smoke --to <address> [--timeout S] [--json]
                        (one test event through ingest to that address, followed hop by hop:
                         accepted, materialized, claimed, sent, delivered; S seconds per hop, default 60)
@@ -85,6 +94,7 @@ const { values, positionals } = parseArgs({
     reveal: { type: 'boolean', default: false },
     raw: { type: 'boolean', default: false },
     'user-id': { type: 'string' },
+    'key-prefix': { type: 'string' },
     to: { type: 'string' },
     timeout: { type: 'string' },
     address: { type: 'string' },
@@ -310,6 +320,10 @@ async function main(): Promise<number> {
   }
   if (area === 'erase') {
     out(await eraseCommand(api, values))
+    return 0
+  }
+  if (area === 'cancel') {
+    out(await cancelCommand(api, command, values))
     return 0
   }
   if (area === 'suppressions') {

@@ -48,6 +48,13 @@ const ROUTES: { method: string; path: string; body?: unknown; admin: number }[] 
   { method: 'GET', path: '/v1/channel-policies', admin: 200 },
   // Off already (migration 0024): a change of nothing.
   { method: 'PUT', path: '/v1/channel-policies/ResponseCreated/in-app', body: { enabled: false }, admin: 200 },
+  { method: 'POST', path: '/v1/cancellations', body: { key: 'api-test:nothing' }, admin: 200 },
+  {
+    method: 'POST',
+    path: '/v1/cancellations/bulk',
+    body: { filter: { keyPrefix: 'api-test:none:' } },
+    admin: 200,
+  },
   { method: 'GET', path: '/v1/health/config', admin: 200 },
   { method: 'GET', path: '/metrics', admin: 200 },
 ]
@@ -134,6 +141,8 @@ describe('/openapi.json', () => {
         'DELETE /v1/reviewers/{userId}',
         'GET /v1/channel-policies',
         'PUT /v1/channel-policies/{kind}/{channel}',
+        'POST /v1/cancellations',
+        'POST /v1/cancellations/bulk',
         'GET /v1/suppressions',
         'GET /v1/suppressions/{address}',
         'PUT /v1/suppressions/{address}',

@@ -61,6 +61,17 @@ const REQUIRED: Record<string, string[]> = {
     'data.actor.displayName',
     'data.deepLink',
   ],
+  // Not of the seeds: the cancellation of an invitation (an ArtHunt event of ours, in their envelope).
+  'invitation.withdrawn': [
+    'envelope',
+    'data',
+    'envelope.eventId',
+    'envelope.eventType',
+    'envelope.schemaVersion',
+    'envelope.occurredAt',
+    'envelope.producer',
+    'data.invitationId',
+  ],
   'verification-request-submitted': ['headers.message-id', 'headers.event-type', 'RequestId', 'PersonId', 'UserId'],
   'verification-completed': ['headers.message-id', 'headers.event-type', 'RequestId', 'PersonId', 'UserId', 'Decision'],
   'person-upserted': ['headers.message-id', 'headers.event-type', 'PersonId', 'UserId'],
@@ -71,6 +82,7 @@ const REQUIRED: Record<string, string[]> = {
 const OPTIONAL: Record<string, string[]> = {
   'response.created': ['envelope.traceId', 'data.proposedPrice', 'data.proposedCurrency', 'data.proposedDeadlineDays'],
   'invitation.created': ['envelope.traceId', 'data.projectId', 'data.projectTitle', 'data.message'],
+  'invitation.withdrawn': ['envelope.traceId', 'data.actor'],
   'verification-request-submitted': [
     'ReviewerUserId',
     'headers.created-at',
@@ -97,7 +109,7 @@ function edit(name: string, path: string, value?: unknown): Decoded {
 }
 
 describe('contracts', () => {
-  it('has one sample per event type of the seeds, and every sample validates', () => {
+  it('has one sample per event type (the seeds’, and invitation.withdrawn), and every sample validates', () => {
     expect(
       examples()
         .map((sample) => sample.name)

@@ -226,6 +226,27 @@ describe('escalation: the email only if the in-app item went unseen', () => {
     await eventually(async () => expect((await rowsOf(second.eventId)).inApp.status).toBe('sent'))
   })
 
+  it("waits the kind's own time unless ESCALATION_AFTER_SECONDS replaces it", async () => {
+    const { notificationFor } = await import('../src/materialize/plan-event.ts')
+    const { configOf } = await import('../src/config.ts')
+    const now = new Date()
+    const plan = (seconds: number | undefined) =>
+      notificationFor(
+        { source: 'http', event: { eventId: guid(), idempotencyKey: `test:${guid()}` } },
+        { kind: 'ResponseCreated', urgency: 'normal', model: {} },
+        { userId: guid(), inline: { email: 'owner@example.com', displayName: 'Анна' } },
+        'email',
+        { optedOut: new Set(), contacts: new Map() } as never,
+        { ...configOf(env), ESCALATION_AFTER_SECONDS: seconds },
+        now,
+        { of: 'ntf_in_app', unless: 'seen' },
+      )
+    const wait = async (seconds: number | undefined) =>
+      Date.parse(((await plan(seconds)) as { scheduledAt: string }).scheduledAt) - now.getTime()
+    expect(await wait(undefined)).toBe(30 * 60_000)
+    expect(await wait(20)).toBe(20_000)
+  })
+
   it('a wait whose message was lost ends by the cron', async () => {
     const owner = await ownerWho('instant')
     const { eventId, email } = await escalating(owner)

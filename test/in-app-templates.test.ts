@@ -220,7 +220,7 @@ describe('in-app templates through the API', () => {
   })
 
   it('refuses the in-app channel of a kind without an in-app item: 400 naming the channel, 404 on GET, nothing saved', async () => {
-    for (const kind of ['InvitationCreated', 'ResponseCreated.digest']) {
+    for (const kind of ['VerificationApproved', 'ResponseCreated.digest']) {
       const put = await admin('PUT', `/v1/templates/${kind}/ru/in-app`, { title: 't', body: 'b' })
       expect(put.status).toBe(400)
       expect(put.body.error?.code).toBe('INVALID_REQUEST')
@@ -284,7 +284,7 @@ describe('in-app templates in the console', () => {
   it('lists them beside the emails, edits them as Title, Body, Link, Action label and Action address, and previews the item', async () => {
     const list = await consolePage('/console/templates')
     expect(list).toContain('href="/console/templates/ResponseCreated/ru/in-app"')
-    expect(list).not.toContain('href="/console/templates/InvitationCreated/ru/in-app"')
+    expect(list).not.toContain('href="/console/templates/VerificationApproved/ru/in-app"')
     const editor = await consolePage('/console/templates/ResponseCreated/en/in-app')
     for (const label of ['Title', 'Body', 'Link', 'Action label', 'Action address']) {
       expect(editor).toMatch(new RegExp(`<label>\\s*${label}\\s*<(input|textarea)`))
@@ -310,6 +310,6 @@ describe('in-app templates in the console', () => {
     })
     expect(half).toContain('<code>action.url</code>')
     // No in-app editor for a kind without an in-app item.
-    expect((await consoleAnswer('/console/templates/InvitationCreated/ru/in-app')).status).toBe(404)
+    expect((await consoleAnswer('/console/templates/VerificationApproved/ru/in-app')).status).toBe(404)
   })
 })

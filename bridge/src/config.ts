@@ -80,7 +80,7 @@ export const ConfigSchema = z.object({
     .describe('exchange the ArtHunt events are published on'),
   RABBITMQ_QUEUE: z.string().min(1).default('email.notifications').describe('queue the bridge consumes'),
   RABBITMQ_ROUTING_KEYS: List.prefault(
-    'notifications.email.response.created,notifications.email.invitation.created',
+    'notifications.email.response.created,notifications.email.invitation.created,notifications.email.invitation.withdrawn',
   ).describe('routing keys bound to the queue, comma-separated (with RABBITMQ_DECLARE)'),
   RABBITMQ_DLQ: z
     .string()

@@ -181,3 +181,9 @@ CREATE TABLE cancellations (
   by           TEXT NOT NULL,
   reason       TEXT
 );
+
+-- InvitationCreated gains in-app templates: its in-app channel is written turned off, as
+-- ResponseCreated's was (part 24), for a deployment to turn on.
+INSERT OR IGNORE INTO channel_policies (kind, urgency, channel, enabled)
+SELECT 'InvitationCreated', urgency.value, 'in-app', 0
+FROM json_each('["low","normal","high"]') AS urgency;

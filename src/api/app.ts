@@ -10,6 +10,7 @@ import { createRouter, json } from './openapi.ts'
 import { operatorSpace } from './operator-space.ts'
 import { SECURITY_OF, SECURITY_SCHEMES } from './roles.ts'
 import { audit } from './routes/audit.ts'
+import { cancellations } from './routes/cancellations.ts'
 import { channelPolicies } from './routes/channel-policies.ts'
 import { contacts } from './routes/contacts.ts'
 import { deadLetters } from './routes/dead-letters.ts'
@@ -82,6 +83,7 @@ app.route(
     '/contacts': contacts,
     '/reviewers': reviewers,
     '/channel-policies': channelPolicies,
+    '/cancellations': cancellations,
     '/suppressions': suppressions,
     '/preferences': preferences,
     '/erasures': erasures,

@@ -26,6 +26,7 @@ import { consoleBodyLimit } from './body-limits.ts'
 import type { ConsoleContext, ConsoleEnv } from './context.ts'
 import { Layout } from './layout.tsx'
 import { needsAdmin, needsNobody, needsViewer } from './page-roles.ts'
+import { cancellationPages } from './pages/cancellations.tsx'
 import { deadLetterPages } from './pages/dead-letters.tsx'
 import { erasurePages } from './pages/erasures.tsx'
 import { eventPages } from './pages/events.tsx'
@@ -179,6 +180,7 @@ consoleApp.route('/dead-letters', deadLetterPages)
 consoleApp.route('/', eventPages)
 consoleApp.route('/templates', templatePages)
 consoleApp.route('/erasures', erasurePages)
+consoleApp.route('/cancellations', cancellationPages)
 consoleApp.route('/', lookupPages)
 // Last: any other path or method under /console (a route's notFound does not carry over when
 // mounted). A post there is refused to a viewer like any post that changes something; anything else

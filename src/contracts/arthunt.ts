@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { Id, Text, Timestamp } from './fields.ts'
+import { CancellationKey, Id, Text, Timestamp } from './fields.ts'
 
 /**
  * The ArtHunt family (ArtHunt's email-notification AsyncAPI): body
@@ -18,6 +18,8 @@ export const ArtHuntEnvelopeSchema = z.object({
   occurredAt: Timestamp,
   producer: Text,
   traceId: z.string().nullish(),
+  /** Withdraws what this event notified when a cancellation of this key comes (its kind may derive one too). */
+  cancellationKey: CancellationKey.nullish(),
 })
 
 /** A recipient carried inline in `data`: the address travels with the event. */

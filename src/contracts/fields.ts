@@ -44,3 +44,9 @@ export const Locale = z.string().refine(
 
 /** A local time of day, `HH:MM` on a 24-hour clock (quiet hours, a daily digest). */
 export const CLOCK_PATTERN = /^([01]\d|2[0-3]):[0-5]\d$/
+
+/**
+ * The key a cancellation names to withdraw what an event notified (an
+ * invitation's id …): up to 200 characters, what the producer chose.
+ */
+export const CancellationKey = z.string().trim().min(1).max(200)

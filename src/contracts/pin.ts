@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { Timestamp } from './fields.ts'
+import { CancellationKey, Timestamp } from './fields.ts'
 
 /**
  * The PIN family (PIN's profile-events consumer spec): metadata travels in
@@ -21,6 +21,8 @@ export const PinHeadersSchema = z.object({
   /** Trace context, when the producer propagates one. */
   'trace-id': z.string().max(200).optional(),
   traceparent: z.string().max(200).optional(),
+  /** Withdraws what this event notified when a cancellation of this key comes. */
+  'cancellation-key': CancellationKey.optional(),
 })
 
 /** Header metadata of a PIN event. */

@@ -26,6 +26,8 @@ export type DecodedEvent = {
   /** When it happened: `envelope.occurredAt` or the `created-at` header, else when the bridge read it (ISO). */
   occurredAt: string
   traceId?: string
+  /** The key its envelope (`cancellationKey`) or headers (`cancellation-key`) name, if any. */
+  cancellationKey?: string
   warnings: string[]
   /** Its registered type: contract, kinds, intent. */
   definition: EventTypeDefinition
@@ -97,13 +99,14 @@ function decodeArtHunt(body: Record<string, unknown>, receivedAt: string): Decod
     ...(data.success ? [] : toFieldIssues(data.error, 'data')),
   ]
   if (!envelope.success || !data.success) return invalid('NTF_INVALID_PAYLOAD', issues, identity)
-  const { eventId, schemaVersion, occurredAt, traceId } = envelope.data
+  const { eventId, schemaVersion, occurredAt, traceId, cancellationKey } = envelope.data
   return valid(definition, {
     eventId,
     idempotencyKey: artHuntIdempotencyKey(definition.type, eventId),
     payload: data.data,
     occurredAt: occurredAt ?? receivedAt,
     traceId: traceId ?? undefined,
+    cancellationKey: cancellationKey ?? undefined,
     warnings: schemaVersion === 1 ? [] : [`schemaVersion ${schemaVersion} is newer than 1; proceeding`],
   })
 }
@@ -125,6 +128,7 @@ function decodePin(headers: Record<string, string>, body: unknown, receivedAt: s
     payload: payload.data,
     occurredAt: meta.data['created-at'] ?? receivedAt,
     traceId: meta.data['trace-id'] ?? meta.data.traceparent,
+    cancellationKey: meta.data['cancellation-key'],
     warnings:
       version === undefined || version === PIN_CONTRACT_VERSION
         ? []

@@ -41,6 +41,18 @@ export type Intent =
       model: Record<string, unknown>
       decision?: Decision
       traceId?: string
+      /**
+       * What a cancellation names to withdraw these notifications: the
+       * kind's own (derived from its data, e.g. the invitation's id), else
+       * the one the event's envelope or headers carry.
+       */
+      cancellationKey?: string
+    }
+  | {
+      type: 'cancel'
+      /** Withdraws every notification of this key that has not gone out (src/cancel/). */
+      key: string
+      reason?: string
     }
   | { type: 'contact'; contact: ContactUpdate }
   | { type: 'ignored'; reason: string }
@@ -163,6 +175,8 @@ export type EventOf<T> = {
   /** When it happened: `envelope.occurredAt` or the `created-at` header, else when the bridge read it (ISO). */
   occurredAt: string
   traceId?: string
+  /** The key its envelope or headers name, if any. */
+  cancellationKey?: string
 }
 
 /**

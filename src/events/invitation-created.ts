@@ -15,7 +15,15 @@ export const InvitationCreatedSchema = z.object({
   deepLink: HttpUrl.describe('where the specialist opens the invitation'),
 })
 
-/** `invitation.created`: one email to the invited specialist. */
+/**
+ * The cancellation key of an invitation's notifications: `invitation.withdrawn`
+ * (./invitation-withdrawn.ts) names the same one.
+ */
+export function invitationKey(invitationId: string): string {
+  return `invitation:${invitationId}`
+}
+
+/** `invitation.created`: one email to the invited specialist (and an item in their feed, where the in-app channel is on). */
 export const invitationCreated = defineEventType({
   family: 'arthunt',
   type: 'invitation.created',
@@ -32,6 +40,20 @@ export const invitationCreated = defineEventType({
       summary: 'You are invited to a project',
       category: 'optional',
       labels: { ru: 'приглашения в проекты', en: 'invitations to projects' },
+      inAppTemplates: {
+        ru: {
+          title: '{{ actorName }} приглашает вас{% if projectTitle %} в проект «{{ projectTitle }}»{% endif %}',
+          body: '{% if message %}{{ message }}{% endif %}',
+          link: '{{ deepLink }}',
+          action: { label: 'Открыть приглашение', url: '{{ deepLink }}' },
+        },
+        en: {
+          title: '{{ actorName }} invites you{% if projectTitle %} to the project "{{ projectTitle }}"{% endif %}',
+          body: '{% if message %}{{ message }}{% endif %}',
+          link: '{{ deepLink }}',
+          action: { label: 'Open the invitation', url: '{{ deepLink }}' },
+        },
+      },
       templates: {
         ru: {
           subject: 'Вас пригласили в проект',
@@ -76,5 +98,7 @@ Open the invitation: {{ deepLink }}`,
       deepLink: payload.deepLink,
     },
     traceId,
+    // Withdrawn by invitation.withdrawn of the same invitation.
+    cancellationKey: invitationKey(payload.invitationId),
   }),
 })

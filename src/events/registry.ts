@@ -10,6 +10,7 @@ import type {
   TemplateParts,
 } from './define.ts'
 import { invitationCreated } from './invitation-created.ts'
+import { invitationWithdrawn } from './invitation-withdrawn.ts'
 import { personUpserted } from './person-upserted.ts'
 import { responseCreated } from './response-created.ts'
 import { verificationCompleted } from './verification-completed.ts'
@@ -24,6 +25,7 @@ import { verificationRequestSubmitted } from './verification-request-submitted.t
 const BUILT_IN: readonly EventTypeDefinition[] = [
   responseCreated,
   invitationCreated,
+  invitationWithdrawn,
   verificationRequestSubmitted,
   verificationCompleted,
   personUpserted,

@@ -42,6 +42,12 @@ const SCHEMA = [
      erased_before TEXT
    )`,
   'CREATE INDEX IF NOT EXISTS items_created ON items (created_at)',
+  // The notifications withdrawn by a cancellation: their items are gone, and a delivery that was in flight
+  // during the cancellation brings none of them back.
+  `CREATE TABLE IF NOT EXISTS withdrawn (
+     notification_id TEXT PRIMARY KEY,
+     withdrawn_at    TEXT NOT NULL
+   )`,
   // Each escalation decided here, by the in-app notification whose item decided it: asked again (a
   // redelivered message, a write that failed after the answer), the feed answers what it answered.
   `CREATE TABLE IF NOT EXISTS escalations (
@@ -193,6 +199,10 @@ export class Feed {
         )
         .one()
       if (last.erased !== null && item.notifiedAt !== undefined && item.notifiedAt < last.erased) return undefined
+      const withdrawn = this.#sql
+        .exec('SELECT 1 FROM withdrawn WHERE notification_id = ?1', item.notificationId)
+        .toArray()
+      if (withdrawn.length > 0) return undefined
       const version = last.version + 1
       const inserted = this.#sql.exec<ItemRow>(
         `INSERT INTO items (seq, notification_id, kind, title, body, link, action, created_at, version)
@@ -320,27 +330,66 @@ export class Feed {
           limit,
         )
         .toArray()
-      // Decisions live as long as the items they were about.
+      // Decisions and withdrawals live as long as the items they were about.
       this.#sql.exec('DELETE FROM escalations WHERE decided_at < ?1', before)
-      if (old.length === 0) return undefined
-      const live = old.filter((row) => row.archived_at === null)
-      const version = this.#feed().version + 1
-      const counts = this.#sql
-        .exec<FeedRow>(
-          `UPDATE feed SET unseen = unseen - ?1, unread = unread - ?2, version = ?3, removed = ?3 WHERE id = 1
-           RETURNING unseen, unread, version`,
-          live.filter((row) => row.seen_at === null).length,
-          live.filter((row) => row.read_at === null).length,
-          version,
-        )
-        .one()
-      return {
-        type: 'removed',
-        ids: old.map((row) => row.notification_id),
-        counts: { unseen: counts.unseen, unread: counts.unread },
-        version,
-      }
+      this.#sql.exec('DELETE FROM withdrawn WHERE withdrawn_at < ?1', before)
+      return old.length === 0 ? undefined : this.#removed(old)
     })
+  }
+
+  /**
+   * Withdraws the items of these notifications (a cancellation): those the
+   * feed holds are removed and leave the counts they were in, and every one
+   * of them is refused from now on — an add in flight during the withdrawal
+   * adds nothing. Answers the change (`removed`, as retention's) when an item
+   * was removed, for the sockets; a client that missed it starts over.
+   */
+  withdraw(ids: readonly string[], at: string): FeedChange | undefined {
+    return this.#storage.transactionSync(() => {
+      const list = JSON.stringify(ids)
+      this.#sql.exec(
+        `INSERT INTO withdrawn (notification_id, withdrawn_at) SELECT value, ?2 FROM json_each(?1) WHERE true
+         ON CONFLICT (notification_id) DO NOTHING`,
+        list,
+        at,
+      )
+      const gone = this.#sql
+        .exec<{ notification_id: string; seen_at: string | null; read_at: string | null; archived_at: string | null }>(
+          `DELETE FROM items WHERE notification_id IN (SELECT value FROM json_each(?1))
+           RETURNING notification_id, seen_at, read_at, archived_at`,
+          list,
+        )
+        .toArray()
+      return gone.length === 0 ? undefined : this.#removed(gone)
+    })
+  }
+
+  /** Takes removed items out of the counts they were in, under a new change number that is also the last removal's. */
+  #removed(
+    gone: readonly {
+      notification_id: string
+      seen_at: string | null
+      read_at: string | null
+      archived_at: string | null
+    }[],
+  ): FeedChange {
+    const live = gone.filter((row) => row.archived_at === null)
+    const version = this.#feed().version + 1
+    const counts = this.#sql
+      .exec<FeedRow>(
+        `UPDATE feed SET unseen = unseen - ?1, unread = unread - ?2, version = ?3, removed = ?3 WHERE id = 1
+         RETURNING unseen, unread, version`,
+        live.filter((row) => row.seen_at === null).length,
+        live.filter((row) => row.read_at === null).length,
+        version,
+      )
+      .one()
+    return {
+      type: 'removed',
+      ids: gone.map((row) => row.notification_id),
+      counts: { unseen: counts.unseen, unread: counts.unread },
+      version,
+    }
   }
 
   /**

@@ -105,6 +105,18 @@ export class InboxFeed extends DurableObject<Env> {
     return this.#feed.escalate(id, unless, at)
   }
 
+  /**
+   * Withdraws the items of these notifications (a cancellation) and tells the
+   * open sockets, whose pages drop them and whose counts follow; the feed
+   * refuses them from then on. `removed`: how many items it held.
+   */
+  withdraw(ids: string[], at: string): { removed: number; counts: Counts } {
+    const change = this.#feed.withdraw(ids, at)
+    if (change !== undefined) this.#tell(change)
+    const { unseen, unread } = this.#feed.state()
+    return { removed: change?.type === 'removed' ? change.ids.length : 0, counts: { unseen, unread } }
+  }
+
   /** The kept counts and the counts the items give, counted afresh (the tests compare them). */
   audit(): { kept: Counts; counted: Counts } {
     const { unseen, unread } = this.#feed.state()

@@ -24,6 +24,8 @@ export type BatchContext = {
   optedOut: Set<string>
   /** How a recipient chose to receive a kind on a channel (instant or digest), by `optOutKey`; absent: the kind's default. */
   modes: Map<string, DeliveryMode>
+  /** The batch's cancellation keys that were cancelled already: an event of one creates nothing. */
+  cancelled: Set<string>
 }
 
 /** What to read for a batch. */
@@ -38,12 +40,14 @@ export type ContextQuery = {
   needPool: boolean
   kinds: string[]
   decisionPersons: string[]
+  /** The cancellation keys its events carry. */
+  cancellationKeys?: string[]
 }
 
 const json = (values: readonly string[]) => JSON.stringify([...new Set(values)])
 
 /**
- * Reads the batch context with one `DB.batch` of eight statements, whatever
+ * Reads the batch context with one `DB.batch` of nine statements, whatever
  * the batch size: lists travel as one JSON parameter each (`json_each`). In a
  * D1 shard other than the primary (`primary` given), what only operators
  * write — the reviewer pool, channel policies, templates — is read from the
@@ -52,28 +56,31 @@ const json = (values: readonly string[]) => JSON.stringify([...new Set(values)])
 export async function loadContext(shard: D1Database, query: ContextQuery, primary?: D1Database): Promise<BatchContext> {
   if (primary === undefined) {
     const recipients = recipientStatements(shard, query, true)
-    const [processed, pending, contacts, pool, policies, templates, decisions, choices] = await shard.batch([
+    const [processed, pending, contacts, pool, policies, templates, cancelled, decisions, choices] = await shard.batch([
       ...recipients.slice(0, 3),
       ...operatorStatements(shard, query),
       ...recipients.slice(3),
     ])
     return contextOf(
-      [processed, pending, contacts, pool, policies, templates, decisions, choices] as D1Result[],
+      [processed, pending, contacts, pool, policies, templates, decisions, choices, cancelled] as D1Result[],
       query.kinds,
     )
   }
-  const [pool, policies, templates] = await primary.batch(operatorStatements(primary, query))
+  const [pool, policies, templates, cancelled] = await primary.batch(operatorStatements(primary, query))
   const members = rows<{ user_id: string }>(pool as D1Result).map((row) => row.user_id)
   const [processed, pending, contacts, decisions, choices] = await shard.batch(
     recipientStatements(shard, { ...query, userIds: [...query.userIds, ...members] }, false),
   )
   return contextOf(
-    [processed, pending, contacts, pool, policies, templates, decisions, choices] as D1Result[],
+    [processed, pending, contacts, pool, policies, templates, decisions, choices, cancelled] as D1Result[],
     query.kinds,
   )
 }
 
-/** The reads of what only operators write, in `contextOf`'s order: the reviewer pool, channel policies, templates. */
+/**
+ * The reads of what only operators (and cancellations) write, in `contextOf`'s order: the reviewer pool,
+ * channel policies, templates, the batch's keys already cancelled.
+ */
 function operatorStatements(db: D1Database, query: ContextQuery): D1PreparedStatement[] {
   return [
     // ?1: 1 when the pool is needed
@@ -82,6 +89,10 @@ function operatorStatements(db: D1Database, query: ContextQuery): D1PreparedStat
     db.prepare('SELECT kind, urgency, channel, enabled FROM channel_policies'),
     // ?1: JSON array of kinds
     activeTemplatesOf(db, [...new Set(query.kinds)]),
+    // ?1: JSON array of cancellation keys
+    db
+      .prepare('SELECT key FROM cancellations WHERE key IN (SELECT value FROM json_each(?1))')
+      .bind(json(query.cancellationKeys ?? [])),
   ]
 }
 
@@ -144,7 +155,7 @@ function recipientStatements(db: D1Database, query: ContextQuery, joinPool: bool
 }
 
 function contextOf(results: D1Result[], kinds: string[]): BatchContext {
-  const [processed, pending, contacts, pool, policies, templates, decisions, choices] = results
+  const [processed, pending, contacts, pool, policies, templates, decisions, choices, cancelled] = results
   const chosen = rows<{ user_id: string; kind: string; channel: string; enabled: number; mode: DeliveryMode | null }>(
     choices,
   )
@@ -164,6 +175,7 @@ function contextOf(results: D1Result[], kinds: string[]): BatchContext {
     modes: new Map(
       chosen.flatMap((row) => (row.mode ? [[optOutKey(row.user_id, row.kind, row.channel), row.mode]] : [])),
     ),
+    cancelled: new Set(rows<{ key: string }>(cancelled).map((row) => row.key)),
   }
 }
 

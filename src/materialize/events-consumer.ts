@@ -1,6 +1,7 @@
 import type { Logger } from '../log.ts'
 import { EventsRun } from './run.ts'
 import { materializeSharded } from './shards.ts'
+import { cancelStage } from './stages/cancel.ts'
 import { decodeStage } from './stages/decode.ts'
 import { type Enqueued, enqueueStage } from './stages/enqueue.ts'
 import { finishStage } from './stages/finish.ts'
@@ -13,7 +14,8 @@ import { writeStage } from './stages/write.ts'
  * Consumer of `notify-events`, one stage after another over the batch's
  * messages (materialize/stages), each taking what the one before produced:
  * decode and validate (`Decoded`) → skip what KV knows (`Known`) → read the
- * context and plan each event (`Planned`) → write everything in one D1 batch
+ * context and plan each event (`Planned`) → apply the cancellations of
+ * cancelling events (src/cancel/) → write everything in one D1 batch
  * (`Written`) → send the dispatch messages (`Enqueued`) → release what waited
  * for the contacts just written → finish (ack, KV marks, late counters). A
  * message that leaves early — a dead letter, a duplicate, a failure — is
@@ -37,7 +39,7 @@ export async function consumeEvents(batch: MessageBatch<unknown>, env: Env, log:
 
 /** Planning to release, in one database (with D1 shards, in one shard: ./shards.ts). */
 async function materialize(run: EventsRun, known: readonly Known[]): Promise<Enqueued[]> {
-  const planned = await planStage(run, known)
+  const planned = await cancelStage(run, await planStage(run, known))
   const written = await writeStage(run, planned)
   const enqueued = await enqueueStage(run, written)
   await releaseStage(run, written)

@@ -25,6 +25,8 @@ export type Outcome =
   | 'ignored-event'
   | 'contact-upserted'
   | 'skipped-duplicate'
+  | 'cancellation'
+  | 'cancelled'
 
 /** An event D1 has processed already: its notifications still `pending`, to enqueue again. */
 export type DuplicatePlan = { type: 'duplicate'; redispatch: { id: string; scheduledAt: string }[] }
@@ -37,6 +39,8 @@ export type RecordPlan = {
   notifications: NotificationRow[]
   contact?: Contact
   note?: string
+  /** A cancelling event's cancellation, which the cancel stage applies before the write. */
+  cancel?: { key: string; reason?: string }
 }
 
 /** What materialize does with one valid event. */
@@ -48,7 +52,7 @@ type Recipient = RecipientRef
 /** What a notification is made from: its event's identity and the parts of its intent one notification needs. */
 export type NotificationSource = {
   work: Pick<Work, 'source'> & { event: Pick<Work['event'], 'eventId' | 'idempotencyKey'> }
-  intent: Pick<Notify, 'kind' | 'urgency' | 'model' | 'decision' | 'traceId'>
+  intent: Pick<Notify, 'kind' | 'urgency' | 'model' | 'decision' | 'traceId' | 'cancellationKey'>
 }
 
 /**
@@ -64,6 +68,10 @@ export async function planEvent(work: Work, context: BatchContext, config: Confi
   }
   if (intent.type === 'ignored')
     return { type: 'record', outcome: 'ignored-event', notifications: [], note: intent.reason }
+  if (intent.type === 'cancel') {
+    const cancel = { key: intent.key, ...(intent.reason === undefined ? {} : { reason: intent.reason }) }
+    return { type: 'record', outcome: 'cancellation', notifications: [], cancel, note: `cancels ${intent.key}` }
+  }
   if (intent.type === 'contact') {
     const known = context.contacts.get(intent.contact.userId)
     if (!known || known.version < intent.contact.version) context.contacts.set(intent.contact.userId, intent.contact)
@@ -80,6 +88,10 @@ async function planNotify(work: Work, intent: Notify, context: BatchContext, con
     notifications,
   })
   const { decision } = intent
+  // Cancelled before it came (out of order across sources): it creates nothing.
+  if (intent.cancellationKey !== undefined && context.cancelled.has(intent.cancellationKey)) {
+    return { ...record('cancelled'), note: `${intent.cancellationKey} was cancelled before this event arrived` }
+  }
   if (
     decision?.fallback &&
     context.authoritative.some((row) => sameDecision(row, decision, config.DECISION_MATCH_SECONDS))
@@ -320,6 +332,7 @@ async function baseRow(
     decisionRequest: decision?.request ?? null,
     decisionAt: decision?.at ?? null,
     traceId: intent.traceId ?? null,
+    cancellationKey: intent.cancellationKey ?? null,
   }
 }
 

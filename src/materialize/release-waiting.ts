@@ -148,6 +148,7 @@ export function intentOf(row: AwaitingRow): NotificationSource['intent'] {
     urgency: row.urgency as Urgency,
     model: JSON.parse(row.model ?? '{}') as Record<string, unknown>,
     traceId: row.trace_id ?? undefined,
+    cancellationKey: row.cancellation_key ?? undefined,
     decision:
       row.decision_person === null
         ? undefined

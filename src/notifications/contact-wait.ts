@@ -29,6 +29,7 @@ export type AwaitingRow = {
   escalation_of: string | null
   escalation_unless: 'seen' | 'read' | null
   escalated_at: string | null
+  cancellation_key: string | null
 }
 
 /**
@@ -45,7 +46,8 @@ export type AwaitingRow = {
 export function selectReleasable(db: D1Database, userIds: readonly string[] | null, limit: number) {
   const select = (from: string, ofUsers: string, limitParameter: string) =>
     `SELECT id, event_id, idempotency_key, source, scheduled_at, trace_id, decision_person, decision_request, decision_at,
-       kind, channel, urgency, recipient_user_id, is_fallback, model, escalation_of, escalation_unless, escalated_at
+       kind, channel, urgency, recipient_user_id, is_fallback, model, escalation_of, escalation_unless, escalated_at,
+         cancellation_key
        FROM ${from}
        WHERE status = 'awaiting-contact'${ofUsers}
          AND EXISTS (SELECT 1 FROM contacts c WHERE c.user_id = notifications.recipient_user_id)

@@ -1,5 +1,6 @@
 import type { Urgency } from '../events/define.ts'
 import { STATUS_AS_FILTER } from '../sql.ts'
+import { NOT_CANCELLED } from './cancel.ts'
 import { insertInto, own, RECIPIENT_COLUMNS, valuesOf } from './insert.ts'
 import type { NotificationRow } from './row.ts'
 
@@ -73,10 +74,10 @@ export function insertMember(db: D1Database, member: DigestMember, now: string):
       created_at: '{now}',
       updated_at: '{now}',
       ...own('unsubscribe_url', 'model', 'recipient_hash'),
-      ...own('escalation_of', 'escalation_unless', 'escalated_at'),
+      ...own('escalation_of', 'escalation_unless', 'escalated_at', 'cancellation_key'),
       digest_id: OPEN_DIGEST,
     },
-    where: 'NOT EXISTS (SELECT 1 FROM notifications WHERE id = {id})',
+    where: `NOT EXISTS (SELECT 1 FROM notifications WHERE id = {id})${member.cancellationKey ? ` AND ${NOT_CANCELLED}` : ''}`,
   })
 }
 

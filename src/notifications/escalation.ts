@@ -25,7 +25,7 @@ export function selectDueEscalations(db: D1Database, ids: readonly string[], now
     .prepare(
       `SELECT id, event_id, idempotency_key, source, scheduled_at, trace_id, decision_person, decision_request, decision_at,
          kind, channel, urgency, recipient_user_id, recipient_email, recipient_name, is_fallback, model, escalation_of,
-         escalation_unless, escalated_at
+         escalation_unless, escalated_at, cancellation_key
        FROM notifications
        WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'escalating' AND scheduled_at <= ?2`,
     )

@@ -27,8 +27,15 @@ const OPTED_OUT = `kind IN (SELECT value FROM json_each(?3))
 const SUPPRESSED_ADDRESS = 's.address IN (lower(notifications.recipient_email), notifications.recipient_hash)'
 const SUPPRESSION = `FROM suppressions s WHERE ${SUPPRESSED_ADDRESS} AND (s.until IS NULL OR s.until > ?2)`
 
+// A cancellation came while it was in flight (src/notifications/cancel.ts), and nothing of it can have gone
+// out since: its try failed and it is to be tried again. (One that may have gone is sent again, under its
+// idempotency key or after its outcome is known: never cancelled and sent.)
+const CANCELLED = `cancelled_at IS NOT NULL AND ${maybeSentAt('notifications')} IS NULL`
+
 /**
- * Ends a claimable notification without a send when its recipient opted out
+ * Ends a claimable notification without a send when a cancellation of its
+ * key came while it was in flight and nothing of it can have gone out —
+ * `cancelled` — or else when its recipient opted out
  * of its (optional) kind — `opted-out` — or else when its address, in clear
  * or as the pseudonym an erasure left on the list, is suppressed and the
  * entry has not ended — `suppressed` (NTF_RECIPIENT_SUPPRESSED). One
@@ -46,13 +53,14 @@ export function recipientGate(
   return db
     .prepare(
       `UPDATE notifications SET lease_until = NULL, updated_at = ?2,
-         status = CASE WHEN ${OPTED_OUT} THEN 'opted-out' ELSE 'suppressed' END,
-         error_code = CASE WHEN ${OPTED_OUT} THEN error_code ELSE 'NTF_RECIPIENT_SUPPRESSED' END,
-         status_reason = CASE WHEN ${OPTED_OUT}
-           THEN 'the recipient opted out of ' || kind || ' by ' || channel
+         status = CASE WHEN ${CANCELLED} THEN 'cancelled' WHEN ${OPTED_OUT} THEN 'opted-out' ELSE 'suppressed' END,
+         error_code = CASE WHEN ${CANCELLED} OR ${OPTED_OUT} THEN error_code ELSE 'NTF_RECIPIENT_SUPPRESSED' END,
+         status_reason = CASE WHEN ${CANCELLED} THEN 'cancelled while it was in flight; its retry is not sent'
+           WHEN ${OPTED_OUT} THEN 'the recipient opted out of ' || kind || ' by ' || channel
            ELSE (SELECT 'the address is suppressed (' || s.cause || ', ' || s.source || ')' ${SUPPRESSION} LIMIT 1)
          END
-       WHERE ${CLAIMABLE} AND ${UNBATCHED} AND ((${OPTED_OUT}) OR (${BY_EMAIL} AND EXISTS (SELECT 1 ${SUPPRESSION})))
+       WHERE ${CLAIMABLE} AND ${UNBATCHED}
+         AND ((${CANCELLED}) OR (${OPTED_OUT}) OR (${BY_EMAIL} AND EXISTS (SELECT 1 ${SUPPRESSION})))
        RETURNING id, kind, channel, status`,
     )
     .bind(claims, now, JSON.stringify(optionalKinds))

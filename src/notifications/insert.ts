@@ -1,3 +1,4 @@
+import { NOT_CANCELLED } from './cancel.ts'
 import type { NotificationRow } from './row.ts'
 
 /**
@@ -66,6 +67,7 @@ export function valuesOf(row: NotificationRow, now: string): Record<string, unkn
     unsubscribe_url: row.unsubscribeUrl,
     model: row.model,
     recipient_hash: row.recipientHash,
+    cancellation_key: row.cancellationKey ?? null,
     escalation_of: row.escalation?.of ?? null,
     escalation_unless: row.escalation?.unless ?? null,
     escalated_at: row.escalation?.decidedAt ?? null,
@@ -123,7 +125,10 @@ export function insertNotification(
       created_at: '{now}',
       updated_at: '{now}',
       ...own('unsubscribe_url', 'model', 'recipient_hash', 'count_mark'),
-      ...own('escalation_of', 'escalation_unless', 'escalated_at'),
+      ...own('escalation_of', 'escalation_unless', 'escalated_at', 'cancellation_key'),
     },
+    // A notification whose key was cancelled before its event came: nothing (a cancellation and the
+    // write of its event's notifications are never at once in one database).
+    where: row.cancellationKey ? NOT_CANCELLED : undefined,
   })
 }

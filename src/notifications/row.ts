@@ -33,6 +33,8 @@ export type NotificationRow = {
   decisionAt: string | null
   scheduledAt: string
   traceId: string | null
+  /** The key a cancellation names to withdraw it (src/cancel/). */
+  cancellationKey?: string | null
   /** The one-click unsubscribe link of an optional kind (List-Unsubscribe, `{{ unsubscribeUrl }}`). */
   unsubscribeUrl: string | null
   /**

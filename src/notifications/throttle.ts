@@ -1,3 +1,4 @@
+import { NOT_CANCELLED } from './cancel.ts'
 import { type DigestMember, OPEN_DIGEST, openDigest } from './digest.ts'
 import { insertInto, own, RECIPIENT_COLUMNS, valuesOf } from './insert.ts'
 import type { NotificationRow, Throttle } from './row.ts'
@@ -93,14 +94,14 @@ export function insertThrottled(db: D1Database, row: ThrottledRow, now: string):
       created_at: '{now}',
       updated_at: '{now}',
       unsubscribe_url: '{unsubscribe_url}',
-      ...own('escalation_of', 'escalation_unless', 'escalated_at'),
+      ...own('escalation_of', 'escalation_unless', 'escalated_at', 'cancellation_key'),
       model: 'CASE WHEN fold THEN {model} ELSE NULL END',
       recipient_hash: '{recipient_hash}',
       digest_id: `CASE WHEN fold THEN ${OPEN_DIGEST} END`,
       throttled: 'CASE WHEN over THEN 0 ELSE 1 END',
     },
     from: `(SELECT ${FULL} AS over, ${FULL} AND {folds} = 1 AS fold)`,
-    where: 'NOT EXISTS (SELECT 1 FROM notifications WHERE id = {id})',
+    where: `NOT EXISTS (SELECT 1 FROM notifications WHERE id = {id})${row.cancellationKey ? ` AND ${NOT_CANCELLED}` : ''}`,
   })
 }
 

@@ -21,8 +21,9 @@ const USER_TABLES = ['contacts', 'preferences', 'throttle_windows'] as const
 /**
  * Tables every shard keeps whole: copied, not moved — an address's
  * suppression and an erasure's pseudonyms (a recipient at the address may be
- * in any shard), and a transport's pause (the new shard's notifications wait
- * for it as the old shard's do). Paged by position, not by key: a page's
+ * in any shard), a transport's pause (the new shard's notifications wait
+ * for it as the old shard's do), and the keys cancelled (an event of one
+ * that comes late creates nothing, whatever shard its recipient moved to). Paged by position, not by key: a page's
  * place must not be an address (the cursor is kept in the primary and sent
  * back and forth), and nothing else writes them while the shards grow.
  */
@@ -30,6 +31,7 @@ const WHOLE_TABLES = [
   { table: 'suppressions', order: 'address' },
   { table: 'erased_addresses', order: 'pseudonym' },
   { table: 'transport_pauses', order: 'transport' },
+  { table: 'cancellations', order: 'key' },
 ] as const
 
 /** What a grow moves from each old shard, in order. */
@@ -42,6 +44,7 @@ export const GROW_PHASES = [
   'suppressions',
   'erased_addresses',
   'transport_pauses',
+  'cancellations',
 ] as const satisfies readonly (
   | (typeof USER_TABLES)[number]
   | 'notifications'

@@ -250,3 +250,57 @@ test('erase by user id or by address prints the rows erased per table and the au
     [['cli', 1]],
   )
 })
+
+test('cancel <key> before its event: the event creates nothing; cancel --filter --dry-run lists a waiting key and changes nothing', async () => {
+  const invitationId = crypto.randomUUID()
+  const key = `invitation:${invitationId}`
+  const first = await cli('cancel', key, '--reason', 'withdrawn by the client')
+  assert.match(first, new RegExp(`cancelled ${key} \\(first at .+, by api\\); no notification of it yet`))
+  const example = JSON.parse(await readFile('examples/arthunt/invitation.created.json', 'utf8'))
+  const invite = (id: string, userId: string) => {
+    const body = structuredClone(example)
+    body.envelope.eventId = crypto.randomUUID()
+    body.data.invitationId = id
+    body.data.recipient = { ...body.data.recipient, userId, email: `cli-invited-${userId.slice(0, 8)}@example.com` }
+    return {
+      eventId: body.envelope.eventId as string,
+      event: {
+        source: 'rabbitmq',
+        origin: 'rabbitmq:email.notifications',
+        sourceMessageId: body.envelope.eventId,
+        receivedAt: new Date().toISOString(),
+        headers: {},
+        body: JSON.stringify(body),
+      },
+    }
+  }
+  const late = invite(invitationId, crypto.randomUUID())
+  assert.equal((await api('POST', '/v1/ingest', INGEST, { events: [late.event] })).status, 202)
+  const story = await waitFor(async () => {
+    const answer = await api('GET', `/v1/events/${late.eventId}`, ADMIN)
+    if (answer.status !== 200) return undefined
+    const body = answer.body as { processed: { outcome: string }[]; notifications: unknown[] }
+    return body.processed.length > 0 ? body : undefined
+  }, 'the late invitation processed')
+  assert.deepEqual(
+    story.processed.map((mark) => mark.outcome),
+    ['cancelled'],
+  )
+  assert.deepEqual(story.notifications, [])
+  // A filter's dry run over a recipient with nothing waiting finds nothing and cancels nothing.
+  const dry = JSON.parse(await cli('cancel', '--filter', '--user-id', crypto.randomUUID(), '--dry-run', '--json')) as {
+    dryRun: boolean
+    keys: unknown[]
+  }
+  assert.deepEqual(dry, { dryRun: true, more: false, keys: [] })
+  await assert.rejects(cli('cancel'), /cancel needs a key/)
+  const trail = JSON.parse(
+    await cli('audit', 'list', '--action', 'cancellation.create', '--target', key, '--json'),
+  ) as {
+    via: string
+  }[]
+  assert.deepEqual(
+    trail.map((row) => row.via),
+    ['cli'],
+  )
+})

@@ -67,6 +67,10 @@ export const NotificationSummary = z
       .nullable()
       .openapi({ description: 'the transport that sent it (`cloudflare`, `resend`); null until it is sent' }),
     escalation: Escalation,
+    cancellationKey: z
+      .string()
+      .nullable()
+      .openapi({ description: 'the key a cancellation names to withdraw it (null: none)' }),
     createdAt: z.string(),
     updatedAt: z.string(),
   })
@@ -102,6 +106,7 @@ export function notificationSummaryOf(row: NotificationRowView): z.infer<typeof 
             unless: row.escalation_unless === 'read' ? 'read' : 'seen',
             decidedAt: text('escalated_at'),
           },
+    cancellationKey: text('cancellation_key'),
     createdAt: String(row.created_at),
     updatedAt: String(row.updated_at),
   }

@@ -37,6 +37,14 @@ type NotificationSummary = {
   inDigest: DigestReference | null
   /** A sent in-app notification's item in its feed (the story's; a notification's own page has none). */
   inFeed?: InFeed | null
+  /** An email that waits, or waited, for its in-app item (the story's: with the mark and which came first). */
+  escalation?: {
+    unless: string
+    decidedAt: string | null
+    markedAt?: string | null
+    first?: 'mark' | 'email' | null
+  } | null
+  cancellationKey?: string | null
 }
 /** When the recipient saw, read and archived an in-app item (null: not yet). */
 type InFeed = { seenAt: string | null; readAt: string | null; archivedAt: string | null }
@@ -104,6 +112,30 @@ function Timeline(props: { n: NotificationSummary }) {
         </>
       ) : null}
       {n.channel === 'in-app' && n.status === 'sent' && n.inFeed !== undefined ? <FeedMarks item={n.inFeed} /> : null}
+      {n.escalation ? <Escalated escalation={n.escalation} /> : null}
+    </>
+  )
+}
+
+/** An escalated email: when the feed decided, the item's mark, and which came first. */
+function Escalated(props: { escalation: NonNullable<NotificationSummary['escalation']> }) {
+  const { unless, decidedAt, markedAt, first } = props.escalation
+  if (decidedAt === null) return <> → waits for its in-app item to go un{unless}</>
+  return (
+    <>
+      {' → '}
+      {first === 'mark' ? `its item was ${unless} first` : 'escalated'}
+      {markedAt ? (
+        <>
+          {' '}
+          ({unless} <Time at={markedAt} />, decided <Time at={decidedAt} />)
+        </>
+      ) : (
+        <>
+          {' '}
+          (decided <Time at={decidedAt} />, not {unless})
+        </>
+      )}
     </>
   )
 }
@@ -132,6 +164,30 @@ function FeedMarks(props: { item: InFeed | null }) {
           {mark} <Time at={at} />
         </>
       ))}
+    </>
+  )
+}
+
+/** The event's cancellation keys, each with a link to cancel it (the page asks to confirm). */
+function Cancellable(props: { eventId: string; keys: string[] }) {
+  const keys = [...new Set(props.keys)]
+  if (keys.length === 0) return null
+  return (
+    <>
+      <h2>Cancellation</h2>
+      <ul>
+        {keys.map((key) => (
+          <li>
+            <code>{key}</code>{' '}
+            <a
+              class="button secondary"
+              href={`/console/cancellations?key=${encodeURIComponent(key)}&event=${encodeURIComponent(props.eventId)}`}
+            >
+              Cancel…
+            </a>
+          </li>
+        ))}
+      </ul>
     </>
   )
 }
@@ -207,6 +263,10 @@ eventPages.get('/events/:eventId', needsViewer, async (c) => {
         ])}
       />
       <StoryDigests digests={story.notifications.flatMap((n) => (n.inDigest ? [n.inDigest] : []))} />
+      <Cancellable
+        eventId={eventId}
+        keys={story.notifications.flatMap((n) => (n.cancellationKey ? [n.cancellationKey] : []))}
+      />
       <h2>Dead letters</h2>
       <Table
         label="Dead letters of the event"

@@ -47,7 +47,12 @@ export function decodeStage(run: EventsRun, messages: readonly Message<unknown>[
         continue
       }
       seen.add(event.idempotencyKey)
-      const intent = event.definition.intent(event)
+      const asked = event.definition.intent(event)
+      // The kind's own key first; else the one the envelope or headers carry.
+      const intent =
+        asked.type === 'notify' && asked.cancellationKey === undefined && event.cancellationKey !== undefined
+          ? { ...asked, cancellationKey: event.cancellationKey }
+          : asked
       decoded.push({ type: 'valid', message, inbound, work: { event, source: inbound.source, intent } })
     }
   }

@@ -83,9 +83,11 @@ function contextQuery(works: readonly Work[]): ContextQuery {
   const userIds: string[] = []
   const kinds = new Set<string>()
   const decisionPersons: string[] = []
+  const cancellationKeys: string[] = []
   let needPool = false
   for (const { intent } of works) {
     if (intent.type !== 'notify') continue
+    if (intent.cancellationKey !== undefined) cancellationKeys.push(intent.cancellationKey)
     kinds.add(intent.kind)
     if (intent.recipients === 'reviewer-pool') needPool = true
     else userIds.push(...intent.recipients.map((recipient) => recipient.userId))
@@ -97,5 +99,6 @@ function contextQuery(works: readonly Work[]): ContextQuery {
     needPool,
     kinds: [...kinds],
     decisionPersons,
+    cancellationKeys,
   }
 }
