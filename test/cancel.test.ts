@@ -22,7 +22,9 @@ import {
   freshInbound,
   guid,
   inAppFor,
+  pendingNotification,
 } from './helpers.ts'
+import { dbOfUser } from './shards.ts'
 
 type Row = { id: string; channel: string; status: string; status_reason: string | null; digest_id: string | null }
 
@@ -362,5 +364,32 @@ describe('cancel by key, in the inbox', () => {
       createdAt: new Date().toISOString(),
     })
     expect(added.added).toBe(false)
+  })
+
+  it('an item on its way to the feed as the cancellation comes ends cancelled, and never stays in the feed', async () => {
+    const userId = `withdrawn-${guid()}`
+    const key = `response:${guid()}`
+    const id = await pendingNotification(`${userId}@example.com`, {
+      userId,
+      inApp: { title: 'Отклик', body: 'Текст', extras: JSON.stringify({ link: null, action: null }) },
+    })
+    const db = await dbOfUser(userId)
+    const past = new Date(Date.now() - 60_000).toISOString()
+    // Claimed by a delivery whose lease then ran out, its answer lost: the take-over adds the item again.
+    await db
+      .prepare(
+        "UPDATE notifications SET cancellation_key = ?2, status = 'sending', claim_token = 'lost', lease_until = ?3, claimed_at = ?3 WHERE id = ?1",
+      )
+      .bind(id, key, past)
+      .run()
+    const report = await cancel(key)
+    expect(report.body.notifications).toMatchObject([{ id, channel: 'in-app', outcome: 'in-flight' }])
+    await dispatchOnce({ notificationId: id })
+    const row = await db.prepare('SELECT status, status_reason FROM notifications WHERE id = ?1').bind(id).first()
+    expect(row).toEqual({
+      status: 'cancelled',
+      status_reason: 'withdrawn by a cancellation while it was on its way to the feed',
+    })
+    expect((await env.INBOX.getByName(userId).page({ limit: 10, archived: true })).items).toEqual([])
   })
 })

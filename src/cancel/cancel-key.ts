@@ -83,9 +83,10 @@ export async function cancelKey(env: Env, request: CancellationRequest, now: Dat
       }),
     )
   ).flatMap(({ shard, rows }) => rows.map((row) => ({ shard, row })))
-  // The in-app items of the key, shown or on their way: withdrawn from their feeds, which refuse them from now on.
+  // Every in-app item of the key, shown, on its way or never sent: withdrawn from its feed, which refuses it from
+  // now on — also those a cancellation that failed half way ended already, whose items it may not have reached.
   const items = Map.groupBy(
-    marked.filter(({ row }) => row.channel === 'in-app' && row.status !== 'cancelled'),
+    marked.filter(({ row }) => row.channel === 'in-app'),
     ({ row }) => row.recipient_user_id,
   )
   await Promise.all(

@@ -1,5 +1,9 @@
 import { heldBy, TRY_NOT_COUNTED } from './sql.ts'
 
+// An in-app item a cancellation withdrew while it was on its way: the feed refused it, or removed it
+// right after (src/cancel/cancel-key.ts withdraws every item of the key, whatever its row's status).
+const WITHDRAWN_ITEM = "channel = 'in-app' AND cancelled_at IS NOT NULL"
+
 /**
  * Marks a notification sent through `transport`, only under the claim that
  * sent it — also when a lapsed lease made its outcome `unknown` meanwhile (the
@@ -7,8 +11,10 @@ import { heldBy, TRY_NOT_COUNTED } from './sql.ts'
  * is null when the provider said the email went out without naming it (a
  * batch's key already taken), and `reason` then says so. The row carries
  * `mark`, and the caller counts it `sent` in the same transaction
- * (./counted.ts). Parameters: id, provider id, now, claim token, reason,
- * transport, count mark.
+ * (./counted.ts). An in-app item that a cancellation withdrew while it was
+ * on its way ends `cancelled` instead (its feed refused it, or removed it),
+ * counted by the status trigger. Parameters: id, provider id, now, claim
+ * token, reason, transport, count mark.
  */
 export function markSent(
   db: D1Database,
@@ -22,8 +28,13 @@ export function markSent(
 ): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE notifications SET status = 'sent', provider_id = coalesce(?2, provider_id), sent_at = ?3, updated_at = ?3,
-         lease_until = NULL, error_code = NULL, status_reason = ?5, transport = ?6, count_mark = ?7
+      `UPDATE notifications SET status = CASE WHEN ${WITHDRAWN_ITEM} THEN 'cancelled' ELSE 'sent' END,
+         provider_id = coalesce(?2, provider_id), sent_at = ?3, updated_at = ?3, lease_until = NULL, error_code = NULL,
+         status_reason = CASE WHEN ${WITHDRAWN_ITEM}
+           THEN 'withdrawn by a cancellation while it was on its way to the feed' ELSE ?5 END,
+         transport = ?6,
+         -- A withdrawn item keeps its mark, so that the status trigger counts it cancelled, not the caller sent.
+         count_mark = CASE WHEN ${WITHDRAWN_ITEM} THEN count_mark ELSE ?7 END
        WHERE id = ?1 AND status IN ('sending', 'unknown') AND claim_token = ?4`,
     )
     .bind(id, providerId, now, token, reason, transport, mark)
