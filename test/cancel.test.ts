@@ -23,6 +23,7 @@ import {
   guid,
   inAppFor,
   pendingNotification,
+  runCron,
 } from './helpers.ts'
 import { dbOfUser } from './shards.ts'
 
@@ -260,6 +261,21 @@ describe('cancel by key', () => {
     )
     expect(refused.status).toBe(400)
     expect(refused.body.error.issues.map((issue) => issue.field)).toContain('key')
+  })
+
+  it('forgets a cancellation after the deduplication horizon (PROCESSED_EVENTS_RETENTION_DAYS), keeping newer ones', async () => {
+    const [old, fresh] = [`old:${guid()}`, `fresh:${guid()}`]
+    const longAgo = new Date(Date.now() - 8 * 86_400_000).toISOString()
+    await env.DB.prepare(
+      `INSERT INTO cancellations (key, cancelled_at, source, by) VALUES (?1, ?2, 'api', 'test'), (?3, ?4, 'api', 'test')`,
+    )
+      .bind(old, longAgo, fresh, new Date().toISOString())
+      .run()
+    await runCron(new Date())
+    const { results } = await env.DB.prepare('SELECT key FROM cancellations WHERE key IN (?1, ?2)')
+      .bind(old, fresh)
+      .all<{ key: string }>()
+    expect(results.map((row) => row.key)).toEqual([fresh])
   })
 
   it('in bulk by a filter: a dry run lists what would go and changes nothing; then it cancels', async () => {

@@ -181,6 +181,8 @@ CREATE TABLE cancellations (
   by           TEXT NOT NULL,
   reason       TEXT
 );
+-- Retention deletes the oldest first (PROCESSED_EVENTS_RETENTION_DAYS, the deduplication horizon).
+CREATE INDEX cancellations_at ON cancellations (cancelled_at);
 
 -- InvitationCreated gains in-app templates: its in-app channel is written turned off, as
 -- ResponseCreated's was (part 24), for a deployment to turn on.

@@ -9,6 +9,7 @@ import { BUCKET_RETENTION_MS, pruneBuckets } from '../metrics/buckets.ts'
 import { GAUGES, setGauge } from '../metrics/counters.ts'
 import { pruneBundles } from '../notifications/bundles.ts'
 import { pruneNotificationContent, pruneNotificationRows, pruneSentMessages } from '../notifications/prune.ts'
+import { deleteOldest } from '../sql.ts'
 
 const DAY_MS = 86_400_000
 
@@ -29,6 +30,12 @@ function prunings(config: Config): Pruning[] {
       table: 'processed_marks',
       days: config.PROCESSED_EVENTS_RETENTION_DAYS,
       statement: (db, before, _, limit) => deleteProcessedEventsBefore(db, before, limit),
+    },
+    // A cancellation outlives any late event of its key as a processed mark outlives a redelivery.
+    {
+      table: 'cancellations',
+      days: config.PROCESSED_EVENTS_RETENTION_DAYS,
+      statement: (db, before, _, limit) => deleteOldest(db, 'cancellations', 'key', 'cancelled_at', before, limit),
     },
     // The marks written before they were keyed by event: drained, then an empty search a minute.
     {
