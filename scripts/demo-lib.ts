@@ -231,7 +231,9 @@ export function emailOf<T extends { channel?: string }>(notifications: readonly 
   return notifications.find((notification) => notification.channel === 'email') ?? notifications[0]
 }
 
-const ON_ITS_WAY = ['pending', 'sending', 'collecting', 'closing']
+// `escalating`: an email waiting for its in-app item to go unseen (the in-app channel on, as a demo run before
+// this one left it) is on its way until its feed decides.
+const ON_ITS_WAY = ['pending', 'sending', 'collecting', 'closing', 'escalating']
 
 /**
  * Whether a notification has come to something: sent or ended, or told in a

@@ -5,15 +5,18 @@
  * or the dead-letter code. Then the recipient loop: a bounce that turns the
  * next email to that address into `suppressed`, and a one-click unsubscribe
  * that turns the next optional email into `opted-out`. Then a digest: five
- * responses to one project become one email. Last, the in-app inbox: the
+ * responses to one project become one email. Then the in-app inbox: the
  * channel turned on for ResponseCreated, and one more response to the same
  * owner pushed to her open feed (the demo page of `npm start`) beside its email.
+ * Last, an escalation: a response whose in-app item nobody looks at, whose
+ * email goes once its wait ends (ESCALATION_AFTER_SECONDS in .dev.vars), and
+ * the story's account of it.
  */
 import { readFileSync } from 'node:fs'
 import { parseEnv } from 'node:util'
 import { renderTable } from '../bin/table.ts'
 import { showDigest } from './demo-digest.ts'
-import { DEMO_PAGE_PORT, showInboxLive } from './demo-inbox.ts'
+import { DEMO_PAGE_PORT, showEscalation, showInboxLive } from './demo-inbox.ts'
 import { collectOutcomes, mask, OWNER, sendSamples } from './demo-lib.ts'
 import { showRecipientLoop } from './demo-recipients.ts'
 
@@ -85,8 +88,15 @@ console.log(
 )
 if (!digestRight) console.log('\nnot as expected: the digest')
 
+// ResponseCreated's email waits for its in-app item to go unseen (30 minutes deployed; ESCALATION_AFTER_SECONDS
+// in .dev.vars), then for its digest (DIGEST_WINDOW_SECONDS): the in-app steps wait for both, and a minute more.
+const escalationSeconds = Number(vars.ESCALATION_AFTER_SECONDS ?? 1800)
+const inboxTimeoutMs = (escalationSeconds + Number(vars.DIGEST_WINDOW_SECONDS ?? 600) + 60) * 1000
 console.log('\nthe in-app inbox: the channel turned on, a response to the same owner while her feed is open…')
-const live = await showInboxLive(endpoints, vars.INBOX_TOKEN_SECRET as string)
+console.log(
+  `(its email waits ${escalationSeconds} s for the item to go unseen: opening the bell on the demo page meanwhile spares it)`,
+)
+const live = await showInboxLive(endpoints, vars.INBOX_TOKEN_SECRET as string, inboxTimeoutMs)
 console.log(
   renderTable(
     ['CHANNEL', 'STATUS', 'WHAT', 'ON THE OPEN PAGE'],
@@ -104,6 +114,28 @@ console.log(
 const inboxRight = live.item !== undefined && live.email !== undefined
 if (!inboxRight) console.log('\nnot as expected: the in-app item')
 console.log(`the bell of that page: ${demoPage}`)
+
+console.log(
+  `\nan escalation: a response to a new owner whose in-app item nobody opens; its email waits ${escalationSeconds} s for it…`,
+)
+const escalated = await showEscalation(endpoints, inboxTimeoutMs)
+console.log(
+  renderTable(
+    ['CHANNEL', 'STATUS', 'WHAT'],
+    [
+      ['in-app', escalated.item?.status ?? 'not seen', 'nobody opened it'],
+      ['email', escalated.email?.status ?? 'not seen', escalated.email?.subject ?? ''],
+    ],
+  ),
+)
+console.log(`its story (GET /v1/events/${escalated.eventId}) tells the escalation:`)
+for (const [field, value] of Object.entries(escalated.escalation ?? {})) console.log(`  ${field}: ${value}`)
+// `first: 'email'`: the feed decided that the email goes before any mark; `markedAt` null: nobody has looked yet.
+const escalationRight =
+  escalated.escalation?.first === 'email' &&
+  escalated.escalation.markedAt === null &&
+  ['sent', 'sent in a digest'].includes(escalated.email?.status ?? '')
+if (!escalationRight) console.log('\nnot as expected: the escalation')
 console.log('\nthe emails: http://127.0.0.1:8787/cdn-cgi/local/explorer/api/local/email/sending')
 console.log(`what it did, charted: ${endpoints.workerUrl}/console (sign in with the admin token of .dev.vars)`)
-process.exit(wrong.length + loopWrong.length > 0 || !digestRight || !inboxRight ? 1 : 0)
+process.exit(wrong.length + loopWrong.length > 0 || !digestRight || !inboxRight || !escalationRight ? 1 : 0)

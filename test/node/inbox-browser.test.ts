@@ -16,7 +16,12 @@
  * - a token that ends closes the socket, and the element asks its host for
  *   another and comes back;
  * - the element passes axe with its panel open at 1280 and 390 px, fits
- *   390 px, and is used by keyboard alone.
+ *   390 px, and is used by keyboard alone;
+ * - escalation (docs/inbox.md): ResponseCreated's email waits for its item
+ *   (ESCALATION_AFTER_SECONDS here). An item its user saw by opening the
+ *   bell's panel before the end spares the email (`seen-in-app`, no email);
+ *   an item nobody looked at escalates to its email, and a look after that
+ *   takes nothing back. Each event's story says which came first.
  */
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
@@ -32,7 +37,7 @@ import { type Endpoints, writeOutbox } from '../../scripts/demo-lib.ts'
 import { startBridge } from '../../support/bridge-process.ts'
 import { assertNoLeaks } from '../../support/child-output.ts'
 import { type InboxHost, inboxToken, startInboxHost } from '../../support/inbox-host.ts'
-import { type LocalWorker, startLocalWorker } from '../../support/local-worker.ts'
+import { type LocalWorker, sentMails, startLocalWorker } from '../../support/local-worker.ts'
 import { type NetworkCut, startNetworkCut } from '../../support/network-cut.ts'
 import { freePort, waitFor } from '../../support/wait.ts'
 
@@ -50,6 +55,14 @@ const OUTPUT = 'test-output/inbox'
 const DROP_MS = 30_000
 /** The page's heartbeat in these tests, so that a silent socket is found within the drop. */
 const HEARTBEAT_SECONDS = 5
+/**
+ * How long ResponseCreated's email waits for its in-app item here (ESCALATION_AFTER_SECONDS; the kind's own wait
+ * is 30 minutes). The wait starts when the event is planned, and the item reaches an open page a second or two
+ * after that: long enough that a test which opens the panel as soon as the item shows marks it well before the
+ * end, short enough that an item nobody looks at escalates within the tests' waits. One value serves both
+ * outcomes: the test that marks does it at once, the test that does not waits for the decision, not for a time.
+ */
+const ESCALATION_SECONDS = 15
 
 let worker: LocalWorker
 let bridge: Awaited<ReturnType<typeof startBridge>>
@@ -64,6 +77,9 @@ const template = JSON.parse(await readFile('examples/arthunt/response.created.js
   data: { recipient: { userId: string; email: string }; projectId: string; projectTitle: string; responseId: string }
 }
 
+/** The address `respond` gives an owner. */
+const addressOf = (owner: string) => `owner-${owner.slice(0, 8)}@example.com`
+
 /** Writes a response.created for `owner` to the outbox; the bridge carries it to the Worker. Its event id. */
 async function respond(owner: string, projectTitle: string): Promise<string> {
   const event = structuredClone(template)
@@ -72,14 +88,15 @@ async function respond(owner: string, projectTitle: string): Promise<string> {
   // A project of its own: a second response to one project would join the first one's email digest.
   event.data.projectId = crypto.randomUUID()
   event.data.projectTitle = projectTitle
-  event.data.recipient = { ...event.data.recipient, userId: owner, email: `owner-${owner.slice(0, 8)}@example.com` }
+  event.data.recipient = { ...event.data.recipient, userId: owner, email: addressOf(owner) }
   await writeOutbox(endpoints, Buffer.from(JSON.stringify(event)))
   return event.envelope.eventId
 }
 
 /**
  * The event's notifications by channel, once its in-app item reached the feed and, with `email`, its
- * email went (ResponseCreated's email goes alone or in a digest: DIGEST_WINDOW_SECONDS is 2 here).
+ * email went: ResponseCreated's email first waits ESCALATION_SECONDS for its item to go unseen, then goes
+ * alone or in a digest (DIGEST_WINDOW_SECONDS is 2 here).
  */
 async function notificationsOf(eventId: string, email = false): Promise<Record<string, string>> {
   return waitFor(
@@ -103,7 +120,63 @@ async function feedOf(user: string) {
   const response = await fetch(`${worker.url}/v1/inbox?limit=100`, {
     headers: { authorization: `Bearer ${inboxToken(user, SECRET)}` },
   })
-  return (await response.json()) as { items: { id: string; readAt: string | null }[]; counts: { unread: number } }
+  return (await response.json()) as {
+    items: { id: string; seenAt: string | null; readAt: string | null }[]
+    counts: { unread: number }
+  }
+}
+
+/** An email's escalation as the event's story tells it (GET /v1/events/{eventId}). */
+type StoryEscalation = {
+  inApp: string
+  unless: 'seen' | 'read'
+  decidedAt: string | null
+  markedAt: string | null
+  first: 'mark' | 'email' | null
+}
+
+/** The event's email as its story tells it, with the digest it went in and its escalation. */
+type StoryEmail = {
+  id: string
+  status: string
+  createdAt: string
+  inDigest: { id: string; status: string } | null
+  escalation: StoryEscalation | null
+}
+
+/** The event's email in its story, once the story has it. */
+async function storyEmailOf(eventId: string): Promise<StoryEmail | undefined> {
+  const story = await worker.api('GET', `/v1/events/${eventId}`, ADMIN)
+  if (story.status !== 200) return undefined
+  return (story.body.notifications as (StoryEmail & { channel: string })[]).find((row) => row.channel === 'email')
+}
+
+/**
+ * The event's email once its feed decided its escalation, whichever way: waiting for the decision rather
+ * than for the outcome one expects lets a test that gets the other one fail on what it got, at once.
+ */
+function decidedEmailOf(eventId: string): Promise<StoryEmail> {
+  return waitFor(
+    async () => {
+      const mail = await storyEmailOf(eventId)
+      return mail?.escalation?.decidedAt ? mail : undefined
+    },
+    `event ${eventId}'s escalation to be decided`,
+    90_000,
+  )
+}
+
+/** The user's notifications in the Worker's D1, as `channel:status` (a digest's own row as `digest:status`), sorted. */
+async function rowsOf(user: string): Promise<string[]> {
+  const rows = await worker.query(
+    `SELECT channel, status, is_digest FROM notifications WHERE recipient_user_id = '${user}'`,
+  )
+  return rows.map((row) => `${row.is_digest === 1 ? 'digest' : row.channel}:${row.status}`).sort()
+}
+
+/** The emails the Worker's local email binding sent to `address`. */
+async function mailsTo(address: string): Promise<number> {
+  return (await sentMails(worker.url)).filter((mail) => mail.to.includes(address)).length
 }
 
 /** Opens `user`'s page and waits for its element to be live. */
@@ -147,6 +220,7 @@ before(async () => {
     INGEST_TOKEN: INGEST,
     INBOX_TOKEN_SECRET: SECRET,
     INBOX_ALLOWED_ORIGINS: `http://127.0.0.1:${hostPort},http://127.0.0.1:${shortHostPort}`,
+    ESCALATION_AFTER_SECONDS: String(ESCALATION_SECONDS),
   })
   // The in-app channel of ResponseCreated, which a deployment turns on (docs/inbox.md).
   await worker.query("UPDATE channel_policies SET enabled = 1 WHERE kind = 'ResponseCreated' AND channel = 'in-app'")
@@ -195,13 +269,111 @@ test('an event written to the outbox appears in the open page by its socket, bes
   assert.equal(await page.evaluate(() => (window as unknown as { loadedOnce?: boolean }).loadedOnce), true)
   await page.getByRole('button', { name: 'Notifications, 1 unread' }).click()
   assert.match(await page.locator('notify-inbox li').first().innerText(), /Live bell project/)
-  // The email of the same event went too.
+  // The email of the same event went too: nobody opened the panel within its wait, so it escalated.
   assert.ok(ids.email)
   writeFileSync(
     `${OUTPUT}/live.json`,
     `${JSON.stringify({ fromOutboxToPageMs: arrived - written, note: 'outbox row to the bell, through the bridge, the pipeline and the socket' }, null, 2)}\n`,
   )
   console.log(`inbox: outbox row to the open page's bell in ${arrived - written} ms`)
+  await page.close()
+})
+
+test("escalation: the panel opened before the wait ends marks the item seen, and its email ends 'seen-in-app', unsent", async () => {
+  const user = crypto.randomUUID()
+  const page = await openInbox(user)
+  const eventId = await respond(user, 'Seen in time project')
+  // Opened as soon as the bell shows the item: opening the panel marks what it shows seen.
+  const bell = page.getByRole('button', { name: 'Notifications, 1 unread' })
+  await bell.waitFor({ timeout: 90_000 })
+  await bell.click()
+  const ids = await notificationsOf(eventId)
+  const seenAt = await waitFor(
+    async () => (await feedOf(user)).items.find((item) => item.id === ids['in-app'])?.seenAt ?? undefined,
+    'the item to be marked seen',
+  )
+  // The mark decides nothing by itself: the email still waits for the end of its wait, where the feed decides.
+  const waiting = await storyEmailOf(eventId)
+  assert.equal(
+    waiting?.status,
+    'escalating',
+    `the email still waits once its item is seen (if not, the ${ESCALATION_SECONDS} s wait ended before the page marked the item: too short for this machine)`,
+  )
+  // The margin the wait left, for whoever tunes ESCALATION_SECONDS: written, not asserted.
+  console.log(
+    `inbox: the item was seen ${Date.parse(seenAt) - Date.parse(waiting?.createdAt as string)} ms into its email's ${ESCALATION_SECONDS} s wait`,
+  )
+  const mail = await decidedEmailOf(eventId)
+  const story = JSON.stringify(mail)
+  assert.equal(mail.status, 'seen-in-app', `the seen item spares the email: ${story}`)
+  assert.equal(mail.escalation?.first, 'mark', `the mark came first: ${story}`)
+  assert.equal(mail.escalation?.inApp, ids['in-app'])
+  assert.equal(mail.escalation?.unless, 'seen')
+  assert.equal(mail.escalation?.markedAt, seenAt)
+  assert.ok(
+    Date.parse(seenAt) <= Date.parse(mail.escalation?.decidedAt as string),
+    `marked before the decision: ${story}`,
+  )
+  assert.equal(mail.inDigest, null)
+  // Nothing was sent for it: no digest row, no email row sent, and no email to the owner's address. The feed
+  // keeps its decision, so nothing can go later either.
+  assert.deepEqual(await rowsOf(user), ['email:seen-in-app', 'in-app:sent'])
+  assert.equal(await mailsTo(addressOf(user)), 0)
+  await page.close()
+})
+
+test('escalation: an item nobody looks at becomes its email; a look after the decision takes nothing back', async () => {
+  const user = crypto.randomUUID()
+  const page = await openInbox(user)
+  const eventId = await respond(user, 'Nobody looked project')
+  // The item is in the open page's bell; nobody opens the panel.
+  await page.getByRole('button', { name: 'Notifications, 1 unread' }).waitFor({ timeout: 90_000 })
+  const ids = await notificationsOf(eventId)
+  const decided = await decidedEmailOf(eventId)
+  assert.equal(decided.escalation?.first, 'email', `the unseen item escalates: ${JSON.stringify(decided)}`)
+  assert.equal(decided.escalation?.markedAt, null)
+  assert.equal(decided.escalation?.inApp, ids['in-app'])
+  // Planned again when it escalated: it goes as ResponseCreated's emails go, alone or in its owner's digest.
+  const sent = await waitFor(
+    async () => {
+      const mail = await storyEmailOf(eventId)
+      return mail?.status === 'sent' || (mail?.status === 'digested' && mail.inDigest?.status === 'sent')
+        ? mail
+        : undefined
+    },
+    `event ${eventId}'s email to be sent`,
+    90_000,
+  )
+  assert.equal(
+    (await feedOf(user)).items.find((item) => item.id === ids['in-app'])?.seenAt,
+    null,
+    'nobody looked at the item',
+  )
+  // One email row, sent: alone (a digest that told it alone is `superseded` by it), or told in a digest sent.
+  const rows = await rowsOf(user)
+  const emails = rows.filter((row) => row.startsWith('email:'))
+  assert.ok(
+    rows.includes('in-app:sent') &&
+      emails.length === 1 &&
+      (emails[0] === 'email:sent' || (emails[0] === 'email:digested' && rows.includes('digest:sent'))),
+    `the email went, alone or in its digest: ${rows}`,
+  )
+  const address = addressOf(user)
+  await waitFor(async () => ((await mailsTo(address)) > 0 ? true : undefined), `the email to ${address}`)
+  assert.equal(await mailsTo(address), 1)
+
+  // The user looks now: the item is seen, and the email that went stays what it was.
+  await page.getByRole('button', { name: 'Notifications, 1 unread' }).click()
+  const after = await waitFor(async () => {
+    const mail = await storyEmailOf(eventId)
+    return mail?.escalation?.markedAt ? mail : undefined
+  }, 'the late mark in the story')
+  assert.equal(after.escalation?.first, 'email', `the decision came first: ${JSON.stringify(after)}`)
+  assert.equal(after.escalation?.decidedAt, decided.escalation?.decidedAt)
+  assert.ok(Date.parse(after.escalation?.markedAt as string) > Date.parse(after.escalation?.decidedAt as string))
+  assert.equal(after.status, sent.status)
+  assert.deepEqual(await rowsOf(user), rows)
+  assert.equal(await mailsTo(address), 1)
   await page.close()
 })
 
