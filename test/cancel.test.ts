@@ -12,6 +12,7 @@
 import { env } from 'cloudflare:workers'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { consume, digestsOf, membersOf, ownerWho, response, windowPassed } from './digests.ts'
+import { FAKE_RESEND_URL } from './fake-resend.ts'
 import {
   ADMIN_TOKEN,
   adminCall,
@@ -261,6 +262,65 @@ describe('cancel by key', () => {
     )
     expect(refused.status).toBe(400)
     expect(refused.body.error.issues.map((issue) => issue.field)).toContain('key')
+  })
+
+  it('a member of a bundle never requested (its pace put it off) is withdrawn; the bundle goes without it', async () => {
+    const [a, b] = [invitation(), invitation()]
+    await deliverBatch(
+      [a, b].map(({ create }) => ({ id: `m-${guid()}`, attempts: 1, body: create })),
+      'notify-events',
+      quietNow(),
+    )
+    const [ea, eb] = await Promise.all([a, b].map(async ({ created }) => (await rowsOf(created))[0] as Row))
+    const batchId = `bat_${guid().replaceAll('-', '')}`
+    const now = new Date().toISOString()
+    // What the pace leaves of a bundle it had no slot for: pending, in its bundle, nothing requested.
+    await env.DB.batch([
+      env.DB.prepare("INSERT INTO send_batches (id, transport, size, created_at) VALUES (?1, 'resend', 2, ?2)").bind(
+        batchId,
+        now,
+      ),
+      ...[ea, eb].map((row, position) =>
+        env.DB.prepare(
+          'UPDATE notifications SET batch_id = ?2, batch_position = ?3, scheduled_at = ?4, send_attempts = 0 WHERE id = ?1',
+        ).bind(row?.id, batchId, position, now),
+      ),
+    ])
+    const report = await cancel(a.key)
+    expect(report.body.notifications.map((n) => n.outcome)).toEqual(['cancelled'])
+    const resend = { EMAIL_TRANSPORT: 'resend', RESEND_API_KEY: 'test-resend-key', RESEND_API_URL: FAKE_RESEND_URL }
+    await dispatchBatch([{ notificationId: ea?.id as string }, { notificationId: eb?.id as string }], resend)
+    expect((await rowsOf(a.created))[0]?.status).toBe('cancelled')
+    expect(await sentCount(ea?.id as string)).toBe(0)
+    expect((await rowsOf(b.created))[0]?.status).toBe('sent')
+    expect(await sentCount(eb?.id as string)).toBe(1)
+  })
+
+  it('an email withdrawn gives its throttle place back: the next one goes at once', async () => {
+    const owner = await ownerWho('instant')
+    const key = `response:${guid()}`
+    const keyed = (title: string, withKey: boolean) => {
+      const made = response(owner, title)
+      const body = JSON.parse(made.message.body)
+      if (withKey) body.envelope.cancellationKey = key
+      return { eventId: made.eventId, message: { ...made.message, body: JSON.stringify(body) } }
+    }
+    // Five, held by quiet hours, take the five places of the owner's hour.
+    const five = Array.from({ length: 5 }, (_, index) => keyed(`Проект ${index}`, true))
+    await deliverBatch(
+      five.map(({ message }) => ({ id: `m-${guid()}`, attempts: 1, body: message })),
+      'notify-events',
+      quietNow(),
+    )
+    for (const one of five) expect((await rowsOf(one.eventId))[0]?.status).toBe('pending')
+    await cancel(key)
+    const places = await env.DB.prepare('SELECT places FROM throttle_windows WHERE user_id = ?1')
+      .bind(owner.userId)
+      .first<{ places: string }>()
+    expect(JSON.parse(places?.places ?? '[]')).toEqual([])
+    const sixth = keyed('Шестой', false)
+    await deliverBatch([{ id: `m-${guid()}`, attempts: 1, body: sixth.message }], 'notify-events', quietNow())
+    expect((await rowsOf(sixth.eventId))[0]?.status).toBe('pending')
   })
 
   it('forgets a cancellation after the deduplication horizon (PROCESSED_EVENTS_RETENTION_DAYS), keeping newer ones', async () => {

@@ -68,10 +68,10 @@ async function escalating(owner: Owner): Promise<{ eventId: string; email: Row; 
   return { eventId, email, inApp }
 }
 
-/** The end of an email's wait: its time moved into the past, and its message delivered. */
+/** The end of an email's wait: its time moved to now (a mark before it spares the email), and its message delivered. */
 async function waitEnds(email: Row, overrides: Record<string, unknown> = {}) {
   await env.DB.prepare("UPDATE notifications SET scheduled_at = ?2 WHERE id = ?1 AND status = 'escalating'")
-    .bind(email.id, new Date(Date.now() - 1000).toISOString())
+    .bind(email.id, new Date().toISOString())
     .run()
   return dispatchOnce({ notificationId: email.id }, overrides)
 }
@@ -151,12 +151,28 @@ describe('escalation: the email only if the in-app item went unseen', () => {
     await see(owner.userId, inApp.id)
     const feed = env.INBOX.getByName(owner.userId)
     // Asked again, the feed answers what it decided: the mark after it takes nothing back.
-    expect(await feed.escalate(inApp.id, 'seen', new Date().toISOString())).toMatchObject({ email: true })
+    const at = new Date().toISOString()
+    expect(await feed.escalate(inApp.id, 'seen', at, at)).toMatchObject({ email: true })
     await eventually(async () => expect((await rowsOf(eventId)).email.status).toBe('sent'))
     expect(await sentCount(email.id)).toBe(1)
     const story = await storyOf(eventId)
     expect(story?.first).toBe('email')
     expect((story?.markedAt ?? '') > (story?.decidedAt ?? '')).toBe(true)
+  })
+
+  it('decides by the end of the wait: a mark after it, before a late wake-up, spares nothing', async () => {
+    const owner = await ownerWho('instant')
+    const { eventId, email, inApp } = await escalating(owner)
+    // The wait ended a minute ago; its message was late (a retry, the cron's grace), and the owner looked meanwhile.
+    await env.DB.prepare("UPDATE notifications SET scheduled_at = ?2 WHERE id = ?1 AND status = 'escalating'")
+      .bind(email.id, new Date(Date.now() - 60_000).toISOString())
+      .run()
+    await see(owner.userId, inApp.id)
+    await dispatchOnce({ notificationId: email.id })
+    await eventually(async () => expect((await rowsOf(eventId)).email.status).toBe('sent'))
+    const story = await storyOf(eventId)
+    expect(story?.first).toBe('email')
+    expect(story?.markedAt).not.toBeNull()
   })
 
   it('one outcome whichever of the mark and the end of the wait comes first, each time', async () => {
@@ -170,11 +186,8 @@ describe('escalation: the email only if the in-app item went unseen', () => {
       }),
     )
     for (const [index, { eventId, email, inApp }] of waiting.entries()) {
-      const decision = await env.INBOX.getByName((owners[index] as Owner).userId).escalate(
-        inApp.id,
-        'seen',
-        new Date().toISOString(),
-      )
+      const at = new Date().toISOString()
+      const decision = await env.INBOX.getByName((owners[index] as Owner).userId).escalate(inApp.id, 'seen', at, at)
       if (decision.email) {
         await eventually(async () => expect((await rowsOf(eventId)).email.status).toBe('sent'))
         expect(await sentCount(email.id)).toBe(1)

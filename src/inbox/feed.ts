@@ -414,14 +414,14 @@ export class Feed {
   }
 
   /**
-   * Decides, once, whether the email waiting on the item of notification
-   * `id` goes: not if the item was `unless` (seen, or read) before `at`,
-   * else yes — also when the feed does not hold the item (never shown,
+   * Decides, once, at `at`, whether the email waiting on the item of
+   * notification `id` goes: not if the item was `unless` (seen, or read) by
+   * `deadline` (the end of its wait), else yes — also when the feed does not hold the item (never shown,
    * erased). Asked again, it answers the first decision, whatever the item
    * became since: a mark after the decision never takes back an email that
    * went, nor one before it an email spared.
    */
-  escalate(id: string, unless: 'seen' | 'read', at: string): EscalationDecision {
+  escalate(id: string, unless: 'seen' | 'read', at: string, deadline: string = at): EscalationDecision {
     return this.#storage.transactionSync(() => {
       const item = this.#sql
         .exec<{ seen_at: string | null; read_at: string | null }>(
@@ -437,7 +437,9 @@ export class Feed {
         )
         .toArray()[0]
       if (known) return { email: known.email === 1, decidedAt: known.decided_at, ...marks }
-      const spared = (unless === 'seen' ? marks.seenAt : marks.readAt) !== null
+      const mark = unless === 'seen' ? marks.seenAt : marks.readAt
+      // By the end of the wait: a mark after it, before a late wake-up (a retry, the cron's grace), spares nothing.
+      const spared = mark !== null && mark <= deadline
       this.#sql.exec(
         'INSERT INTO escalations (notification_id, decided_at, email) VALUES (?1, ?2, ?3)',
         id,
@@ -451,6 +453,18 @@ export class Feed {
   /** Records that the feed was erased at `at`: no notification made before it is added again. */
   erasedAt(at: string): void {
     this.#sql.exec('UPDATE feed SET erased_before = ?1 WHERE id = 1', at)
+  }
+
+  /** When the oldest escalation decision or withdrawal was recorded, if the feed keeps any. */
+  oldestRecord(): string | undefined {
+    return (
+      this.#sql
+        .exec<{ at: string | null }>(
+          `SELECT min(at) AS at FROM (SELECT min(decided_at) AS at FROM escalations
+                                      UNION ALL SELECT min(withdrawn_at) FROM withdrawn)`,
+        )
+        .one().at ?? undefined
+    )
   }
 
   /** When the oldest item arrived, if the feed has any. */

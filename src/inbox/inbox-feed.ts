@@ -101,8 +101,11 @@ export class InboxFeed extends DurableObject<Env> {
    * goes (./feed.ts): one object runs one call at a time, so a mark and the
    * decision are never at once, and the answer never changes.
    */
-  escalate(id: string, unless: 'seen' | 'read', at: string): EscalationDecision {
-    return this.#feed.escalate(id, unless, at)
+  async escalate(id: string, unless: 'seen' | 'read', at: string, deadline: string): Promise<EscalationDecision> {
+    const decision = this.#feed.escalate(id, unless, at, deadline)
+    // The decision ages out with the items (the alarm); a feed without items has none set yet.
+    if ((await this.ctx.storage.getAlarm()) === null) await this.#arrange()
+    return decision
   }
 
   /**
@@ -110,10 +113,12 @@ export class InboxFeed extends DurableObject<Env> {
    * open sockets, whose pages drop them and whose counts follow; the feed
    * refuses them from then on. `removed`: how many items it held.
    */
-  withdraw(ids: string[], at: string): { removed: number; counts: Counts } {
+  async withdraw(ids: string[], at: string): Promise<{ removed: number; counts: Counts }> {
     const change = this.#feed.withdraw(ids, at)
     if (change !== undefined) this.#tell(change)
     const { unseen, unread } = this.#feed.state()
+    // The refusals age out with the items (the alarm); a feed without items has none set yet.
+    if ((await this.ctx.storage.getAlarm()) === null) await this.#arrange()
     return { removed: change?.type === 'removed' ? change.ids.length : 0, counts: { unseen, unread } }
   }
 
@@ -214,7 +219,10 @@ export class InboxFeed extends DurableObject<Env> {
     const keep = configOf(this.env).INBOX_RETENTION_DAYS * 86_400_000
     const removed = this.#feed.removeOlder(new Date(now - keep).toISOString(), REMOVE_MAX)
     if (removed !== undefined) this.#tell(removed)
-    const oldest = this.#feed.oldest()
+    // The oldest of what ages out: an item, or a decision or refusal kept as long as the items.
+    const oldest = [this.#feed.oldest(), this.#feed.oldestRecord()]
+      .filter((at): at is string => at !== undefined)
+      .sort()[0]
     if (oldest !== undefined) {
       // More than a time's worth aged out: come back at once for the rest.
       next = Math.min(

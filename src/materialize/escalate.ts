@@ -44,7 +44,12 @@ export async function escalateDue(
   const decisions = await Promise.all(
     rows.map(
       (row): Promise<EscalationDecision> =>
-        env.INBOX.getByName(row.recipient_user_id).escalate(row.escalation_of, row.escalation_unless, nowIso),
+        env.INBOX.getByName(row.recipient_user_id).escalate(
+          row.escalation_of,
+          row.escalation_unless,
+          nowIso,
+          row.scheduled_at,
+        ),
     ),
   )
   const emailed = rows.filter((_, index) => decisions[index]?.email)

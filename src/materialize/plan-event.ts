@@ -181,7 +181,7 @@ export async function notificationFor(
     return unsent(base, 'opted-out', `the recipient opted out of ${intent.kind} by ${channel}`, null, now)
   }
   // Decided at the end of its wait, as planning decides then (its contact, digest, throttle, quiet hours).
-  if (escalation) return escalating(base, intent, escalation, config, now)
+  if (escalation) return escalating(base, recipient, intent, escalation, config, now)
   // An in-app item needs its recipient's id only, which every event names: it never waits for a contact.
   if (base.recipientEmail === null && channel !== 'in-app') {
     const until = new Date(now.getTime() + config.CONTACT_WAIT_HOURS * 3_600_000)
@@ -271,19 +271,24 @@ async function digested(
 
 /**
  * An email that waits for its in-app item (src/notifications/escalation.ts):
- * its model kept, nothing rendered yet, due when the wait ends (the kind's
- * `afterMinutes`, or ESCALATION_AFTER_SECONDS).
+ * its model kept, nothing rendered yet, the address only when its event
+ * carried one, due when the wait ends (the kind's `afterMinutes`, or
+ * ESCALATION_AFTER_SECONDS).
  */
 function escalating(
   base: BaseRow,
+  recipient: Recipient,
   intent: NotificationSource['intent'],
   escalation: NonNullable<NotificationRow['escalation']>,
   config: Config,
   now: Date,
 ): NotificationRow {
   const seconds = config.ESCALATION_AFTER_SECONDS ?? (kindOf(intent.kind)?.escalation?.afterMinutes ?? 0) * 60
+  // Only what the event carried: planned again when the wait ends, the email goes to the contact as it is then.
+  const inline = recipient.inline !== undefined
   return {
     ...base,
+    ...(inline ? {} : { recipientEmail: null, recipientName: null, recipientHash: null }),
     ...unrendered,
     status: 'escalating',
     statusReason: `sent only if its in-app item is not ${escalation.unless} by then`,

@@ -1,87 +1,162 @@
 /**
- * Withdrawing the notifications of a cancellation key (src/cancel/): every
+ * Withdrawing the notifications of cancellation keys (src/cancel/): every
  * one that has not gone out ends `cancelled`; the others are marked with the
  * cancellation's time, so that one in flight now whose send fails is ended
- * at its retry's claim instead of sent again (./gates.ts). Each statement is
- * one UPDATE, so a claim that runs beside it in D1 either took the
- * notification first (it is in flight: the cancel reports it) or finds it
- * cancelled — never both.
+ * at its retry's claim instead of sent again (./gates.ts, ./bundles.ts).
+ * Each statement is one UPDATE, so a claim that runs beside it in D1 either
+ * took the notification first (it is in flight: the cancellation reports it)
+ * or finds it cancelled — never both. Every statement takes the keys as one
+ * JSON array: a batch of cancellations costs what one does.
  */
 
 /**
- * What has not gone out and can be withdrawn: waiting to be claimed (never
- * tried, or tried without any chance of having gone: no `maybe_sent_at`,
- * not in a bundle that is sent whole), waiting for its contact, its in-app
- * item, or a paused transport, or told in a digest still collecting.
+ * What has not gone out and can be withdrawn: waiting to be claimed, never
+ * tried or tried without any chance of having gone (no `maybe_sent_at`: a
+ * bundle that was never requested is sent again without it), waiting for its
+ * contact, its in-app item, or a paused transport, or told in a digest still
+ * collecting.
  */
 const WITHDRAWABLE = `(
-  (status IN ('pending', 'paused') AND batch_id IS NULL AND maybe_sent_at IS NULL)
+  (status IN ('pending', 'paused') AND maybe_sent_at IS NULL)
   OR status IN ('escalating', 'awaiting-contact')
   OR (status = 'digested' AND digest_id IN (SELECT d.id FROM notifications d WHERE d.status = 'collecting'))
 )`
 
-/** Records a cancellation once (the first one's time and source stay). Parameters: key, now, source, by, reason. */
-export function recordCancellation(
+const OF_KEYS = 'cancellation_key IN (SELECT value FROM json_each(?1))'
+
+/** A cancellation as it is recorded. */
+export type Cancellation = { key: string; source: 'event' | 'api'; by: string; reason: string | null }
+
+/**
+ * Records each cancellation once (the first one's time, source and reason
+ * stay). Parameters: JSON array of cancellations, now.
+ */
+export function recordCancellations(
   db: D1Database,
-  cancellation: { key: string; source: 'event' | 'api'; by: string; reason: string | null },
+  cancellations: readonly Cancellation[],
   now: string,
 ): D1PreparedStatement {
   return db
     .prepare(
-      `INSERT INTO cancellations (key, cancelled_at, source, by, reason) VALUES (?1, ?2, ?3, ?4, ?5)
+      `INSERT INTO cancellations (key, cancelled_at, source, by, reason)
+       SELECT json_extract(value, '$.key'), ?2, json_extract(value, '$.source'), json_extract(value, '$.by'),
+         json_extract(value, '$.reason')
+       FROM json_each(?1) WHERE true
        ON CONFLICT (key) DO NOTHING`,
     )
-    .bind(cancellation.key, now, cancellation.source, cancellation.by, cancellation.reason)
+    .bind(JSON.stringify(cancellations), now)
 }
 
-/** The cancellation of a key as recorded, if it was. Parameters: key. */
-export function cancellationOf(db: D1Database, key: string): D1PreparedStatement {
-  return db.prepare('SELECT key, cancelled_at, source, by, reason FROM cancellations WHERE key = ?1').bind(key)
+/** The cancellations of these keys as recorded. Parameters: JSON array of keys. */
+export function cancellationsOf(db: D1Database, keys: readonly string[]): D1PreparedStatement {
+  return db
+    .prepare('SELECT key, cancelled_at, source FROM cancellations WHERE key IN (SELECT value FROM json_each(?1))')
+    .bind(JSON.stringify(keys))
 }
 
-/**
- * Ends `cancelled` every notification of the key that has not gone out (a
- * digest's member leaves its digest, which closes without it). Returns them.
- * Parameters: key, now, reason.
- */
-export function withdrawByKey(db: D1Database, key: string, now: string, reason: string): D1PreparedStatement {
+/** The in-app notifications of these keys not ended `cancelled` yet: their items are withdrawn first. Parameters: keys. */
+export function itemsOfKeys(db: D1Database, keys: readonly string[]): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE notifications SET status = 'cancelled', status_reason = ?3, digest_id = NULL, lease_until = NULL,
-         cancelled_at = coalesce(cancelled_at, ?2), updated_at = ?2
-       WHERE cancellation_key = ?1 AND ${WITHDRAWABLE}
-       RETURNING id`,
+      `SELECT id, recipient_user_id FROM notifications WHERE ${OF_KEYS} AND channel = 'in-app' AND status <> 'cancelled'`,
     )
-    .bind(key, now, reason)
+    .bind(JSON.stringify(keys))
 }
 
 /**
- * Marks every notification of the key with the cancellation's time (kept if
- * one was there), and returns each as it stands after `withdrawByKey` in the
- * same transaction: what the cancellation did to it. Parameters: key, now.
+ * Ends `cancelled` every notification of the keys that has not gone out (a
+ * digest's member leaves its digest, which closes without it), its reason
+ * naming its cancellation as first recorded (an operator's free text stays
+ * in the cancellation and the audit trail, not on the recipient's rows).
+ * Parameters: JSON array of keys, now.
  */
-export function markCancelled(db: D1Database, key: string, now: string): D1PreparedStatement {
+export function withdrawByKeys(db: D1Database, keys: readonly string[], now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'cancelled', digest_id = NULL, lease_until = NULL,
+         cancelled_at = coalesce(cancelled_at, ?2), updated_at = ?2,
+         status_reason = (SELECT 'cancelled by ' || CASE c.source WHEN 'event' THEN 'an event' ELSE 'an operator' END
+                            || ' (' || c.key || ')' || CASE WHEN c.source = 'event' AND c.reason IS NOT NULL
+                                                           THEN ': ' || c.reason ELSE '' END
+                          FROM cancellations c WHERE c.key = notifications.cancellation_key)
+       WHERE ${OF_KEYS} AND ${WITHDRAWABLE}`,
+    )
+    .bind(JSON.stringify(keys), now)
+}
+
+/**
+ * Gives back the throttle places of the notifications `withdrawByKeys` just
+ * ended (`updated_at` is now): a place is an email the window counts as
+ * sent, and a withdrawn one never is. Parameters: JSON array of keys, now.
+ */
+export function givePlacesBack(db: D1Database, keys: readonly string[], now: string): D1PreparedStatement {
+  const withdrawn = `SELECT recipient_user_id, kind, channel, created_at FROM notifications
+    WHERE ${OF_KEYS} AND status = 'cancelled' AND throttled = 1 AND updated_at = ?2`
+  return db
+    .prepare(
+      `UPDATE throttle_windows SET places = (
+         SELECT json_group_array(value) FROM (
+           SELECT value FROM json_each(throttle_windows.places)
+           WHERE value NOT IN (SELECT w.created_at FROM (${withdrawn}) w
+                               WHERE w.recipient_user_id = throttle_windows.user_id
+                                 AND w.kind = throttle_windows.kind AND w.channel = throttle_windows.channel)
+           ORDER BY 1))
+       WHERE (user_id, kind, channel) IN (SELECT recipient_user_id, kind, channel FROM (${withdrawn}))`,
+    )
+    .bind(JSON.stringify(keys), now)
+}
+
+/**
+ * Marks every notification of the keys with the cancellation's time (kept if
+ * one was there), and returns each as it stands after `withdrawByKeys` in the
+ * same transaction: what the cancellation did to it. Parameters: keys, now.
+ */
+export function markCancelled(db: D1Database, keys: readonly string[], now: string): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE notifications SET cancelled_at = coalesce(cancelled_at, ?2)
-       WHERE cancellation_key = ?1
-       RETURNING id, event_id, kind, channel, status, recipient_user_id`,
+       WHERE ${OF_KEYS}
+       RETURNING id, event_id, kind, channel, status, status_reason, recipient_user_id, cancellation_key, digest_id`,
     )
-    .bind(key, now)
+    .bind(JSON.stringify(keys), now)
+}
+
+/** The status of the digests these notifications were told in. Parameters: JSON array of digest ids. */
+export function digestStatuses(db: D1Database, ids: readonly string[]): D1PreparedStatement {
+  return db
+    .prepare('SELECT id, status FROM notifications WHERE id IN (SELECT value FROM json_each(?1))')
+    .bind(JSON.stringify(ids))
+}
+
+/** What an in-app notification shown and then withdrawn says. */
+export const WITHDRAWN_REASON = 'shown, then withdrawn from the feed by a cancellation'
+
+/**
+ * Ends `cancelled` the in-app notifications of the keys that were shown:
+ * their items are withdrawn from their feeds. Parameters: JSON array of keys, now.
+ */
+export function endWithdrawnItems(db: D1Database, keys: readonly string[], now: string): D1PreparedStatement {
+  return db
+    .prepare(
+      `UPDATE notifications SET status = 'cancelled', status_reason = ?3, updated_at = ?2
+       WHERE ${OF_KEYS} AND channel = 'in-app' AND status = 'sent'`,
+    )
+    .bind(JSON.stringify(keys), now, WITHDRAWN_REASON)
 }
 
 /**
- * Ends `cancelled` the in-app notifications of these ids that were shown:
- * their items are withdrawn from their feeds. Parameters: JSON array of ids, now.
+ * Ends `cancelled` the members of a bundle that a cancellation marked while
+ * they were in flight and that came back without any chance of having gone:
+ * the bundle is then sent again without them. Parameters: bundle id, now.
  */
-export function endWithdrawnItems(db: D1Database, ids: readonly string[], now: string): D1PreparedStatement {
+export function endCancelledMembers(db: D1Database, batchId: string, now: string): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE notifications SET status = 'cancelled', status_reason = 'shown, then withdrawn from the feed by a cancellation',
-         updated_at = ?2
-       WHERE id IN (SELECT value FROM json_each(?1)) AND channel = 'in-app' AND status = 'sent'`,
+      `UPDATE notifications SET status = 'cancelled', status_reason = 'cancelled while it was in flight; its retry is not sent',
+         lease_until = NULL, updated_at = ?2
+       WHERE batch_id = ?1 AND status = 'pending' AND cancelled_at IS NOT NULL AND maybe_sent_at IS NULL`,
     )
-    .bind(JSON.stringify(ids), now)
+    .bind(batchId, now)
 }
 
 /** The guard an insert of a notification with a cancellation key takes: its key was not cancelled in this database. */
@@ -98,8 +173,9 @@ export type CancelFilter = {
 
 /**
  * The cancellation keys of notifications that match the filter and could be
- * withdrawn now, with how many each has and its oldest's time, oldest first,
- * at most `limit`. Parameters: kind, recipient, key prefix, after, before, limit.
+ * withdrawn now, with how many of them match and their oldest's time, oldest
+ * first, at most `limit`. Parameters: kind, recipient, key prefix, after,
+ * before, limit.
  */
 export function withdrawableKeys(db: D1Database, filter: CancelFilter, limit: number): D1PreparedStatement {
   return db

@@ -177,7 +177,8 @@ export function markUnknown(
  * batch (one request carried them all) — are `sent`; then,
  * through a transport without an idempotency key (`sendAgain`), those whose
  * time passed with no such event go back to `pending`, due now and not
- * enqueued, so the cron sends them again (the same Message-ID). Through a
+ * enqueued, so the cron sends them again (the same Message-ID) — but for
+ * one a cancellation marked meanwhile, which ends `cancelled`. Through a
  * transport with a key they are not sent blindly: `selectUndecided` finds
  * them for a dead letter. Nothing is run when no notification is `unknown`,
  * as in most runs: the first statement scans the delivery events, which no
@@ -209,6 +210,15 @@ export async function resolveUnknownOutcomes(db: D1Database, now: string, sendAg
                   WHERE m.batch_id = notifications.batch_id AND m.status IN ('unknown', 'sent'))))`,
       )
       .bind(now),
+    // One a cancellation marked while it was in flight is not sent again: taken as not sent, as the
+    // resend would take it, it ends cancelled (src/notifications/cancel.ts).
+    db
+      .prepare(
+        `UPDATE notifications SET status = 'cancelled', lease_until = NULL, updated_at = ?1,
+           status_reason = 'cancelled while its outcome was unknown: no delivery event came, so it is taken as not sent, and not sent again'
+         WHERE ?2 = 1 AND status = 'unknown' AND scheduled_at <= ?1 AND cancelled_at IS NOT NULL`,
+      )
+      .bind(now, sendAgain ? 1 : 0),
     db
       .prepare(
         `UPDATE notifications SET status = 'pending', enqueued_at = NULL, updated_at = ?1,

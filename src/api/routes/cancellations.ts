@@ -1,7 +1,7 @@
 import { z } from '@hono/zod-openapi'
 import type { Context } from 'hono'
 import { auditChange } from '../../audit/audit-store.ts'
-import { type CancelReport, cancelKey } from '../../cancel/cancel-key.ts'
+import { type CancelReport, cancelKeys } from '../../cancel/cancel-key.ts'
 import { CancellationKey } from '../../contracts/fields.ts'
 import { byColumns, rowsEverywhere } from '../../d1/shards.ts'
 import { kindNames } from '../../events/registry.ts'
@@ -97,7 +97,10 @@ const bulk = operatorRoute('admin', {
           keys: z.array(
             z.object({
               key: z.string(),
-              waiting: z.number().int().openapi({ description: 'its notifications that had not gone out' }),
+              waiting: z.number().int().openapi({
+                description:
+                  'its notifications that match the filter and had not gone out (the cancellation withdraws every notification of the key, matching or not)',
+              }),
               outcomes: z
                 .record(z.string(), z.number().int())
                 .nullable()
@@ -112,34 +115,60 @@ const bulk = operatorRoute('admin', {
   },
 })
 
-/** Cancels one key for the request's operator and audits it (one row per key, counting what it withdrew). */
-async function cancelAudited(c: Context<AppEnv>, key: string, reason: string | null): Promise<CancelReport> {
+/**
+ * Cancels keys for the request's operator (all at once: src/cancel/) and
+ * audits each (one row per key, counting what it withdrew; the cancellation
+ * itself is a change, whatever it found).
+ */
+async function cancelAudited(
+  c: Context<AppEnv>,
+  keys: readonly string[],
+  reason: string | null,
+): Promise<CancelReport[]> {
   const operator = c.get('operator')
-  const report = await cancelKey(c.env, { key, source: 'api', by: operator.name, reason }, new Date(), loggerFor(c.env))
-  const withdrawn = report.notifications.filter((n) => n.outcome === 'cancelled' || n.outcome === 'withdrawn').length
-  await auditChange(
-    c.env.DB,
-    operator,
-    {
-      action: 'cancellation.create',
-      target: key,
-      parameters: { reason, notifications: report.notifications.length },
-      // The cancellation itself is a change, whatever it found.
-      affected: Math.max(1, withdrawn),
-    },
-    new Date().toISOString(),
-  ).run()
-  return report
+  const reports = await cancelKeys(
+    c.env,
+    keys.map((key) => ({ key, source: 'api' as const, by: operator.name, reason })),
+    new Date(),
+    loggerFor(c.env),
+  )
+  const at = new Date().toISOString()
+  await c.env.DB.batch(
+    reports.map((report) =>
+      auditChange(
+        c.env.DB,
+        operator,
+        {
+          action: 'cancellation.create',
+          target: report.key,
+          parameters: { reason, notifications: report.notifications.length },
+          affected: Math.max(
+            1,
+            report.notifications.filter((n) => n.outcome === 'cancelled' || n.outcome === 'withdrawn').length,
+          ),
+        },
+        at,
+      ),
+    ),
+  )
+  return reports
 }
 
 /** `/v1/cancellations`: withdraw what a key notified and has not gone out. */
 export const cancellations = createRouter()
   .openapi(cancel, async (c) => {
     const { key, reason } = c.req.valid('json')
-    return c.json(await cancelAudited(c, key, reason ?? null), 200)
+    const [report] = await cancelAudited(c, [key], reason ?? null)
+    return c.json(report as CancelReport, 200)
   })
   .openapi(bulk, async (c) => {
-    const { filter, dryRun, reason } = c.req.valid('json')
+    const { filter: asked, dryRun, reason } = c.req.valid('json')
+    // As the rows keep times (toISOString): a bound given without milliseconds compares as the same instant.
+    const filter = {
+      ...asked,
+      ...(asked.createdAfter ? { createdAfter: new Date(asked.createdAfter).toISOString() } : {}),
+      ...(asked.createdBefore ? { createdBefore: new Date(asked.createdBefore).toISOString() } : {}),
+    }
     const [found = []] = await rowsEverywhere(c.env, (db) => [withdrawableKeys(db, filter, BULK_MAX + 1)])
     // Each shard's oldest first; merged, the oldest of all.
     const merged = new Map<string, { key: string; waiting: number; first: string }>()
@@ -153,16 +182,20 @@ export const cancellations = createRouter()
     }
     const matched = [...merged.values()]
     const taken = matched.slice(0, BULK_MAX)
-    const keys = []
-    for (const { key, waiting } of taken) {
-      if (dryRun) {
-        keys.push({ key, waiting, outcomes: null })
-        continue
-      }
-      const report = await cancelAudited(c, key, reason ?? null)
-      const outcomes: Record<string, number> = {}
-      for (const entry of report.notifications) outcomes[entry.outcome] = (outcomes[entry.outcome] ?? 0) + 1
-      keys.push({ key, waiting, outcomes })
+    const more = matched.length > BULK_MAX
+    if (dryRun || taken.length === 0) {
+      return c.json({ dryRun, more, keys: taken.map(({ key, waiting }) => ({ key, waiting, outcomes: null })) }, 200)
     }
-    return c.json({ dryRun, more: matched.length > BULK_MAX, keys }, 200)
+    const reports = await cancelAudited(
+      c,
+      taken.map(({ key }) => key),
+      reason ?? null,
+    )
+    const keys = taken.map(({ key, waiting }) => {
+      const outcomes: Record<string, number> = {}
+      for (const entry of reports.find((report) => report.key === key)?.notifications ?? [])
+        outcomes[entry.outcome] = (outcomes[entry.outcome] ?? 0) + 1
+      return { key, waiting, outcomes }
+    })
+    return c.json({ dryRun, more, keys }, 200)
   })

@@ -33,12 +33,14 @@ cancellationPages.get('/', needsViewer, async (c) => {
   const found = await c.get('api')<{ keys: { key: string; waiting: number }[] }>('POST', '/v1/cancellations/bulk', {
     filter: { keyPrefix: key },
   })
-  const waiting = found.status === 200 ? (found.body.keys.find((entry) => entry.key === key)?.waiting ?? 0) : 0
+  // The count is an admin's dry run (a viewer, who cannot cancel, is not shown one).
+  const waiting = found.status === 200 ? (found.body.keys.find((entry) => entry.key === key)?.waiting ?? 0) : undefined
   return c.html(
     <Layout page={c.get('page')} title="Cancel this key?">
       <p>
-        Withdraws every notification of <code>{key}</code> that has not gone out ({waiting} now), and the in-app items
-        already shown; an event of the key that comes later creates nothing. An email being sent right now still goes.
+        Withdraws every notification of <code>{key}</code> that has not gone out
+        {waiting === undefined ? '' : ` (${waiting} now)`}, and the in-app items already shown; an event of the key that
+        comes later creates nothing. An email being sent right now still goes.
       </p>
       <form method="post" action="/console/cancellations">
         <Csrf page={c.get('page')} />

@@ -7,6 +7,7 @@ import {
   joinBundle,
   leaveBundle,
 } from '../../notifications/bundles.ts'
+import { endCancelledMembers } from '../../notifications/cancel.ts'
 import type { ClaimedRow } from '../../notifications/claim.ts'
 import { bundleWindowGate } from '../../notifications/gates.ts'
 import { FINAL_STATUSES } from '../../notifications/status.ts'
@@ -70,7 +71,7 @@ export async function bundleStage(
  * (`bundleWindowGate`). Otherwise its members are claimed: when every member
  * not yet final is this delivery's, the bundle's request goes again with
  * them, in their order, under the same key — all of them, or those left
- * when some went their own way meanwhile (an erasure, an operator's replay):
+ * when some went their own way meanwhile (an erasure, an operator's replay, a cancellation):
  * the provider answers a repeat with its first answer, refuses a request
  * that lost members (409) when it had taken the first — whose emails then
  * went out — and sends the rest when it had not, so each member goes once.
@@ -92,6 +93,8 @@ async function retriedBundles(
     results = await env.DB.batch(
       ids.flatMap((id) => [
         bundleWindowGate(env.DB, id, nowIso, edge, decideAt, lease.token),
+        // A member a cancellation marked in flight, back without any chance of having gone, leaves the bundle.
+        endCancelledMembers(env.DB, id, nowIso),
         claimBundle(env.DB, id, nowIso, lease.until, lease.token),
         bundleMembers(env.DB, id),
       ]),
@@ -104,8 +107,8 @@ async function retriedBundles(
   const toSend: Bundle[] = []
   const givenBack: D1PreparedStatement[] = []
   ids.forEach((id, index) => {
-    const pastWindow = results[index * 3]?.results ?? []
-    const members = (results[index * 3 + 2]?.results ?? []) as (ClaimedRow & { claim_token: string | null })[]
+    const pastWindow = results[index * 4]?.results ?? []
+    const members = (results[index * 4 + 3]?.results ?? []) as (ClaimedRow & { claim_token: string | null })[]
     const messages = new Map((retries.get(id) ?? []).map((item) => [item.row.id, item.message]))
     const mine = members.filter((member) => member.status === 'sending' && member.claim_token === lease.token)
     const open = members.filter((member) => !isFinal(member.status) && !mine.includes(member))
