@@ -45,10 +45,13 @@ function response(owner: { userId: string; email: string }, actor: string, proje
   }
 }
 
-/** Five responses to one owner's project, then what became of them: one digest, sent, telling all five. */
-export async function showDigest(endpoints: Endpoints, timeoutMs = 120_000): Promise<DigestShown> {
+/**
+ * Five responses to one owner's project, then what became of them: one digest, sent, telling all five.
+ * The owner lives in `timeZone` when given (newRecipient).
+ */
+export async function showDigest(endpoints: Endpoints, timeoutMs = 120_000, timeZone?: string): Promise<DigestShown> {
   // In the contact replica, so that their emails are in Russian whatever the Worker's default locale.
-  const owner = await newRecipient(endpoints, 'owner')
+  const owner = await newRecipient(endpoints, 'owner', timeZone)
   const projectId = crypto.randomUUID()
   const sent = ACTORS.map((actor) => ({ actor, ...response(owner, actor, projectId) }))
   // One transaction, as five responses made close together reach the outbox: one digest whatever its window.

@@ -169,10 +169,15 @@ export type EscalationShown = {
  * ResponseCreated's emails go (its digest: a digest of one sends it as
  * itself). The story's `escalation` says so: `first: 'email'`, no `markedAt`.
  */
-export async function showEscalation(endpoints: Endpoints, timeoutMs = 120_000): Promise<EscalationShown> {
+export async function showEscalation(
+  endpoints: Endpoints,
+  timeoutMs = 120_000,
+  timeZone?: string,
+): Promise<EscalationShown> {
   await turnInAppOn(endpoints)
-  // In the contact replica, so that the email is in Russian whatever the Worker's default locale.
-  const owner = await newRecipient(endpoints, 'unlooked')
+  // In the contact replica, so that the email is in Russian whatever the Worker's default locale, and, with
+  // `timeZone`, living there (the demo gives a zone where it is day: quiet hours do not hold the email).
+  const owner = await newRecipient(endpoints, 'unlooked', timeZone)
   const event = response('Отклик, который никто не открыл', owner)
   await writeOutbox(endpoints, Buffer.from(JSON.stringify(event)))
   // The last story read, so that an email that never went still shows where it stands.

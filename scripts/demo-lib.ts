@@ -93,10 +93,13 @@ export async function writeOutbox(endpoints: Endpoints, ...bodies: Buffer[]): Pr
   return ids[0] as string
 }
 
-/** Publishes invitation.created events on the exchange, with publisher confirms. */
+/**
+ * Publishes ArtHunt invitation events on the exchange, with publisher confirms, each with its type's
+ * routing key (`notifications.email.invitation.created`, `….invitation.withdrawn`).
+ */
 export async function publishInvitation(
   endpoints: Endpoints,
-  ...invitations: { envelope: { eventId: string } }[]
+  ...invitations: { envelope: { eventId: string; eventType?: string } }[]
 ): Promise<void> {
   const rabbit = new Connection({ url: endpoints.rabbitUrl, connectionName: 'notify-edge-demo' })
   const publisher = rabbit.createPublisher({ confirm: true })
@@ -105,7 +108,7 @@ export async function publishInvitation(
       await publisher.send(
         {
           exchange: endpoints.exchange ?? 'arthunt.notifications',
-          routingKey: 'notifications.email.invitation.created',
+          routingKey: `notifications.email.${invitation.envelope.eventType ?? 'invitation.created'}`,
           messageId: invitation.envelope.eventId,
           durable: true,
         },
@@ -118,8 +121,27 @@ export async function publishInvitation(
   }
 }
 
-/** Sends the samples and the poison events; returns what was sent. */
-export async function sendSamples(endpoints: Endpoints): Promise<Sent[]> {
+/**
+ * The samples' recipients, in the contact replica by an operator's correction (PUT /v1/contacts without a
+ * version): Anna, the reviewer — the contact feed's next versions come after — and the invited specialist,
+ * whom the invitation names inline and the replica does not know otherwise.
+ */
+const SAMPLE_RECIPIENTS = [
+  { userId: OWNER, email: 'anna.client@example.com', displayName: 'Анна Клиент' },
+  { userId: REVIEWER, email: 'reviewer@example.com', displayName: 'Рецензент ПИН' },
+  {
+    userId: '9f4e8b7a-2c9f-4f1e-b5c3-6d2e1f0a8b77',
+    email: 'mikhail.designer@example.com',
+    displayName: 'Михаил Дизайнер',
+  },
+]
+
+/**
+ * Sends the samples and the poison events; returns what was sent. With `timeZone`, every recipient of the
+ * samples lives there (their contacts say so, before the first sample goes): the demo gives a zone where it
+ * is day, so that quiet hours hold none of their emails whatever the hour.
+ */
+export async function sendSamples(endpoints: Endpoints, timeZone?: string): Promise<Sent[]> {
   const topics = endpoints.topics ?? {
     requests: 'pin.profile.verification-requests.v1',
     persons: 'pin.profile.persons.v1',
@@ -127,6 +149,15 @@ export async function sendSamples(endpoints: Endpoints): Promise<Sent[]> {
   }
   const sent: Sent[] = []
   const fresh = () => crypto.randomUUID()
+  if (timeZone) {
+    for (const { userId, ...contact } of SAMPLE_RECIPIENTS) {
+      const answer = await api(endpoints, `/v1/contacts/${userId}`, {
+        method: 'PUT',
+        body: JSON.stringify({ ...contact, locale: 'ru-RU', timeZone }),
+      })
+      if (answer.status !== 200) throw new Error(`the contact of ${userId} answered ${answer.status}`)
+    }
+  }
 
   // Kafka first: the contact replica that PIN recipients' addresses come from.
   const kafka = new Kafka({ clientId: 'notify-edge-demo', brokers: endpoints.kafkaBrokers, logLevel: logLevel.NOTHING })
@@ -138,6 +169,7 @@ export async function sendSamples(endpoints: Endpoints): Promise<Sent[]> {
     value: JSON.stringify(sample.value),
   })
   const contact = json('examples/pin/contact-upserted.json')
+  if (timeZone) contact.value.TimeZone = timeZone
   const reviewerContact = {
     ...contact,
     key: REVIEWER,
@@ -145,7 +177,7 @@ export async function sendSamples(endpoints: Endpoints): Promise<Sent[]> {
       UserId: REVIEWER,
       Email: 'reviewer@example.com',
       Locale: 'ru-RU',
-      TimeZone: 'Europe/Moscow',
+      TimeZone: timeZone ?? 'Europe/Moscow',
       DisplayName: 'Рецензент ПИН',
       Version: 1,
     },

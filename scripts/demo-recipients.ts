@@ -104,13 +104,21 @@ async function reportBounce(endpoints: Endpoints, secret: string, providerId: st
   return response.status
 }
 
-/** A new person in the contact replica, so that the locale of their emails is known (ru-RU). */
-export async function newRecipient(endpoints: Endpoints, prefix: string): Promise<{ userId: string; email: string }> {
+/**
+ * A new person in the contact replica, so that the locale of their emails is known (ru-RU), and, with
+ * `timeZone`, the zone whose quiet hours hold them (else the Worker's DEFAULT_TIME_ZONE).
+ */
+export async function newRecipient(
+  endpoints: Endpoints,
+  prefix: string,
+  timeZone?: string,
+): Promise<{ userId: string; email: string }> {
   const person = { userId: fresh(), email: `${prefix}-${fresh().slice(0, 8)}@example.com` }
-  await api(endpoints, `/v1/contacts/${person.userId}`, {
+  const answer = await api(endpoints, `/v1/contacts/${person.userId}`, {
     method: 'PUT',
-    body: JSON.stringify({ email: person.email, locale: 'ru-RU' }),
+    body: JSON.stringify({ email: person.email, locale: 'ru-RU', ...(timeZone ? { timeZone } : {}) }),
   })
+  if (answer.status !== 200) throw new Error(`the contact of ${person.email} answered ${answer.status}`)
   return person
 }
 
@@ -166,10 +174,14 @@ async function unsubscribeThenFollowUp(endpoints: Endpoints, specialist: Recipie
 /** What the loop did, and to whom (new people each time: the demo can run again and again). */
 export type RecipientLoop = { steps: LoopStep[]; bounced: string; optedOut: string }
 
-/** Both halves of the loop, side by side. */
-export async function showRecipientLoop(endpoints: Endpoints, resendWebhookSecret: string): Promise<RecipientLoop> {
-  const owner = await newRecipient(endpoints, 'bounce')
-  const specialist = await newRecipient(endpoints, 'optout')
+/** Both halves of the loop, side by side; its people live in `timeZone` when given (newRecipient). */
+export async function showRecipientLoop(
+  endpoints: Endpoints,
+  resendWebhookSecret: string,
+  timeZone?: string,
+): Promise<RecipientLoop> {
+  const owner = await newRecipient(endpoints, 'bounce', timeZone)
+  const specialist = await newRecipient(endpoints, 'optout', timeZone)
   const [bounce, unsubscribe] = await Promise.all([
     bounceThenFollowUp(endpoints, resendWebhookSecret, owner),
     unsubscribeThenFollowUp(endpoints, specialist),

@@ -5,9 +5,15 @@
  * or the dead-letter code. Then the recipient loop: a bounce that turns the
  * next email to that address into `suppressed`, and a one-click unsubscribe
  * that turns the next optional email into `opted-out`. Then a digest: five
- * responses to one project become one email. Then the in-app inbox: the
- * channel turned on for ResponseCreated, and one more response to the same
- * owner pushed to her open feed (the demo page of `npm start`) beside its email.
+ * responses to one project become one email. Then an invitation withdrawn
+ * before its quiet hours ended: its invitee lives where it is night now, so
+ * its email waits for the morning there (QUIET_HOURS_URGENCIES in .dev.vars
+ * holds normal urgency, an invitation's), and invitation.withdrawn ends it
+ * `cancelled`, never sent; every other recipient of the demo lives where it
+ * is day now, so quiet hours hold nothing of theirs, whatever the hour.
+ * Then the in-app inbox: the channel turned on for ResponseCreated, and one
+ * more response to the same owner pushed to her open feed (the demo page of
+ * `npm start`) beside its email.
  * Last, an escalation: a response whose in-app item nobody looks at, whose
  * email goes once its wait ends (ESCALATION_AFTER_SECONDS in .dev.vars), and
  * the story's account of it.
@@ -15,6 +21,8 @@
 import { readFileSync } from 'node:fs'
 import { parseEnv } from 'node:util'
 import { renderTable } from '../bin/table.ts'
+import { localClock, nightAndDayZones } from '../support/time-zones.ts'
+import { showWithdrawn } from './demo-cancel.ts'
 import { showDigest } from './demo-digest.ts'
 import { DEMO_PAGE_PORT, showEscalation, showInboxLive } from './demo-inbox.ts'
 import { collectOutcomes, mask, OWNER, sendSamples } from './demo-lib.ts'
@@ -37,10 +45,18 @@ const endpoints = {
   kafkaBrokers: (env.KAFKA_BROKERS as string).split(','),
 }
 
+// Quiet hours (QUIET_HOURS_START–QUIET_HOURS_END in the recipient's zone, wrangler.toml's unless .dev.vars says)
+// hold normal urgency here: the withdrawn invitation's invitee lives where it is night now, everyone else where
+// it is day, hours away from either end.
+const zones = nightAndDayZones(vars.QUIET_HOURS_START ?? '22:00', vars.QUIET_HOURS_END ?? '08:00')
+
 const demoPage = `http://127.0.0.1:${DEMO_PAGE_PORT}/?user=${OWNER}&lang=ru`
 console.log(`to watch the in-app item arrive at the end, open the demo page now: ${demoPage}\n`)
+console.log(
+  `the demo's recipients live in ${zones.day}, where it is ${localClock(zones.day)} now: quiet hours hold nothing of theirs`,
+)
 console.log('sending the seed samples and one poison event per source…')
-const sent = await sendSamples(endpoints)
+const sent = await sendSamples(endpoints, zones.day)
 console.log(`sent ${sent.length} events; waiting for their outcomes…`)
 const outcomes = await collectOutcomes(endpoints, sent)
 console.log(
@@ -58,7 +74,7 @@ const wrong = outcomes.filter(
 if (wrong.length > 0) console.log(`\nnot as expected: ${wrong.map((row) => row.label).join(', ')}`)
 
 console.log('\nthe recipient loop: a bounce, then an unsubscribe…')
-const { steps: loop } = await showRecipientLoop(endpoints, vars.RESEND_WEBHOOK_SECRET as string)
+const { steps: loop } = await showRecipientLoop(endpoints, vars.RESEND_WEBHOOK_SECRET as string, zones.day)
 console.log(
   renderTable(
     ['STEP', 'EXPECTED', 'GOT'],
@@ -70,7 +86,7 @@ if (loopWrong.length > 0) console.log(`\nnot as expected: ${loopWrong.map((row) 
 console.log('suppressed addresses: node bin/notify-edge.ts suppressions list')
 
 console.log('\na digest: five responses to one project within a minute…')
-const digest = await showDigest(endpoints)
+const digest = await showDigest(endpoints, 120_000, zones.day)
 console.log(
   renderTable(
     ['EVENT', 'RESPONSE FROM', 'STATUS', 'DIGEST'],
@@ -87,6 +103,52 @@ console.log(
     : 'no digest was sent',
 )
 if (!digestRight) console.log('\nnot as expected: the digest')
+
+console.log(
+  `\nan invitation withdrawn before its quiet hours ended: its invitee lives in ${zones.night}, where it is ${localClock(zones.night)} now…`,
+)
+const withdrawn = await showWithdrawn(endpoints, zones.night)
+const heldUntil = withdrawn.held?.scheduledAt
+const afterEmail = withdrawn.after.find((row) => row.channel === 'email')
+console.log(
+  renderTable(
+    ['EVENT', 'SOURCE', 'OUTCOME', 'THE EMAIL'],
+    [
+      [
+        'invitation.created',
+        'rabbitmq',
+        withdrawn.created ?? 'not seen',
+        withdrawn.held?.status === 'pending' && heldUntil
+          ? `pending: held by quiet hours until ${localClock(zones.night, new Date(heldUntil))} there (${heldUntil})`
+          : (withdrawn.held?.status ?? ''),
+      ],
+      ['invitation.withdrawn', 'rabbitmq', withdrawn.withdrawal ?? 'not seen', afterEmail?.status ?? ''],
+    ],
+  ),
+)
+console.log(`the invitation's story (GET /v1/events/${withdrawn.invitationEventId}):`)
+for (const row of withdrawn.after) {
+  console.log(`  ${row.channel}: ${row.status} (${row.statusReason ?? ''})`)
+  console.log(
+    `    scheduledAt: ${row.scheduledAt}, claimedAt: ${row.claimedAt}, sentAt: ${row.sentAt}, sendAttempts: ${row.sendAttempts}`,
+  )
+}
+// Held, then withdrawn: every notification of the invitation cancelled, and none ever claimed or sent.
+const withdrawnRight =
+  withdrawn.held?.status === 'pending' &&
+  withdrawn.withdrawal === 'cancellation' &&
+  afterEmail !== undefined &&
+  withdrawn.after.every(
+    (row) => row.status === 'cancelled' && row.sentAt === null && row.providerId === null && row.sendAttempts === 0,
+  )
+if (!withdrawnRight) {
+  console.log('\nnot as expected: the withdrawn invitation')
+  if (withdrawn.held && withdrawn.held.status !== 'pending') {
+    console.log(
+      '(its email was not held: QUIET_HOURS_URGENCIES in .dev.vars must name normal, as .dev.vars.example does)',
+    )
+  }
+}
 
 // ResponseCreated's email waits for its in-app item to go unseen (30 minutes deployed; ESCALATION_AFTER_SECONDS
 // in .dev.vars), then for its digest (DIGEST_WINDOW_SECONDS): the in-app steps wait for both, and a minute more.
@@ -118,7 +180,7 @@ console.log(`the bell of that page: ${demoPage}`)
 console.log(
   `\nan escalation: a response to a new owner whose in-app item nobody opens; its email waits ${escalationSeconds} s for it…`,
 )
-const escalated = await showEscalation(endpoints, inboxTimeoutMs)
+const escalated = await showEscalation(endpoints, inboxTimeoutMs, zones.day)
 console.log(
   renderTable(
     ['CHANNEL', 'STATUS', 'WHAT'],
@@ -138,4 +200,6 @@ const escalationRight =
 if (!escalationRight) console.log('\nnot as expected: the escalation')
 console.log('\nthe emails: http://127.0.0.1:8787/cdn-cgi/local/explorer/api/local/email/sending')
 console.log(`what it did, charted: ${endpoints.workerUrl}/console (sign in with the admin token of .dev.vars)`)
-process.exit(wrong.length + loopWrong.length > 0 || !digestRight || !inboxRight || !escalationRight ? 1 : 0)
+process.exit(
+  wrong.length + loopWrong.length > 0 || !digestRight || !withdrawnRight || !inboxRight || !escalationRight ? 1 : 0,
+)

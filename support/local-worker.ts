@@ -98,6 +98,9 @@ export async function startLocalWorker(
     INBOX_TOKEN_SECRET: 'test-inbox-token-secret-0123456789abcdef',
     // A digest closes two seconds after it opens: a test waits for a response's email as for any other.
     DIGEST_WINDOW_SECONDS: '2',
+    // Quiet hours hold low urgency, as wrangler.toml says, whatever a local .dev.vars says (`npm start` writes
+    // one that holds normal too, for the demo): wrangler dev reads that file beside these.
+    QUIET_HOURS_URGENCIES: 'low',
     ...vars,
   }
   for (const [name, value] of Object.entries(all)) args.push('--var', `${name}:${value}`)

@@ -183,7 +183,8 @@ async function withdrawItems(
 }
 
 function outcomeOf(row: Marked, digests: ReadonlyMap<string, string>): CancelOutcome {
-  if (row.channel === 'in-app' && (row.status === 'sent' || row.status_reason === WITHDRAWN_REASON)) return 'withdrawn'
+  if (row.channel === 'in-app' && (row.status === 'sent' || row.status_reason?.startsWith(WITHDRAWN_REASON)))
+    return 'withdrawn'
   if (row.status === 'cancelled') return 'cancelled'
   if (IN_FLIGHT.has(row.status)) return 'in-flight'
   if (row.status === 'digested') {

@@ -128,7 +128,7 @@ export function digestStatuses(db: D1Database, ids: readonly string[]): D1Prepar
     .bind(JSON.stringify(ids))
 }
 
-/** What an in-app notification shown and then withdrawn says. */
+/** What an in-app notification shown and then withdrawn says, before its key. */
 export const WITHDRAWN_REASON = 'shown, then withdrawn from the feed by a cancellation'
 
 /**
@@ -138,7 +138,7 @@ export const WITHDRAWN_REASON = 'shown, then withdrawn from the feed by a cancel
 export function endWithdrawnItems(db: D1Database, keys: readonly string[], now: string): D1PreparedStatement {
   return db
     .prepare(
-      `UPDATE notifications SET status = 'cancelled', status_reason = ?3, updated_at = ?2
+      `UPDATE notifications SET status = 'cancelled', status_reason = ?3 || ' (' || cancellation_key || ')', updated_at = ?2
        WHERE ${OF_KEYS} AND channel = 'in-app' AND status = 'sent'`,
     )
     .bind(JSON.stringify(keys), now, WITHDRAWN_REASON)

@@ -21,7 +21,14 @@
  *   (ESCALATION_AFTER_SECONDS here). An item its user saw by opening the
  *   bell's panel before the end spares the email (`seen-in-app`, no email);
  *   an item nobody looked at escalates to its email, and a look after that
- *   takes nothing back. Each event's story says which came first.
+ *   takes nothing back. Each event's story says which came first;
+ * - cancel by key (docs/operating.md): an invitation withdrawn by its
+ *   producer (invitation.withdrawn, through the outbox) while its email waits
+ *   for quiet hours to end leaves the feed and the open pages at once, the
+ *   unread count following, and its email is never sent. Its invitee lives
+ *   where it is night now; everyone else, in a zone where it is day
+ *   (DEFAULT_TIME_ZONE), so that quiet hours, which hold normal urgency here,
+ *   hold nothing of theirs whatever the hour the tests run.
  */
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
@@ -39,6 +46,7 @@ import { assertNoLeaks } from '../../support/child-output.ts'
 import { type InboxHost, inboxToken, startInboxHost } from '../../support/inbox-host.ts'
 import { type LocalWorker, sentMails, startLocalWorker } from '../../support/local-worker.ts'
 import { type NetworkCut, startNetworkCut } from '../../support/network-cut.ts'
+import { nightAndDayZones } from '../../support/time-zones.ts'
 import { freePort, waitFor } from '../../support/wait.ts'
 
 const run = promisify(execFile)
@@ -63,6 +71,11 @@ const HEARTBEAT_SECONDS = 5
  * outcomes: the test that marks does it at once, the test that does not waits for the decision, not for a time.
  */
 const ESCALATION_SECONDS = 15
+/**
+ * A zone where it is night now and one where it is day, under the default quiet hours (22:00–08:00): each
+ * hours away from either end, far longer than the tests take.
+ */
+const zones = nightAndDayZones()
 
 let worker: LocalWorker
 let bridge: Awaited<ReturnType<typeof startBridge>>
@@ -91,6 +104,71 @@ async function respond(owner: string, projectTitle: string): Promise<string> {
   event.data.recipient = { ...event.data.recipient, userId: owner, email: addressOf(owner) }
   await writeOutbox(endpoints, Buffer.from(JSON.stringify(event)))
   return event.envelope.eventId
+}
+
+type Invitation = {
+  envelope: { eventId: string }
+  data: { invitationId: string; projectTitle: string; recipient: { userId: string; email: string } }
+}
+const invitationTemplate = JSON.parse(await readFile('examples/arthunt/invitation.created.json', 'utf8')) as Invitation
+const withdrawalTemplate = JSON.parse(await readFile('examples/arthunt/invitation.withdrawn.json', 'utf8')) as {
+  envelope: { eventId: string }
+  data: { invitationId: string }
+}
+
+/** Writes an invitation.created for `user` at `address` to the outbox, as its producer does: its event and invitation. */
+async function invite(user: string, address: string, projectTitle: string) {
+  const event = structuredClone(invitationTemplate)
+  event.envelope.eventId = crypto.randomUUID()
+  event.data.invitationId = crypto.randomUUID()
+  event.data.projectTitle = projectTitle
+  event.data.recipient = { ...event.data.recipient, userId: user, email: address }
+  await writeOutbox(endpoints, Buffer.from(JSON.stringify(event)))
+  return { eventId: event.envelope.eventId, invitationId: event.data.invitationId }
+}
+
+/** Writes the invitation.withdrawn of `invitationId` to the outbox, as its producer does. Its event id. */
+async function withdraw(invitationId: string): Promise<string> {
+  const event = structuredClone(withdrawalTemplate)
+  event.envelope.eventId = crypto.randomUUID()
+  event.data.invitationId = invitationId
+  await writeOutbox(endpoints, Buffer.from(JSON.stringify(event)))
+  return event.envelope.eventId
+}
+
+/** A notification of an event's story (GET /v1/events/{eventId}), as the cancellation test reads it. */
+type StoryRow = {
+  id: string
+  channel: string
+  status: string
+  statusReason: string | null
+  scheduledAt: string
+  sentAt: string | null
+  sendAttempts: number
+  providerId: string | null
+}
+
+/** The event's story: what became of it and its notifications by channel. */
+async function storyOf(eventId: string) {
+  const story = await worker.api('GET', `/v1/events/${eventId}`, ADMIN)
+  if (story.status !== 200) return undefined
+  const rows = story.body.notifications as StoryRow[]
+  return {
+    outcomes: (story.body.processed as { outcome: string }[]).map((processed) => processed.outcome),
+    byChannel: Object.fromEntries(rows.map((row) => [row.channel, row])) as Record<string, StoryRow | undefined>,
+  }
+}
+
+/** An invitation's notifications once its in-app item is in the feed and its email is planned, whatever became of it. */
+function invitationRowsOf(eventId: string): Promise<{ inApp: StoryRow; email: StoryRow }> {
+  return waitFor(
+    async () => {
+      const { 'in-app': inApp, email } = (await storyOf(eventId))?.byChannel ?? {}
+      return inApp?.status === 'sent' && email ? { inApp, email } : undefined
+    },
+    `invitation ${eventId}'s in-app item and email`,
+    90_000,
+  )
 }
 
 /**
@@ -221,6 +299,11 @@ before(async () => {
     INBOX_TOKEN_SECRET: SECRET,
     INBOX_ALLOWED_ORIGINS: `http://127.0.0.1:${hostPort},http://127.0.0.1:${shortHostPort}`,
     ESCALATION_AFTER_SECONDS: String(ESCALATION_SECONDS),
+    // Quiet hours hold normal urgency too (an invitation's email): the withdrawn invitation's is held, its
+    // invitee living where it is night; every other recipient here has no contact, so lives in the default
+    // zone, where it is day.
+    QUIET_HOURS_URGENCIES: 'low,normal',
+    DEFAULT_TIME_ZONE: zones.day,
   })
   // The in-app channel of ResponseCreated, which a deployment turns on (docs/inbox.md).
   await worker.query("UPDATE channel_policies SET enabled = 1 WHERE kind = 'ResponseCreated' AND channel = 'in-app'")
@@ -375,6 +458,80 @@ test('escalation: an item nobody looks at becomes its email; a look after the de
   assert.deepEqual(await rowsOf(user), rows)
   assert.equal(await mailsTo(address), 1)
   await page.close()
+})
+
+test('an in-app item already shown is withdrawn from the feed and from open pages live, and the unread count follows', async () => {
+  // InvitationCreated's in-app channel is off by default: a deployment turns it on (docs/inbox.md).
+  const policy = await worker.api('PUT', '/v1/channel-policies/InvitationCreated/in-app', ADMIN, { enabled: true })
+  assert.equal(policy.status, 200)
+  // The invitee lives where it is night: the invitations' emails wait for the morning there, their items do not.
+  const user = crypto.randomUUID()
+  const address = `invited-${user.slice(0, 8)}@example.com`
+  const contact = await worker.api('PUT', `/v1/contacts/${user}`, ADMIN, {
+    email: address,
+    locale: 'en',
+    timeZone: zones.night,
+  })
+  assert.equal(contact.status, 200)
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })
+  const tabs = [await openInbox(user, await context.newPage()), await openInbox(user, await context.newPage())]
+  for (const tab of tabs) {
+    await tab.evaluate(() => {
+      ;(window as unknown as { loadedOnce: boolean }).loadedOnce = true
+    })
+  }
+  const kept = await invite(user, address, 'Kept invitation project')
+  const gone = await invite(user, address, 'Withdrawn invitation project')
+  const keptRows = await invitationRowsOf(kept.eventId)
+  const goneRows = await invitationRowsOf(gone.eventId)
+  for (const tab of tabs) {
+    await tab.getByRole('button', { name: 'Notifications, 2 unread' }).waitFor({ timeout: 90_000 })
+  }
+  // Both emails wait for the quiet hours' end, hours away: nothing has gone out yet but the items.
+  for (const { email } of [keptRows, goneRows]) {
+    assert.equal(email.status, 'pending', `held by quiet hours: ${JSON.stringify(email)}`)
+    assert.ok(Date.parse(email.scheduledAt) > Date.now() + 3_600_000, `due when quiet hours end: ${email.scheduledAt}`)
+  }
+  // The invitee has the panel open in one tab, the item to be withdrawn in sight.
+  const [watching] = tabs as [Page, Page]
+  await watching.getByRole('button', { name: 'Notifications, 2 unread' }).click()
+  const goneRow = (tab: Page) => tab.locator(`notify-inbox li[data-id="${goneRows.inApp.id}"]`)
+  await goneRow(watching).waitFor({ state: 'visible' })
+  assert.match(await goneRow(watching).innerText(), /Withdrawn invitation project/)
+
+  // The client withdraws the invitation: its producer writes invitation.withdrawn to the outbox.
+  const withdrawal = await withdraw(gone.invitationId)
+  for (const tab of tabs) {
+    await goneRow(tab).waitFor({ state: 'detached', timeout: 60_000 })
+    await tab.getByRole('button', { name: 'Notifications, 1 unread' }).waitFor({ timeout: 60_000 })
+    const view = await shown(tab)
+    assert.deepEqual(view.ids, [keptRows.inApp.id])
+    assert.deepEqual(view.held, view.ids)
+    assert.equal(view.unread, 1)
+    assert.equal(view.badge, '1')
+    assert.equal(view.state, 'live')
+    // The same pages, never reloaded: the withdrawal came by their sockets.
+    assert.equal(await tab.evaluate(() => (window as unknown as { loadedOnce?: boolean }).loadedOnce), true)
+  }
+  const feed = await feedOf(user)
+  assert.deepEqual(
+    feed.items.map((item) => item.id),
+    [keptRows.inApp.id],
+  )
+  assert.equal(feed.counts.unread, 1)
+
+  // The withdrawal cancelled both of the invitation's notifications, and only those.
+  assert.deepEqual((await storyOf(withdrawal))?.outcomes, ['cancellation'])
+  const after = (await storyOf(gone.eventId))?.byChannel ?? {}
+  for (const channel of ['in-app', 'email']) assert.equal(after[channel]?.status, 'cancelled', JSON.stringify(after))
+  assert.match(after['in-app']?.statusReason ?? '', /withdrawn from the feed/)
+  assert.match(after.email?.statusReason ?? '', /the invitation was withdrawn/)
+  assert.equal(after.email?.sentAt, null)
+  assert.equal(after.email?.providerId, null)
+  assert.equal(after.email?.sendAttempts, 0)
+  assert.deepEqual(await rowsOf(user), ['email:cancelled', 'email:pending', 'in-app:cancelled', 'in-app:sent'])
+  assert.equal(await mailsTo(address), 0)
+  await context.close()
 })
 
 test('two tabs of one user agree on the count after reading in one', async () => {
