@@ -96,7 +96,7 @@ describe('channel policies', () => {
   })
 
   it('refuses the in-app channel of a kind without in-app templates, an unknown kind or channel, and a bad body', async () => {
-    const noTemplates = await call('PUT', '/v1/channel-policies/InvitationCreated/in-app', { enabled: true })
+    const noTemplates = await call('PUT', '/v1/channel-policies/VerificationApproved/in-app', { enabled: true })
     expect(noTemplates.status).toBe(400)
     expect(noTemplates.body).toMatchObject({ error: { code: 'INVALID_REQUEST' } })
     expect(JSON.stringify(noTemplates.body)).toMatch(/no in-app templates/)
@@ -108,6 +108,6 @@ describe('channel policies', () => {
     expect(
       (await call('PUT', '/v1/channel-policies/ResponseCreated/email', { enabled: true, urgencies: [] })).status,
     ).toBe(400)
-    expect((await policiesOf('InvitationCreated')).every((policy) => !policy.channels.includes('in-app'))).toBe(true)
+    expect((await policiesOf('VerificationApproved')).every((policy) => !policy.channels.includes('in-app'))).toBe(true)
   })
 })
