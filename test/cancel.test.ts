@@ -323,6 +323,31 @@ describe('cancel by key', () => {
     expect((await rowsOf(sixth.eventId))[0]?.status).toBe('pending')
   })
 
+  it('gives back one place per email withdrawn, though emails written together share their place’s time', async () => {
+    const owner = await ownerWho('instant')
+    const key = `response:${guid()}`
+    const five = Array.from({ length: 5 }, (_, index) => {
+      const made = response(owner, `Проект ${index}`)
+      const body = JSON.parse(made.message.body)
+      if (index === 0) body.envelope.cancellationKey = key
+      return { id: `m-${guid()}`, attempts: 1, body: { ...made.message, body: JSON.stringify(body) } }
+    })
+    await deliverBatch(five, 'notify-events', quietNow())
+    const placesOf = async () =>
+      JSON.parse(
+        (
+          await env.DB.prepare('SELECT places FROM throttle_windows WHERE user_id = ?1')
+            .bind(owner.userId)
+            .first<{ places: string }>()
+        )?.places ?? '[]',
+      ) as string[]
+    const before = await placesOf()
+    expect(before).toHaveLength(5)
+    expect(new Set(before).size).toBe(1)
+    await cancel(key)
+    expect(await placesOf()).toEqual(before.slice(1))
+  })
+
   it('forgets a cancellation after the deduplication horizon (PROCESSED_EVENTS_RETENTION_DAYS), keeping newer ones', async () => {
     const [old, fresh] = [`old:${guid()}`, `fresh:${guid()}`]
     const longAgo = new Date(Date.now() - 8 * 86_400_000).toISOString()

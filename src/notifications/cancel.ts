@@ -87,7 +87,10 @@ export function withdrawByKeys(db: D1Database, keys: readonly string[], now: str
 /**
  * Gives back the throttle places of the notifications `withdrawByKeys` just
  * ended (`updated_at` is now): a place is an email the window counts as
- * sent, and a withdrawn one never is. Parameters: JSON array of keys, now.
+ * sent, and a withdrawn one never is. A place is the time its notification
+ * was written, and notifications written together share it: one place of
+ * that time goes per notification withdrawn, no more. Parameters: JSON array
+ * of keys, now.
  */
 export function givePlacesBack(db: D1Database, keys: readonly string[], now: string): D1PreparedStatement {
   const withdrawn = `SELECT recipient_user_id, kind, channel, created_at FROM notifications
@@ -96,11 +99,13 @@ export function givePlacesBack(db: D1Database, keys: readonly string[], now: str
     .prepare(
       `UPDATE throttle_windows SET places = (
          SELECT json_group_array(value) FROM (
-           SELECT value FROM json_each(throttle_windows.places)
-           WHERE value NOT IN (SELECT w.created_at FROM (${withdrawn}) w
-                               WHERE w.recipient_user_id = throttle_windows.user_id
-                                 AND w.kind = throttle_windows.kind AND w.channel = throttle_windows.channel)
-           ORDER BY 1))
+           SELECT p.value FROM (
+             SELECT value, row_number() OVER (PARTITION BY value ORDER BY key) AS nth
+             FROM json_each(throttle_windows.places)) p
+           WHERE p.nth > (SELECT count(*) FROM (${withdrawn}) w
+                          WHERE w.created_at = p.value AND w.recipient_user_id = throttle_windows.user_id
+                            AND w.kind = throttle_windows.kind AND w.channel = throttle_windows.channel)
+           ORDER BY p.value))
        WHERE (user_id, kind, channel) IN (SELECT recipient_user_id, kind, channel FROM (${withdrawn}))`,
     )
     .bind(JSON.stringify(keys), now)

@@ -29,15 +29,21 @@ export class BindingStandIn {
   dailyLimit = false
   /** Told of every message taken (Cloudflare's event subscription reports it). */
   onAccept: ((email: BindingEmail) => Promise<void>) | undefined
+  /**
+   * Runs when a message is handed over, before it is answered, with the
+   * notification it carries: what happens while its send is in flight.
+   */
+  onRequest: ((notificationIds: string[]) => Promise<void>) | undefined
 
   emailsOf(notificationId: string): BindingEmail[] {
     return this.emails.filter((email) => email.notificationId === notificationId)
   }
 
   async send(message: EmailMessage): Promise<{ messageId: string }> {
-    const fault = this.script.shift()
     const raw = String((message as unknown as Record<string, unknown>)['EmailMessage::raw'] ?? '')
     const header = (name: string) => new RegExp(`^${name}:\\s*(.+)$`, 'im').exec(raw)?.[1]?.trim() ?? ''
+    await this.onRequest?.([header('X-Notify-Edge-Notification')])
+    const fault = this.script.shift()
     if (this.unverified || fault === 'unverified') throw coded('E_SENDER_NOT_VERIFIED', 'sender not verified')
     if (this.dailyLimit || fault === 'daily-limit') throw coded('E_DAILY_LIMIT_EXCEEDED', 'daily limit exceeded')
     if (fault === 'rate-limit') throw coded('E_RATE_LIMIT_EXCEEDED', 'rate limit exceeded')

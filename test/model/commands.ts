@@ -1,20 +1,21 @@
 import fc from 'fast-check'
 import { allRows, dbOfUser } from '../shards.ts'
 import type { BindingFault } from './binding-stand-in.ts'
-import { contact, decision, invitation, response } from './events.ts'
+import { contact, decision, invitation, invitationKey, response, responseKey, withdrawal } from './events.ts'
 import { during, settled } from './invariants.ts'
 import type { QueuedMessage } from './model-queue.ts'
 import type { ResendFault } from './resend-stand-in.ts'
-import type { QueueBinding, World } from './world.ts'
+import type { Person, QueueBinding, World } from './world.ts'
 
 /**
  * The commands of the lifecycle model (fast-check's model-based testing:
  * https://fast-check.dev/docs/advanced/model-based-testing/). Each does one
  * thing to the world — an event, a delivery, a fault, the clock, an
- * operator's action — and then checks the invariants (./invariants.ts): a
- * command after which one fails is the end of a counterexample, which
- * fast-check shrinks to the fewest commands that still break it. The model's
- * own state is the world; `check` admits every command.
+ * operator's action, a person looking at their feed — and then checks the
+ * invariants (./invariants.ts): a command after which one fails is the end
+ * of a counterexample, which fast-check shrinks to the fewest commands that
+ * still break it. The model's own state is the world; `check` admits every
+ * command.
  */
 
 type Model = Record<string, never>
@@ -93,9 +94,9 @@ export function emit(kind: EventKind, index: number, request = 0): Command {
     const requestId = `${person.personId.slice(0, 24)}${String(request).padStart(12, '0')}`
     const event =
       kind === 'response'
-        ? response(person)
+        ? response(person, newResponse(person))
         : kind === 'invitation'
-          ? invitation(person)
+          ? invitation(person, nextInvitation(person))
           : kind === 'contact'
             ? contact(person)
             : world.decision(`${person.userId}/${requestId}/${kind}`, () => decision(person, requestId, kind))
@@ -103,6 +104,158 @@ export function emit(kind: EventKind, index: number, request = 0): Command {
     const status = await world.ingest([event])
     if (status !== 202) world.note(`  ingest answered ${status}`)
   })
+}
+
+/** The id of the person's next invitation: one already withdrawn, if a withdrawal came first, else a new one. */
+function nextInvitation(person: Person): string {
+  const id = person.nextInvitation ?? crypto.randomUUID()
+  person.nextInvitation = undefined
+  person.invitations.push(id)
+  return id
+}
+
+/** The id of a new response to the person's project. */
+function newResponse(person: Person): string {
+  const id = crypto.randomUUID()
+  person.responses.push(id)
+  return id
+}
+
+/**
+ * The invitation a withdrawal or a cancellation names: the person's last,
+ * or, when they have none yet, their next — withdrawn before its
+ * invitation.created is even emitted, which must then notify nothing.
+ */
+function lastInvitation(person: Person): string {
+  const last = person.invitations.at(-1)
+  if (last !== undefined) return last
+  person.nextInvitation ??= crypto.randomUUID()
+  return person.nextInvitation
+}
+
+/** Which of their items a person marks seen: every one (the bell opened), or the newest alone. */
+export type SeeWhich = 'all' | 'newest'
+
+/**
+ * A person looks at their feed, as their page does through the inbox route:
+ * their items are marked seen — then an email escalating on one whose wait
+ * has not ended is not sent. The newest alone is found on the feed's first page.
+ */
+export function see(index: number, which: SeeWhich = 'all'): Command {
+  return new Step(`see(person ${index}, ${which})`, (world) => look(world, index, which))
+}
+
+/** The person's page marks their items seen, all of them or the newest (./see). */
+async function look(world: World, index: number, which: SeeWhich): Promise<void> {
+  const person = world.people[index % world.people.length]
+  if (!person) return
+  let target: { all: true } | { ids: string[] } = { all: true }
+  if (which === 'newest') {
+    const page = await world.inbox(person.userId, 'GET', '?limit=1')
+    const newest = page.ok ? ((await page.json()) as { items: { id: string }[] }).items[0] : undefined
+    if (!newest) {
+      world.note(`  the feed shows nothing (${page.status})`)
+      return
+    }
+    target = { ids: [newest.id] }
+  }
+  const answer = await world.inbox(person.userId, 'POST', '/seen', target)
+  const body = answer.ok ? ((await answer.json()) as { changed: boolean }) : undefined
+  world.note(`  seen ${'ids' in target ? target.ids[0] : 'all'}: ${answer.status}${body?.changed ? ', changed' : ''}`)
+}
+
+/**
+ * A person opens their inbox on a page (and sees what it shows), or closes
+ * it: while it is open, each item is seen the moment it reaches their feed —
+ * also in the middle of a delivery of notify-dispatch, before an escalation
+ * of the same batch is decided.
+ */
+export function inboxOpen(index: number, open: boolean): Command {
+  return new Step(`inboxOpen(person ${index}, ${open ? 'open' : 'closed'})`, async (world) => {
+    const person = world.people[index % world.people.length]
+    if (!person) return
+    person.watching = open
+    if (open) await look(world, index, 'all')
+  })
+}
+
+/**
+ * The client withdraws the person's last invitation (invitation.withdrawn,
+ * through the bridge): delivered before or after its invitation.created, as
+ * notify-events delivers them.
+ */
+export function withdraw(index: number): Command {
+  return new Step(`withdraw(person ${index})`, async (world) => {
+    const person = world.people[index % world.people.length]
+    if (!person || person.erasedAt !== undefined) return
+    const invitationId = lastInvitation(person)
+    const event = withdrawal(invitationId)
+    const { envelope } = JSON.parse(event.body) as { envelope: { eventId: string } }
+    world.withdrawals.set(envelope.eventId, invitationKey(invitationId))
+    const status = await world.ingest([event])
+    world.note(`  invitation ${invitationId}${status !== 202 ? `: ingest answered ${status}` : ''}`)
+  })
+}
+
+/** What an operator's cancellation names: the person's last invitation, or the last response to their project. */
+export type CancelOf = 'invitation' | 'response'
+
+/**
+ * An operator cancels the key of the person's last invitation (or of the
+ * last response to their project) through `POST /v1/cancellations`. One that
+ * fails half way (a D1 fault) is an operator's to try again, which the model
+ * leaves to a later command.
+ */
+export function cancel(index: number, of: CancelOf = 'invitation'): Command {
+  return new Step(`cancel(person ${index}, ${of})`, (world) => cancelLast(world, index, of))
+}
+
+/**
+ * An operator cancels what is being sent, while it is in flight: at the next
+ * provider request that carries a notification with a cancellation key (in
+ * a command or in the drain), the key of the first such notification is
+ * cancelled before the provider answers. What the request carries was
+ * claimed before the cancellation: it goes, or, if the request fails with
+ * nothing sent, its retry is ended `cancelled` at its claim.
+ */
+export function cancelInFlight(): Command {
+  return new Step('cancelInFlight', async (world) => {
+    world.duringNextSend(async (ids) => {
+      const [row] = await allRows<{ cancellation_key: string }>(
+        `SELECT cancellation_key FROM notifications
+         WHERE id IN (SELECT value FROM json_each(?1)) AND cancellation_key IS NOT NULL LIMIT 1`,
+        JSON.stringify(ids),
+      )
+      if (!row) return false
+      world.note(`  while ${ids.join(', ')} is in flight:`)
+      await cancelKey(world, row.cancellation_key)
+      return true
+    })
+  })
+}
+
+/** Cancels the key of the person's last invitation, or of the last response to their project. */
+async function cancelLast(world: World, index: number, of: CancelOf): Promise<void> {
+  const person = world.people[index % world.people.length]
+  if (!person) return
+  const last = of === 'response' ? person.responses.at(-1) : lastInvitation(person)
+  if (last === undefined) return
+  await cancelKey(world, of === 'response' ? responseKey(last) : invitationKey(last))
+}
+
+/**
+ * `POST /v1/cancellations` of a key, a millisecond after whatever came
+ * before, so that every claim and write of the Worker is ordered against it
+ * by its time. The model keeps each cancellation the Worker answered 200.
+ */
+async function cancelKey(world: World, key: string): Promise<void> {
+  world.clock.set(world.clock.now + 1)
+  const askedAt = world.clock.iso
+  const answer = await world.operator('POST', '/v1/cancellations', { key, reason: 'the model cancels it' })
+  const body = (await answer.json().catch(() => ({}))) as { notifications?: { id: string; outcome: string }[] }
+  const outcomes = (body.notifications ?? []).map((entry) => `${entry.id} ${entry.outcome}`).join(', ')
+  world.note(`  ${key}: ${answer.status}${outcomes ? ` (${outcomes})` : ''}`)
+  if (answer.status === 200) world.cancels.push({ key, askedAt, emailsBefore: world.emails().length })
 }
 
 export type Pick = 'all' | 'oldest' | 'newest' | 'reversed' | 'odd'
@@ -320,6 +473,19 @@ export const commandArbitraries: fc.Arbitrary<Command>[] = [
     .map(([action, index]) => operate(action, index)),
   fc.tuple(PERSON, fc.constantFrom<'userId' | 'address'>('userId', 'address')).map(([person, by]) => erase(person, by)),
   PERSON.map(changeAddress),
+  // Escalation and cancellation: a response or an invitation more often than the mix above gives them, so
+  // that a run meets an item seen in time and an invitation withdrawn before or after it went.
+  fc.tuple(fc.constantFrom<EventKind>('response', 'invitation'), PERSON).map(([kind, person]) => emit(kind, person)),
+  // ... and an item reaches its feed (the in-app notification's dispatch) before it is looked at.
+  fc.constantFrom<QueueBinding>('EVENTS', 'DISPATCH').map((queue) => deliver(queue)),
+  fc.tuple(PERSON, fc.constantFrom<SeeWhich>('all', 'all', 'newest')).map(([person, which]) => see(person, which)),
+  fc.tuple(PERSON, fc.constantFrom<SeeWhich>('all', 'newest')).map(([person, which]) => see(person, which)),
+  PERSON.map(withdraw),
+  fc
+    .tuple(PERSON, fc.constantFrom<CancelOf>('invitation', 'invitation', 'response'))
+    .map(([person, of]) => cancel(person, of)),
+  fc.constant(cancelInFlight()),
+  fc.tuple(PERSON, fc.constantFrom(true, true, false)).map(([person, open]) => inboxOpen(person, open)),
 ]
 
 /** SQLite's order of text (its bytes), which `localeCompare` is not. */

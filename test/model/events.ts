@@ -21,7 +21,7 @@ function inbound(value: unknown, headers: Record<string, string> = {}) {
   }
 }
 
-function arthunt(eventType: string, data: Record<string, unknown>) {
+function arthunt(eventType: string, data: Record<string, unknown>, envelope: { cancellationKey?: string } = {}) {
   return inbound({
     envelope: {
       eventId: crypto.randomUUID(),
@@ -29,6 +29,7 @@ function arthunt(eventType: string, data: Record<string, unknown>) {
       schemaVersion: 1,
       occurredAt: new Date().toISOString(),
       producer: 'arthunt-api',
+      ...envelope,
     },
     data,
   })
@@ -46,25 +47,43 @@ function pin(eventType: string, aggregate: string, value: Record<string, unknown
 
 const ACTOR = { userId: '9f4e8b7a-2c9f-4f1e-b5c3-6d2e1f0a8b77', displayName: 'Исполнитель Модели' }
 
-/** A specialist responded to the person's project: digested, or throttled when they take responses one by one. */
-export function response(person: Person) {
-  return arthunt('response.created', {
-    responseId: crypto.randomUUID(),
-    projectId: crypto.randomUUID(),
-    projectTitle: 'Проект модели',
-    recipient: { userId: person.userId, email: person.email, displayName: person.name },
-    actor: ACTOR,
-    proposedPrice: 45000,
-    proposedCurrency: 'RUB',
-    proposedDeadlineDays: 14,
-    deepLink: 'https://arthunt.ru/projects/model/responses',
-  })
+/**
+ * A specialist responded to the person's project: digested, or throttled when
+ * they take responses one by one; its email escalates where the in-app
+ * channel is on. Its envelope names the cancellation key
+ * `response:{responseId}` (a producer may give any event one), so that a
+ * cancellation meets an email waiting to escalate, or in a digest.
+ */
+export function response(person: Person, responseId: string = crypto.randomUUID()) {
+  return arthunt(
+    'response.created',
+    {
+      responseId,
+      projectId: crypto.randomUUID(),
+      projectTitle: 'Проект модели',
+      recipient: { userId: person.userId, email: person.email, displayName: person.name },
+      actor: ACTOR,
+      proposedPrice: 45000,
+      proposedCurrency: 'RUB',
+      proposedDeadlineDays: 14,
+      deepLink: 'https://arthunt.ru/projects/model/responses',
+    },
+    { cancellationKey: responseKey(responseId) },
+  )
 }
 
-/** The person was invited to a project: sent at once. */
-export function invitation(person: Person) {
+/** The cancellation key the model's responses carry in their envelope. */
+export function responseKey(responseId: string): string {
+  return `response:${responseId}`
+}
+
+/**
+ * The person was invited to a project: sent at once (and shown in their feed).
+ * Its notifications carry the cancellation key `invitation:{invitationId}`.
+ */
+export function invitation(person: Person, invitationId: string = crypto.randomUUID()) {
   return arthunt('invitation.created', {
-    invitationId: crypto.randomUUID(),
+    invitationId,
     projectId: crypto.randomUUID(),
     projectTitle: 'Проект модели',
     recipient: { userId: person.userId, email: person.email, displayName: person.name },
@@ -72,6 +91,20 @@ export function invitation(person: Person) {
     message: 'Добрый день!',
     deepLink: 'https://arthunt.ru/invitations/model',
   })
+}
+
+/**
+ * The client withdrew an invitation: what its invitation.created notified
+ * and has not gone out is withdrawn, and, should it come first, that event
+ * notifies nothing.
+ */
+export function withdrawal(invitationId: string) {
+  return arthunt('invitation.withdrawn', { invitationId, actor: ACTOR })
+}
+
+/** The cancellation key of an invitation's notifications, as invitation.created derives it. */
+export function invitationKey(invitationId: string): string {
+  return `invitation:${invitationId}`
 }
 
 /**

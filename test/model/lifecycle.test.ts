@@ -9,9 +9,11 @@ import { type ModelTransport, World } from './world.ts'
 /**
  * The lifecycle model: random runs of commands — events of every kind, queue
  * deliveries in any order and again, the provider's faults, D1 failing
- * between two steps, the cron, the clock, an operator's replay, discard and
- * erasure — against the real Worker, with the invariants checked after every
- * command and once more when the run's faults are healed and it has run on.
+ * between two steps, the cron, the clock, an operator's replay, discard,
+ * erasure and cancellation (also while a send is in flight), a person's look
+ * at their feed — against the real Worker, with the invariants checked after
+ * every command and once more when the run's faults are healed and it has
+ * run on.
  * `npm test` runs MODEL_RUNS (100) runs of up to MODEL_COMMANDS (30)
  * commands; `npm run model -- --runs N` runs more. A failure prints its seed
  * and path (replay: `npm run model -- --seed S --path P`) and the shrunk

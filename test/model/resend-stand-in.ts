@@ -66,6 +66,16 @@ export class ResendStandIn {
   down = false
   /** Seconds a 429 asks to wait. */
   retryAfterSeconds = 60
+  /**
+   * Told of the emails of each request it accepts (not of a replay, which
+   * sends nothing), before the answer goes back: the moment they went out.
+   */
+  onAccept: ((emails: ResendEmail[]) => Promise<void>) | undefined
+  /**
+   * Runs when a request arrives, before it is answered, with the
+   * notifications it carries: what happens while their send is in flight.
+   */
+  onRequest: ((notificationIds: string[]) => Promise<void>) | undefined
   readonly #keys: ReturnType<typeof resendIdempotency<Answer>>
   readonly #contract = resendContract(doc as unknown as ResendDocument)
 
@@ -80,6 +90,7 @@ export class ResendStandIn {
   }
 
   async fetch(request: Request): Promise<Response> {
+    if (this.onRequest) await this.onRequest(carried(await request.clone().text()))
     const url = new URL(request.url)
     const route = `${request.method} ${url.pathname}`
     const fault = this.script.shift()
@@ -117,7 +128,9 @@ export class ResendStandIn {
     if (decision.kind === 'running') {
       return refusal(409, 'concurrent_idempotent_requests', 'Same idempotency key used while a request is running.')
     }
+    const before = this.emails.length
     const answer = decision.kind === 'replay' ? decision.answer : this.#accept(key, payload, route === 'POST /emails')
+    if (this.emails.length > before) await this.onAccept?.(this.emails.slice(before))
     // Lost on the way back: the emails were taken, the client never hears it.
     if (fault === 'lose-after-accept') {
       if (this.emails.length % 2 === 0) throw new TypeError('Network connection lost.')
@@ -149,6 +162,18 @@ export class ResendStandIn {
 }
 
 type SentEmail = { to: string[]; headers?: Record<string, string> }
+
+/** The notifications a request's emails carry (their header), or none when it is not JSON. */
+function carried(payload: string): string[] {
+  try {
+    const parsed = JSON.parse(payload) as SentEmail | SentEmail[]
+    return (Array.isArray(parsed) ? parsed : [parsed]).flatMap(
+      (email) => email.headers?.['X-Notify-Edge-Notification'] ?? [],
+    )
+  } catch {
+    return []
+  }
+}
 
 function refusal(status: number, name: string, message: string, headers: Record<string, string> = {}): Response {
   return Response.json({ statusCode: status, message, name }, { status, headers })

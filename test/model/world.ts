@@ -6,9 +6,13 @@ import {
   waitOnExecutionContext,
 } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
+import { sign } from 'hono/jwt'
 import { Webhook } from 'svix'
 import { vi } from 'vitest'
 import { dbBindingOf } from '../../src/d1/shard-names.ts'
+import type { InboxFeed } from '../../src/inbox/inbox-feed.ts'
+import type { NewItem } from '../../src/inbox/item.ts'
+import { INBOX_AUDIENCE } from '../../src/inbox/token.ts'
 import worker from '../../src/index.ts'
 import { finalStatusSql } from '../../src/notifications/sql.ts'
 import { allRows, dbOfUser, shardDbs } from '../shards.ts'
@@ -41,6 +45,52 @@ export type Person = {
   formerEmails?: string[]
   /** The model time they were erased at. */
   erasedAt?: number
+  /** The invitations they were sent (invitation.created), by invitation id, oldest first. */
+  invitations: string[]
+  /**
+   * An invitation withdrawn or cancelled before its invitation.created was
+   * emitted (the sources' order is not the events' order): their next
+   * invitation is this one.
+   */
+  nextInvitation?: string
+  /** The responses to their projects (response.created), by response id, oldest first. */
+  responses: string[]
+  /** Whether their inbox is open on a page: each item is seen as soon as it reaches their feed. */
+  watching?: boolean
+}
+
+/**
+ * An email the provider accepted, with its notification as D1 held it at
+ * that moment (read beside the Worker's request, before the answer went
+ * back): what a cancellation or an escalation had decided by then.
+ */
+export type Acceptance = {
+  notificationId: string
+  /** Its place among the emails the provider accepted (`World.emails()`). */
+  index: number
+  /** Model time. */
+  at: number
+  /** The row, or undefined when no shard holds it any more. */
+  row?: {
+    status: string
+    claimed_at: string | null
+    maybe_sent_at: string | null
+    cancellation_key: string | null
+    cancelled_at: string | null
+    /** When its shard recorded the cancellation of its key, if it did. */
+    key_cancelled_at: string | null
+    escalation_of: string | null
+    escalated_at: string | null
+  }
+}
+
+/** An operator's cancellation the Worker answered 200: the key was recorded in every shard and withdrawn. */
+export type OperatorCancel = {
+  key: string
+  /** The model time it was asked at (the Worker's now), as ISO: nothing claimed or created from then on may go. */
+  askedAt: string
+  /** How many emails the provider had accepted when the answer came: those after it came later. */
+  emailsBefore: number
 }
 
 /** The queues by binding. */
@@ -71,7 +121,15 @@ const RUN_TABLES = [
   'processed_marks',
   'throttle_windows',
   'reviewer_pool',
+  // A key cancelled by an earlier run would hold nothing of this one (its invitation ids are new), but the
+  // invariants read every cancellation as the run's own.
+  'cancellations',
 ]
+
+/** Whether a notify-events message carries an event that cancels a key (invitation.withdrawn). */
+function cancelling(message: QueuedMessage): boolean {
+  return JSON.stringify(message.body).includes('invitation.withdrawn')
+}
 
 /** How soon after the provider works again a pause must have ended: its longest probe interval and a probe's hold, and some. */
 const PAUSE_ENDS_WITHIN_MS = 30 * 60_000
@@ -83,7 +141,19 @@ export const MODEL_VARS = {
   LOG_LEVEL: 'info',
   DISPATCH_LEASE_SECONDS: '120',
   STUCK_GRACE_SECONDS: '120',
+  // ResponseCreated's own wait (vitest.config.ts sets the same): the model's advances of 1801 s and more end it.
+  ESCALATION_AFTER_SECONDS: '1800',
 } as const
+
+/**
+ * The kinds whose in-app channel a run turns on: ResponseCreated's email then
+ * escalates (it waits for the item to go unseen), and InvitationCreated's item
+ * is one a cancellation withdraws from the feed.
+ */
+export const IN_APP_KINDS = ['ResponseCreated', 'InvitationCreated'] as const
+
+/** The inbox tokens the model signs live this long (at most a day, src/inbox/token.ts). */
+const INBOX_TOKEN_SECONDS = 600
 
 /**
  * The whole product as the lifecycle model drives it: the real Worker (its
@@ -110,13 +180,25 @@ export class World {
   readonly discarded = new Set<string>()
   /** What the drain found stalled. */
   readonly stalls: string[] = []
+  /** Every email the provider accepted, with its notification at that moment. */
+  readonly accepted: Acceptance[] = []
+  /** The operator's cancellations the Worker answered 200. */
+  readonly cancels: OperatorCancel[] = []
+  /** The invitation.withdrawn events emitted, by event id: the key each cancels. */
+  readonly withdrawals = new Map<string, string>()
+  /** Whether the run turns the in-app channel on for IN_APP_KINDS (off: the lifecycle before the inbox). */
+  readonly inApp: boolean
   /** What happened, a line a step, for the report of a failing run. */
   readonly trace: string[] = []
   readonly run: string
   #started = false
 
-  constructor(transport: ModelTransport, options: { windowHours?: number; vars?: Record<string, string> } = {}) {
+  constructor(
+    transport: ModelTransport,
+    options: { windowHours?: number; vars?: Record<string, string>; inApp?: boolean } = {},
+  ) {
     this.transport = transport
+    this.inApp = options.inApp ?? true
     this.run = crypto.randomUUID().slice(0, 8)
     this.clock = new ModelClock(new Date('2027-03-01T09:00:00Z'))
     this.d1 = new FaultyD1(shardDbs())
@@ -134,6 +216,9 @@ export class World {
       ...(options.windowHours ? { windowMs: options.windowHours * 3_600_000 } : {}),
     })
     this.binding = new BindingStandIn()
+    this.resend.onAccept = (emails) => this.#accepted(emails.map((email) => email.notificationId))
+    this.resend.onRequest = (ids) => this.#inFlight(ids)
+    this.binding.onRequest = (ids) => this.#inFlight(ids)
     this.env = {
       ...env,
       ...MODEL_VARS,
@@ -148,6 +233,8 @@ export class World {
       EMAIL_EVENTS: this.queues.EMAIL_EVENTS,
       DLQ: this.queues.DLQ,
       EMAIL: this.binding,
+      // The feeds, as the Worker reaches them; an item that arrives is seen at once by an open page.
+      INBOX: this.#watched(env.INBOX),
     } as unknown as Env
     const realFetch = globalThis.fetch
     vi.stubGlobal('fetch', (input: RequestInfo | URL, init?: RequestInit) => {
@@ -176,6 +263,12 @@ export class World {
       this.addPerson({ contact: false, instant: false }),
       this.addPerson({ contact: true, instant: false }),
     ]
+    // Each kind's in-app channel, on (or off) for every urgency, through the operator's route: a response's
+    // email then escalates, an invitation's item goes to the feed.
+    for (const kind of IN_APP_KINDS) {
+      const answer = await this.operator('PUT', `/v1/channel-policies/${kind}/in-app`, { enabled: this.inApp })
+      if (!answer.ok) throw new Error(`the channel policy was refused: ${answer.status} ${await answer.text()}`)
+    }
     for (const person of people) {
       if (person.contact) {
         await (await dbOfUser(person.userId))
@@ -194,7 +287,52 @@ export class World {
       }
     }
     // Cloudflare's event subscription reports every message the binding took.
-    this.binding.onAccept = (email) => this.cloudflareEvent('delivered', email.messageId, email.to)
+    this.binding.onAccept = async (email) => {
+      await this.#accepted([email.notificationId])
+      await this.cloudflareEvent('delivered', email.messageId, email.to)
+    }
+  }
+
+  readonly #duringNextSend: ((notificationIds: string[]) => Promise<boolean>)[] = []
+
+  /**
+   * Has `act` run while a provider request is in flight — the Worker has
+   * claimed what it sends and waits for the answer (an operator's
+   * cancellation racing a send) — with the notifications the request carries:
+   * at the next request `act` answers true for, one act per request, in order.
+   */
+  duringNextSend(act: (notificationIds: string[]) => Promise<boolean>): void {
+    this.#duringNextSend.push(act)
+  }
+
+  async #inFlight(notificationIds: string[]): Promise<void> {
+    const act = this.#duringNextSend[0]
+    if (act && (await act(notificationIds))) this.#duringNextSend.shift()
+  }
+
+  /**
+   * Records the emails the provider just accepted with their notifications
+   * as D1 holds them now — the Worker's send is waiting for the answer, so
+   * what its claim and a cancellation wrote is what they were when the email
+   * went out. Read from the real D1, not through the model's faults: the
+   * model's reading is no call of the Worker's.
+   */
+  async #accepted(ids: string[]): Promise<void> {
+    // Their places and time before the read: another send may be accepted while it runs.
+    const first = this.emails().length - ids.length
+    const at = this.clock.now
+    const rows = await allRows<NonNullable<Acceptance['row']> & { id: string }>(
+      `SELECT n.id, n.status, n.claimed_at, n.maybe_sent_at, n.cancellation_key, n.cancelled_at,
+         c.cancelled_at AS key_cancelled_at, n.escalation_of, n.escalated_at
+       FROM notifications n LEFT JOIN cancellations c ON c.key = n.cancellation_key
+       WHERE n.id IN (SELECT value FROM json_each(?1))`,
+      JSON.stringify(ids),
+    )
+    const byId = new Map(rows.map(({ id, ...row }) => [id, row]))
+    ids.forEach((notificationId, offset) => {
+      const row = byId.get(notificationId)
+      this.accepted.push({ notificationId, index: first + offset, at, ...(row ? { row } : {}) })
+    })
   }
 
   /**
@@ -242,6 +380,8 @@ export class World {
       email: `Person${index}.${this.run}@Model-Example.com`,
       name: `Модель${index} Персона${this.run}`,
       contactVersion: 1,
+      invitations: [],
+      responses: [],
       ...options,
     }
     this.people.push(person)
@@ -265,6 +405,24 @@ export class World {
     return this.fetch(path, {
       method,
       headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    })
+  }
+
+  /**
+   * A call of a person's inbox, as their page makes it: with an inbox token
+   * their host signed (HS256, INBOX_TOKEN_SECRET) naming them, on the model's
+   * clock.
+   */
+  async inbox(userId: string, method: string, path: string, body?: unknown): Promise<Response> {
+    const token = await sign(
+      { sub: userId, aud: INBOX_AUDIENCE, exp: Math.floor(this.clock.now / 1000) + INBOX_TOKEN_SECONDS },
+      this.env.INBOX_TOKEN_SECRET,
+      'HS256',
+    )
+    return this.fetch(`/v1/inbox${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     })
   }
@@ -293,6 +451,9 @@ export class World {
     const queue = this.queues[binding]
     const chosen = pick(queue.visible()).slice(0, 100)
     if (chosen.length === 0) return 0
+    // A cancellation is applied a millisecond apart from every claim and write before it: the Worker writes
+    // times to the millisecond, and the invariants order what came after a cancellation by them.
+    if (binding === 'EVENTS' && chosen.some(cancelling)) this.clock.set(this.clock.now + 1)
     queue.take(chosen)
     const batch = createMessageBatch(
       queue.name,
@@ -315,6 +476,41 @@ export class World {
       else queue.ack(message)
     })
     return chosen.length
+  }
+
+  /**
+   * The feeds' namespace as the Worker sees it, but that an item added to
+   * the feed of a person whose inbox is open (`watching`) is marked seen
+   * right after, before the Worker goes on: their page hears of it over its
+   * socket and marks it, through the inbox route.
+   */
+  #watched(feeds: Env['INBOX']): Env['INBOX'] {
+    const feed = (userId: string, stub: DurableObjectStub<InboxFeed>) =>
+      new Proxy(stub, {
+        get: (target, property) => {
+          if (property !== 'add') return Reflect.get(target, property)
+          return async (item: NewItem) => {
+            const added = await target.add(item)
+            if (added.added) await this.#arrived(userId, item.notificationId)
+            return added
+          }
+        },
+      })
+    return new Proxy(feeds, {
+      get: (target, property) => {
+        if (property === 'getByName') return (name: string) => feed(name, target.getByName(name))
+        const value = Reflect.get(target, property)
+        return typeof value === 'function' ? value.bind(target) : value
+      },
+    })
+  }
+
+  /** An item reached a feed: a person whose inbox is open sees it. */
+  async #arrived(userId: string, notificationId: string): Promise<void> {
+    const person = this.people.find((candidate) => candidate.userId === userId)
+    if (!person?.watching || person.erasedAt !== undefined) return
+    const answer = await this.inbox(userId, 'POST', '/seen', { ids: [notificationId] })
+    this.note(`  person ${this.people.indexOf(person)}'s open inbox sees ${notificationId}: ${answer.status}`)
   }
 
   /** The cron trigger, as of now. */
