@@ -348,6 +348,32 @@ describe('cancel by key', () => {
     expect(await placesOf()).toEqual(before.slice(1))
   })
 
+  it('withdraws an email waiting for its contact and one held by a paused transport', async () => {
+    const key = `task:${guid()}`
+    const [waiting, paused] = await Promise.all([
+      pendingNotification(`contact-${guid().slice(0, 8)}@example.com`),
+      pendingNotification(`paused-${guid().slice(0, 8)}@example.com`),
+    ])
+    await env.DB.batch([
+      env.DB.prepare(
+        "UPDATE notifications SET status = 'awaiting-contact', recipient_email = NULL, cancellation_key = ?2 WHERE id = ?1",
+      ).bind(waiting, key),
+      env.DB.prepare("UPDATE notifications SET status = 'paused', cancellation_key = ?2 WHERE id = ?1").bind(
+        paused,
+        key,
+      ),
+    ])
+    const report = await cancel(key)
+    expect(Object.fromEntries(report.body.notifications.map((n) => [n.id, n.outcome]))).toEqual({
+      [waiting]: 'cancelled',
+      [paused]: 'cancelled',
+    })
+    const { results } = await env.DB.prepare('SELECT status FROM notifications WHERE id IN (?1, ?2) ORDER BY status')
+      .bind(waiting, paused)
+      .all<{ status: string }>()
+    expect(results.map((row) => row.status)).toEqual(['cancelled', 'cancelled'])
+  })
+
   it('forgets a cancellation after the deduplication horizon (PROCESSED_EVENTS_RETENTION_DAYS), keeping newer ones', async () => {
     const [old, fresh] = [`old:${guid()}`, `fresh:${guid()}`]
     const longAgo = new Date(Date.now() - 8 * 86_400_000).toISOString()

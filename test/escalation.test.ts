@@ -239,6 +239,30 @@ describe('escalation: the email only if the in-app item went unseen', () => {
     await eventually(async () => expect((await rowsOf(second.eventId)).inApp.status).toBe('sent'))
   })
 
+  it('a kind that waits for its item to be read: seen is not enough, read is', async () => {
+    const userId = `read-${guid()}`
+    const feed = env.INBOX.getByName(userId)
+    const item = (id: string) => ({
+      notificationId: id,
+      kind: 'ResponseCreated',
+      title: 'Отклик',
+      body: '',
+      link: null,
+      action: null,
+      createdAt: new Date().toISOString(),
+    })
+    await feed.add(item('ntf_seen_only'))
+    await feed.add(item('ntf_read'))
+    const at = new Date().toISOString()
+    await feed.mark('seen', { ids: ['ntf_seen_only'] }, at)
+    await feed.mark('read', { ids: ['ntf_read'] }, at)
+    const later = new Date(Date.parse(at) + 1000).toISOString()
+    expect(await feed.escalate('ntf_seen_only', 'read', later, later)).toMatchObject({ email: true, readAt: null })
+    expect(await feed.escalate('ntf_read', 'read', later, later)).toMatchObject({ email: false, readAt: at })
+    // And a mark by the end of the wait, not after it: the decision is kept whatever is asked later.
+    expect(await feed.escalate('ntf_seen_only', 'seen', later, later)).toMatchObject({ email: true })
+  })
+
   it("waits the kind's own time unless ESCALATION_AFTER_SECONDS replaces it", async () => {
     const { notificationFor } = await import('../src/materialize/plan-event.ts')
     const { configOf } = await import('../src/config.ts')
