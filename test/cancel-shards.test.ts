@@ -8,20 +8,8 @@
  */
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
-import { adminCall, deliverBatch, freshInbound, guid } from './helpers.ts'
+import { adminCall, deliverBatch, freshInbound, guid, quietAroundNow } from './helpers.ts'
 import { allRows, dbOfUser, shardDbs, userInShard } from './shards.ts'
-
-/** Quiet hours around now in Moscow (the recipients' zone here), holding normal urgency too. */
-function quietNow() {
-  const clock = (shiftMinutes: number) =>
-    new Intl.DateTimeFormat('en-GB', {
-      timeZone: 'Europe/Moscow',
-      hour: '2-digit',
-      minute: '2-digit',
-      hourCycle: 'h23',
-    }).format(new Date(Date.now() + shiftMinutes * 60_000))
-  return { QUIET_HOURS_URGENCIES: 'low,normal', QUIET_HOURS_START: clock(-60), QUIET_HOURS_END: clock(120) }
-}
 
 /** An invitation to `userId`, under `invitationId`. */
 function invitationTo(userId: string, invitationId: string) {
@@ -63,7 +51,7 @@ describe('cancel by key, over the D1 shards', () => {
     // One invitation id told to two specialists (a producer's re-send to a colleague), each in a shard of their own.
     const a = invitationTo(first as string, invitationId)
     const b = invitationTo(second as string, invitationId)
-    await deliver([a.message, b.message], quietNow())
+    await deliver([a.message, b.message], quietAroundNow())
     expect(await statusesOf(first as string, a.eventId)).toEqual(['pending'])
     expect(await statusesOf(second as string, b.eventId)).toEqual(['pending'])
     const report = await adminCall<{ notifications: { outcome: string }[] }>('POST', '/v1/cancellations', { key })
@@ -81,7 +69,7 @@ describe('cancel by key, over the D1 shards', () => {
     const invitationId = guid()
     const userId = await userInShard(1, count)
     const created = invitationTo(userId, invitationId)
-    await deliver([created.message], quietNow())
+    await deliver([created.message], quietAroundNow())
     expect(await statusesOf(userId, created.eventId)).toEqual(['pending'])
     const withdrawn = freshInbound('invitation.withdrawn', (value) => {
       ;(value.data as Record<string, unknown>).invitationId = invitationId

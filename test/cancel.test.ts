@@ -24,6 +24,7 @@ import {
   guid,
   inAppFor,
   pendingNotification,
+  quietAroundNow,
   runCron,
 } from './helpers.ts'
 import { dbOfUser } from './shards.ts'
@@ -79,18 +80,6 @@ function invitation() {
   return { invitationId, userId, create, withdraw, created, withdrawn, key: `invitation:${invitationId}` }
 }
 
-/** Quiet hours around now in Moscow (the recipients' zone here), holding normal urgency too. */
-function quietNow() {
-  const clock = (shiftMinutes: number) =>
-    new Intl.DateTimeFormat('en-GB', {
-      timeZone: 'Europe/Moscow',
-      hour: '2-digit',
-      minute: '2-digit',
-      hourCycle: 'h23',
-    }).format(new Date(Date.now() + shiftMinutes * 60_000))
-  return { QUIET_HOURS_URGENCIES: 'low,normal', QUIET_HOURS_START: clock(-60), QUIET_HOURS_END: clock(120) }
-}
-
 function cancel(key: string, reason?: string) {
   return adminCall<Report>('POST', '/v1/cancellations', { key, ...(reason ? { reason } : {}) })
 }
@@ -99,7 +88,7 @@ describe('cancel by key', () => {
   it('an invitation withdrawn while its email waits for quiet hours to end: the email never goes', async () => {
     const { create, withdraw, created, withdrawn } = invitation()
     // Written held by quiet hours: pending, due two hours from now.
-    await deliverBatch([{ id: `m-${guid()}`, attempts: 1, body: create }], 'notify-events', quietNow())
+    await deliverBatch([{ id: `m-${guid()}`, attempts: 1, body: create }], 'notify-events', quietAroundNow())
     const [email] = await rowsOf(created)
     expect(email).toMatchObject({ channel: 'email', status: 'pending' })
     await deliverBatch([{ id: `m-${guid()}`, attempts: 1, body: withdraw }], 'notify-events')
@@ -133,7 +122,7 @@ describe('cancel by key', () => {
     await deliverBatch(
       made.map(({ create }) => ({ id: `m-${guid()}`, attempts: 1, body: create })),
       'notify-events',
-      quietNow(),
+      quietAroundNow(),
     )
     const emails = await Promise.all(made.map(async ({ created }) => (await rowsOf(created))[0] as Row))
     // Due now: their messages and the cancellations go at once.
@@ -167,7 +156,7 @@ describe('cancel by key', () => {
     await deliverBatch(
       [failed, maybe].map(({ create }) => ({ id: `m-${guid()}`, attempts: 1, body: create })),
       'notify-events',
-      quietNow(),
+      quietAroundNow(),
     )
     const [a, b] = await Promise.all([failed, maybe].map(async ({ created }) => (await rowsOf(created))[0] as Row))
     const now = new Date().toISOString()
@@ -242,7 +231,7 @@ describe('cancel by key', () => {
 
   it('answers the same when said again, audits it, and refuses a request without a key', async () => {
     const { create, key, created } = invitation()
-    await deliverBatch([{ id: `m-${guid()}`, attempts: 1, body: create }], 'notify-events', quietNow())
+    await deliverBatch([{ id: `m-${guid()}`, attempts: 1, body: create }], 'notify-events', quietAroundNow())
     const first = await cancel(key)
     const again = await cancel(key)
     expect(first.status).toBe(200)
@@ -269,7 +258,7 @@ describe('cancel by key', () => {
     await deliverBatch(
       [a, b].map(({ create }) => ({ id: `m-${guid()}`, attempts: 1, body: create })),
       'notify-events',
-      quietNow(),
+      quietAroundNow(),
     )
     const [ea, eb] = await Promise.all([a, b].map(async ({ created }) => (await rowsOf(created))[0] as Row))
     const batchId = `bat_${guid().replaceAll('-', '')}`
@@ -310,7 +299,7 @@ describe('cancel by key', () => {
     await deliverBatch(
       five.map(({ message }) => ({ id: `m-${guid()}`, attempts: 1, body: message })),
       'notify-events',
-      quietNow(),
+      quietAroundNow(),
     )
     for (const one of five) expect((await rowsOf(one.eventId))[0]?.status).toBe('pending')
     await cancel(key)
@@ -319,7 +308,7 @@ describe('cancel by key', () => {
       .first<{ places: string }>()
     expect(JSON.parse(places?.places ?? '[]')).toEqual([])
     const sixth = keyed('Шестой', false)
-    await deliverBatch([{ id: `m-${guid()}`, attempts: 1, body: sixth.message }], 'notify-events', quietNow())
+    await deliverBatch([{ id: `m-${guid()}`, attempts: 1, body: sixth.message }], 'notify-events', quietAroundNow())
     expect((await rowsOf(sixth.eventId))[0]?.status).toBe('pending')
   })
 
@@ -332,7 +321,7 @@ describe('cancel by key', () => {
       if (index === 0) body.envelope.cancellationKey = key
       return { id: `m-${guid()}`, attempts: 1, body: { ...made.message, body: JSON.stringify(body) } }
     })
-    await deliverBatch(five, 'notify-events', quietNow())
+    await deliverBatch(five, 'notify-events', quietAroundNow())
     const placesOf = async () =>
       JSON.parse(
         (
@@ -395,7 +384,7 @@ describe('cancel by key', () => {
     await deliverBatch(
       made.map(({ create }) => ({ id: `m-${guid()}`, attempts: 1, body: create })),
       'notify-events',
-      quietNow(),
+      quietAroundNow(),
     )
     const dry = await adminCall<{ dryRun: boolean; more: boolean; keys: { key: string; waiting: number }[] }>(
       'POST',
@@ -420,7 +409,7 @@ describe('cancel by key', () => {
 describe('cancel by key, in the console', () => {
   it('the event story offers its key; the confirmation cancels it through the API and shows each outcome', async () => {
     const { create, key, created } = invitation()
-    await deliverBatch([{ id: `m-${guid()}`, attempts: 1, body: create }], 'notify-events', quietNow())
+    await deliverBatch([{ id: `m-${guid()}`, attempts: 1, body: create }], 'notify-events', quietAroundNow())
     const { createExecutionContext } = await import('cloudflare:test')
     const { default: worker } = await import('../src/index.ts')
     const call = (target: string, init: RequestInit = {}) =>

@@ -22,7 +22,16 @@ import {
   sentOf,
   windowPassed,
 } from './digests.ts'
-import { ADMIN_TOKEN, dispatchBatch, dispatchOnce, guid, notificationsOf, parseMime, runCron } from './helpers.ts'
+import {
+  ADMIN_TOKEN,
+  dispatchBatch,
+  dispatchOnce,
+  guid,
+  notificationsOf,
+  parseMime,
+  quietAroundNow,
+  runCron,
+} from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 /**
@@ -276,14 +285,7 @@ describe('a digest meets the rules of any notification', () => {
     const [digest] = await digestsOf(owner.userId)
     // Quiet hours around "now" in Moscow (the owner's zone, as the inline recipient has no contact),
     // for the digest's urgency.
-    const clock = (shiftMinutes: number) =>
-      new Intl.DateTimeFormat('en-GB', {
-        timeZone: 'Europe/Moscow',
-        hour: '2-digit',
-        minute: '2-digit',
-        hourCycle: 'h23',
-      }).format(new Date(Date.now() + shiftMinutes * 60_000))
-    const quiet = { QUIET_HOURS_URGENCIES: 'low,normal', QUIET_HOURS_START: clock(-60), QUIET_HOURS_END: clock(120) }
+    const quiet = quietAroundNow()
     const due = await windowPassed(digest?.id as string)
     const closed = await dispatchOnce({ notificationId: digest?.id as string, due }, quiet)
     const [next] = closed.enqueued

@@ -471,3 +471,19 @@ export async function inAppFor(kind: string, enabled: boolean): Promise<void> {
       .run()
   }
 }
+
+/**
+ * Quiet hours from an hour ago to two hours ahead in Moscow (the zone of a
+ * recipient without a contact), holding normal urgency too: what an env
+ * override needs for a notification to be written held until they end.
+ */
+export function quietAroundNow(): Record<string, string> {
+  const clock = (shiftMinutes: number) =>
+    new Intl.DateTimeFormat('en-GB', {
+      timeZone: 'Europe/Moscow',
+      hour: '2-digit',
+      minute: '2-digit',
+      hourCycle: 'h23',
+    }).format(new Date(Date.now() + shiftMinutes * 60_000))
+  return { QUIET_HOURS_URGENCIES: 'low,normal', QUIET_HOURS_START: clock(-60), QUIET_HOURS_END: clock(120) }
+}

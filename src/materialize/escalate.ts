@@ -1,5 +1,4 @@
 import type { Config } from '../config.ts'
-import { otherPrimaryOf } from '../d1/shards.ts'
 import { notificationDeadLetter } from '../dead-letters/notification.ts'
 import type { RecipientRef } from '../events/define.ts'
 import type { EscalationDecision } from '../inbox/feed.ts'
@@ -12,9 +11,8 @@ import {
   takeEscalation,
 } from '../notifications/escalation.ts'
 import { sendAll } from '../queue/send.ts'
-import { loadContext } from './context.ts'
 import { notificationFor } from './plan-event.ts'
-import { intentOf } from './release-waiting.ts'
+import { contextOfRows, intentOf } from './release-waiting.ts'
 import { type SendsAfter, writeAgain } from './write-again.ts'
 
 /**
@@ -53,20 +51,7 @@ export async function escalateDue(
     ),
   )
   const emailed = rows.filter((_, index) => decisions[index]?.email)
-  const context =
-    emailed.length === 0
-      ? undefined
-      : await loadContext(
-          env.DB,
-          {
-            events: [],
-            userIds: [...new Set(emailed.map((row) => row.recipient_user_id))],
-            needPool: false,
-            kinds: [...new Set(emailed.map((row) => row.kind))],
-            decisionPersons: [],
-          },
-          otherPrimaryOf(env),
-        )
+  const context = emailed.length === 0 ? undefined : await contextOfRows(env, emailed)
   const statements: D1PreparedStatement[] = []
   const letters: D1PreparedStatement[] = []
   const sends: SendsAfter[] = []

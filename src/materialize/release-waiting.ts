@@ -48,17 +48,7 @@ export async function releaseWaiting(
   if (userIds?.length === 0) return 0
   const { results: rows } = await selectReleasable(env.DB, userIds, RELEASE_BATCH).all<AwaitingRow>()
   if (rows.length === 0) return 0
-  const context = await loadContext(
-    env.DB,
-    {
-      events: [],
-      userIds: [...new Set(rows.map((row) => row.recipient_user_id))],
-      needPool: false,
-      kinds: [...new Set(rows.map((row) => row.kind))],
-      decisionPersons: [],
-    },
-    otherPrimaryOf(env),
-  )
+  const context = await contextOfRows(env, rows)
   const nowIso = now.toISOString()
   const statements: D1PreparedStatement[] = []
   const letters: D1PreparedStatement[] = []
@@ -130,6 +120,25 @@ export async function releaseWaiting(
 function gathers(row: AwaitingRow): boolean {
   const policy = deliveryOf(row.kind, row.channel)
   return policy.digest !== undefined || policy.throttle !== undefined
+}
+
+/**
+ * What planning reads (contacts, preferences, policies, templates) for
+ * notifications that waited and are planned again now: their recipients and
+ * kinds, in the shard of `env`.
+ */
+export function contextOfRows(env: Env, rows: readonly Pick<AwaitingRow, 'recipient_user_id' | 'kind'>[]) {
+  return loadContext(
+    env.DB,
+    {
+      events: [],
+      userIds: [...new Set(rows.map((row) => row.recipient_user_id))],
+      needPool: false,
+      kinds: [...new Set(rows.map((row) => row.kind))],
+      decisionPersons: [],
+    },
+    otherPrimaryOf(env),
+  )
 }
 
 /** A waiting email that escalated before it waited for its contact keeps its escalation, for its story. */

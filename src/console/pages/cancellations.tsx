@@ -6,24 +6,11 @@
  * became of each notification.
  */
 import { Hono } from 'hono'
+import type { CancelReport } from '../../cancel/cancel-key.ts'
 import type { ConsoleEnv } from '../context.ts'
 import { Csrf, ErrorNote, Layout, Table } from '../layout.tsx'
 import { needsAdmin, needsViewer } from '../page-roles.ts'
 import { Time } from '../time.tsx'
-
-type Report = {
-  key: string
-  cancelledAt: string
-  source: string
-  notifications: {
-    id: string
-    kind: string
-    channel: string
-    recipientUserId: string
-    status: string
-    outcome: string
-  }[]
-}
 
 export const cancellationPages = new Hono<ConsoleEnv>()
 
@@ -66,7 +53,7 @@ cancellationPages.get('/', needsViewer, async (c) => {
 
 cancellationPages.post('/', needsAdmin, async (c) => {
   const form = (await c.req.parseBody()) as Record<string, string>
-  const answer = await c.get('api')<Report>('POST', '/v1/cancellations', {
+  const answer = await c.get('api')<CancelReport>('POST', '/v1/cancellations', {
     key: form.key,
     ...(form.reason ? { reason: form.reason } : {}),
   })
