@@ -31,6 +31,36 @@ const UrgencyList = commaList(z.enum(['low', 'normal', 'high']))
 
 const Seconds = z.coerce.number().int().nonnegative()
 
+/** An email transport: the send_email binding (`cloudflare`) or Resend's HTTP API (`resend`). */
+const TransportName = z.enum(['cloudflare', 'resend'])
+/** The name of an email transport. */
+export type TransportName = z.infer<typeof TransportName>
+
+/** EMAIL_TRANSPORTS as a list: each a known transport, none twice; undefined when not set. */
+function transportList(value: string | undefined, context: z.RefinementCtx): TransportName[] | undefined {
+  if (value === undefined || value.trim() === '') return undefined
+  const names = value.split(',').map((name) => name.trim())
+  for (const name of names) {
+    if (!TransportName.safeParse(name).success) {
+      context.addIssue({ code: 'custom', message: `names an unknown transport "${name}" (cloudflare or resend)` })
+      return z.NEVER
+    }
+  }
+  if (new Set(names).size !== names.length) {
+    context.addIssue({ code: 'custom', message: 'names a transport twice' })
+    return z.NEVER
+  }
+  return names as TransportName[]
+}
+
+/** The transports mail tries, in order: EMAIL_TRANSPORTS when set, else EMAIL_TRANSPORT alone. */
+function transportsOf(data: {
+  EMAIL_TRANSPORT: TransportName
+  EMAIL_TRANSPORTS?: TransportName[] | undefined
+}): TransportName[] {
+  return data.EMAIL_TRANSPORTS ?? [data.EMAIL_TRANSPORT]
+}
+
 /** The most queues notify-events may be spread over (EVENTS_QUEUE_SHARDS): 80,000 events a second. */
 export const EVENTS_QUEUE_SHARDS_MAX = 16
 
@@ -289,10 +319,25 @@ export const ConfigSchema = z
       .min(7)
       .default(8)
       .describe('KV fast-path TTL of processed keys, in days (≥ 7)'),
-    EMAIL_TRANSPORT: z
-      .enum(['cloudflare', 'resend'])
-      .default('cloudflare')
-      .describe('`cloudflare` (the send_email binding) or `resend` (its HTTP API)'),
+    EMAIL_TRANSPORT: TransportName.default('cloudflare').describe(
+      '`cloudflare` (the send_email binding) or `resend` (its HTTP API); EMAIL_TRANSPORTS, when set, takes its place',
+    ),
+    EMAIL_TRANSPORTS: z
+      .string()
+      .optional()
+      .transform((value, context) => transportList(value, context))
+      .describe(
+        'the email transports in order, comma-separated (`cloudflare,resend` or `resend,cloudflare`): mail goes through the first that is not paused and whose circuit is closed, and fails over to the next only when the first certainly did not send (docs/operating.md, "Provider failover"); one entry behaves as EMAIL_TRANSPORT',
+      ),
+    CIRCUIT_FAILURES: z.coerce
+      .number()
+      .int()
+      .min(2)
+      .max(100)
+      .default(5)
+      .describe(
+        'consecutive failures of one transport that the provider may be down for (a 5xx, no answer, an internal error) that open its circuit, sending new mail through the next transport; only with more than one in EMAIL_TRANSPORTS',
+      ),
     EMAIL_FROM: z.email().describe('envelope and header sender address'),
     EMAIL_FROM_NAME: z.string().min(1).default('notify-edge').describe('display name of the sender'),
     RESEND_API_KEY: z
@@ -497,9 +542,9 @@ export const ConfigSchema = z
     path: ['UNSUBSCRIBE_SIGNING_KEY_PREVIOUS'],
     message: 'must differ from UNSUBSCRIBE_SIGNING_KEY',
   })
-  .refine((config) => config.EMAIL_TRANSPORT !== 'resend' || config.RESEND_API_KEY !== undefined, {
+  .refine((config) => !transportsOf(config).includes('resend') || config.RESEND_API_KEY !== undefined, {
     path: ['RESEND_API_KEY'],
-    message: 'is required when EMAIL_TRANSPORT is resend',
+    message: 'is required when EMAIL_TRANSPORT is resend or EMAIL_TRANSPORTS names it',
   })
   .superRefine(leaseOutlastsASend)
   .refine((config) => config.DB_SHARDS_GROWING_TO === 0 || config.DB_SHARDS_GROWING_TO === 2 * config.DB_SHARDS, {
@@ -565,6 +610,8 @@ export type Config = z.infer<typeof ConfigSchema> & {
   erasureKey: string
   /** Days a final notification's row is kept after it ended: NOTIFICATION_RETENTION_DAYS, else its content's. */
   notificationRetentionDays: number
+  /** The email transports in the order mail tries them: EMAIL_TRANSPORTS, else EMAIL_TRANSPORT alone. */
+  transports: readonly TransportName[]
 }
 
 /** The names of the secrets (`wrangler secret put`), as the schema marks them. */
@@ -668,6 +715,7 @@ export function configOf(env: object): Config {
       outputBytes: data.TEMPLATE_OUTPUT_LIMIT_BYTES,
     },
     erasureKey: data.ERASURE_HASH_KEY ?? data.UNSUBSCRIBE_SIGNING_KEY,
+    transports: transportsOf(data),
     notificationRetentionDays: data.NOTIFICATION_RETENTION_DAYS ?? data.NOTIFICATION_CONTENT_RETENTION_DAYS,
   }
   parsed.set(source, config)

@@ -167,10 +167,10 @@ function claimBundle(claims: { id: string; due: string | null }[], token: string
   return env.DB.batch([
     supersedeDecision(env.DB, batch, now, 60),
     recipientGate(env.DB, batch, now, ['InvitationCreated']),
-    unknownOutcomeGate(env.DB, batch, now, now, true),
-    pauseGate(env.DB, batch, now, 'resend'),
-    claimNotifications(env.DB, batch, now, lease, token, 60, false, 1),
-    claimNotifications(env.DB, batch, now, lease, token, 60, true, 1),
+    unknownOutcomeGate(env.DB, batch, now, now, '["resend"]', '["resend"]'),
+    pauseGate(env.DB, batch, now, '["resend"]'),
+    claimNotifications(env.DB, batch, now, lease, token, 60, false, 1, '["resend"]'),
+    claimNotifications(env.DB, batch, now, lease, token, 60, true, 1, '["resend"]'),
   ])
 }
 

@@ -38,7 +38,9 @@
  * key (`GET /control/sends?key=`, `GET /control/emails?key=`,
  * `POST /control/release?key=`, `POST /control/rate-clock?at=`), and so are
  * the requests refused 429 for their team's rate (`GET /control/rate-limited?key=`),
- * which are refused before they count as sends.
+ * which are refused before they count as sends. `POST /control/outage?key=&on=1`
+ * (`on=0` to end it) answers every request under that API key 503
+ * `internal_server_error`, before anything is taken: an outage of Resend.
  */
 import { readFile } from 'node:fs/promises'
 import { type ResendDocument, resendContract } from '../support/resend-contract.ts'
@@ -55,6 +57,8 @@ const domainLists = new Map<string, number>()
 const accepted = new Map<string, { ids: string[] }>()
 const keys = resendIdempotency<string[]>()
 const released = new Map<string, () => void>()
+/** API keys whose requests are answered 503 (`POST /control/outage?key=&on=1`). */
+const outages = new Set<string>()
 const releases = new Map<string, Promise<void>>()
 
 function releaseOf(key: string): Promise<void> {
@@ -100,6 +104,12 @@ export async function fakeResend(request: Request): Promise<Response> {
       heldAt = at === null ? undefined : Number(at)
       return Response.json({ heldAt: heldAt ?? null })
     }
+    if (url.pathname === '/control/outage') {
+      // Every request under this API key is answered 503 while it lasts: Resend (or what stands before it) is down.
+      if (url.searchParams.get('on') === '1') outages.add(key)
+      else outages.delete(key)
+      return Response.json({ outage: outages.has(key) })
+    }
     if (url.pathname === '/control/release') {
       void releaseOf(key)
       released.get(key)?.()
@@ -118,6 +128,8 @@ export async function fakeResend(request: Request): Promise<Response> {
   const team = teamOf(apiKey)
   if (!authorization.startsWith('Bearer ') || team === undefined)
     return refusal(403, 'invalid_api_key', 'API key is invalid.')
+  // Down: Resend's 500-range answer (https://resend.com/docs/api-reference/errors), before anything is taken.
+  if (outages.has(apiKey)) return refusal(503, 'internal_server_error', 'upstream unavailable')
   // Each team has a limiter of its own, so one window per limiter.
   const rate = team.take('team')
   if (!rate.allowed) {

@@ -320,11 +320,16 @@ export async function dispatchOnce(
   return dispatchBatch([body], overrides, attempts)
 }
 
-/** Delivers these notify-dispatch messages as one batch (one consumer invocation), as `dispatchOnce` does one. */
+/**
+ * Delivers these notify-dispatch messages as one batch (one consumer invocation), as `dispatchOnce` does one.
+ * With `forward` false, what the consumer sends to notify-dispatch is only recorded: this runtime's own
+ * consumer, with the test env's transport, does not race the test for it.
+ */
 export async function dispatchBatch(
   bodies: { notificationId: string; due?: string }[],
   overrides: Record<string, unknown> = {},
   attempts = 1,
+  forward = true,
 ): Promise<DispatchOutcome> {
   const batch = createMessageBatch(
     'notify-dispatch',
@@ -336,13 +341,14 @@ export async function dispatchBatch(
   const recording = {
     send: (message: unknown, options?: QueueSendOptions) => real.send(message, options),
     sendBatch: async (messages: Iterable<MessageSendRequest>, options?: QueueSendBatchOptions) => {
-      for (const message of messages) {
+      const all = [...messages]
+      for (const message of all) {
         enqueued.push({
           body: message.body as DispatchOutcome['enqueued'][number]['body'],
           delaySeconds: message.delaySeconds,
         })
       }
-      return real.sendBatch(messages, options)
+      if (forward) return real.sendBatch(all, options)
     },
   }
   const ctx = createExecutionContext()

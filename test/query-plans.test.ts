@@ -257,7 +257,7 @@ describe("what the cron's searches read", () => {
       ),
     )
     const cost = noCost()
-    await resolveUnknownOutcomes(meteredD1(env.DB, cost), now, true)
+    await resolveUnknownOutcomes(meteredD1(env.DB, cost), now, '["cloudflare"]', '["resend"]')
     // None: no notification is unknown. Its first statement scanned every delivery event: 204 here.
     expect(cost.d1RowsRead).toBeLessThan(BACKLOG)
   })

@@ -153,9 +153,9 @@ describe('what an answer tells the pace', () => {
 
   it('only the resend transport is paced', () => {
     const log = createLogger('error')
-    expect(paceFor(env, configOf({ ...env, EMAIL_TRANSPORT: 'cloudflare' }), log)).toBeUndefined()
+    expect(paceFor(env, configOf({ ...env, EMAIL_TRANSPORT: 'cloudflare' }), 'cloudflare', log)).toBeUndefined()
     const resend = { ...env, ...ownTeam().vars }
-    expect(paceFor(resend, configOf(resend), log)).toBeDefined()
+    expect(paceFor(resend, configOf(resend), 'resend', log)).toBeDefined()
   })
 })
 

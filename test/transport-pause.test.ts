@@ -168,7 +168,7 @@ describe('a paused transport', () => {
     const now = new Date().toISOString()
     await env.DB.prepare('UPDATE transport_pauses SET probe_at = ?1').bind(now).run()
     await env.DB.batch([
-      takeProbe(env.DB, 'resend', now, new Date(Date.now() + 240_000).toISOString()),
+      takeProbe(env.DB, 'resend', now, new Date(Date.now() + 240_000).toISOString(), '["resend"]'),
       releaseProbe(env.DB, 'resend', now),
     ])
     const probe = (await pauseOf('resend'))?.probe_id

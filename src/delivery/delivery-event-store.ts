@@ -38,31 +38,60 @@ export function insertDeliveryEvent(
     )
 }
 
+/** What an event carries that finds its notification. */
+export type EventKeys = { provider: string; providerMessageId: string; notificationId: string | null }
+
+/** The notifications a set of events may be about, with the transport each went through. */
+export type EventMatches = {
+  byProviderId: Map<string, { id: string; transport: string | null }>
+  named: Map<string, string | null>
+}
+
 /**
- * The notifications the events are about, by the provider message id they
- * name (`byProviderId`) — Cloudflare's binding answers with a `<…>`
- * Message-ID while its events carry the bare id, so both forms are looked
- * up — and those of the notification ids they carry (`named`: a Resend
- * event carries the email's custom headers, ours among them), which exist.
+ * The notifications the events may be about, by the provider message id they
+ * name — Cloudflare's binding answers with a `<…>` Message-ID while its
+ * events carry the bare id, so both forms are looked up — and by the
+ * notification ids they carry (a Resend event carries the email's custom
+ * headers, ours among them), with the transport each was sent through:
+ * `aboutOf` keeps only a provider's own.
  */
-export async function notificationsOfEvents(
-  db: D1Database,
-  providerIds: readonly string[],
-  notificationIds: readonly string[],
-): Promise<{ byProviderId: Map<string, string>; named: Set<string> }> {
-  const forms = [...new Set(providerIds.flatMap((id) => [id, `<${bare(id)}>`, bare(id)]))]
-  const [byProvider, byId] = await db.batch<{ id: string; provider_id: string }>([
+export async function notificationsOfEvents(db: D1Database, events: readonly EventKeys[]): Promise<EventMatches> {
+  const forms = [...new Set(events.flatMap(({ providerMessageId: id }) => [id, `<${bare(id)}>`, bare(id)]))]
+  const ids = [...new Set(events.flatMap((event) => (event.notificationId ? [event.notificationId] : [])))]
+  const [byProvider, byId] = await db.batch<{ id: string; provider_id: string; transport: string | null }>([
     db
-      .prepare('SELECT id, provider_id FROM notifications WHERE provider_id IN (SELECT value FROM json_each(?1))')
+      .prepare(
+        'SELECT id, provider_id, transport FROM notifications WHERE provider_id IN (SELECT value FROM json_each(?1))',
+      )
       .bind(JSON.stringify(forms)),
     db
-      .prepare('SELECT id, provider_id FROM notifications WHERE id IN (SELECT value FROM json_each(?1))')
-      .bind(JSON.stringify([...new Set(notificationIds)])),
+      .prepare('SELECT id, provider_id, transport FROM notifications WHERE id IN (SELECT value FROM json_each(?1))')
+      .bind(JSON.stringify(ids)),
   ])
   return {
-    byProviderId: new Map((byProvider?.results ?? []).map((row) => [bare(row.provider_id), row.id])),
-    named: new Set((byId?.results ?? []).map((row) => row.id)),
+    byProviderId: new Map(
+      (byProvider?.results ?? []).map((row) => [bare(row.provider_id), { id: row.id, transport: row.transport }]),
+    ),
+    named: new Map((byId?.results ?? []).map((row) => [row.id, row.transport])),
   }
+}
+
+/**
+ * The notification an event is about — by its provider id, else by the id it
+ * carries — only when the provider that reported it is the one that sent it
+ * (or the notification names none yet). A Message-ID is the same whichever
+ * provider sent the email, and one that failed over may have been taken by
+ * both: an event of the other is about a message the notification's record
+ * does not hold, and settles nothing of it (`elsewhere` names it, for the log).
+ */
+export function aboutOf(matched: EventMatches, event: EventKeys): { id: string | null; elsewhere: string | null } {
+  const own = (transport: string | null) => transport === null || transport === event.provider
+  const byProvider = matched.byProviderId.get(bare(event.providerMessageId))
+  const named = event.notificationId !== null && matched.named.has(event.notificationId) ? event.notificationId : null
+  const namedTransport = named === null ? null : (matched.named.get(named) ?? null)
+  if (byProvider && own(byProvider.transport)) return { id: byProvider.id, elsewhere: null }
+  if (named !== null && own(namedTransport)) return { id: named, elsewhere: null }
+  return { id: null, elsewhere: byProvider?.id ?? named }
 }
 
 /** A provider message id without the angle brackets of a Message-ID. */

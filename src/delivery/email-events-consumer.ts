@@ -8,7 +8,7 @@ import { applyDeliveryStatus, discardSettled, settleUnknownOutcome } from '../no
 import { Settlements } from '../queue/settlements.ts'
 import { suppressAutomatically } from '../suppression/suppression-store.ts'
 import { decodeDeliveryEvent } from './decode-provider-event.ts'
-import { bare, insertDeliveryEvent, notificationsOfEvents } from './delivery-event-store.ts'
+import { aboutOf, type EventMatches, insertDeliveryEvent, notificationsOfEvents } from './delivery-event-store.ts'
 import type { DeliveryEvent } from './model.ts'
 
 /** A decoded event, with its recipient's pseudonym (for an erased address: src/erasure/pseudonym.ts). */
@@ -72,14 +72,17 @@ async function recordSharded(
 ): Promise<void> {
   const envs = shardEnvs(env, count)
   const unnamed = decoded.filter(({ event }) => event.notificationId === null)
-  // By provider id: the shard and the id of the notification it was sent for.
-  const found = new Map<string, { shard: number; id: string }>()
+  // By event: the shard and the id of the notification it was sent for.
+  const found = new Map<Decoded, { shard: number; id: string }>()
   if (unnamed.length > 0) {
     try {
-      const ids = unnamed.map(({ event }) => event.providerMessageId)
-      const matched = await Promise.all(envs.map((shard) => notificationsOfEvents(shard.DB, ids, [])))
-      matched.forEach(({ byProviderId }, shard) => {
-        for (const [providerId, id] of byProviderId) found.set(providerId, { shard, id })
+      const keys = unnamed.map(({ event }) => ({ ...event, notificationId: null }))
+      const matched = await Promise.all(envs.map((shard) => notificationsOfEvents(shard.DB, keys)))
+      matched.forEach((matches, shard) => {
+        for (const item of unnamed) {
+          const { id } = aboutOf(matches, { ...item.event, notificationId: null })
+          if (id !== null) found.set(item, { shard, id })
+        }
       })
     } catch (cause) {
       const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 read: ${(cause as Error).message}`, { cause })
@@ -88,10 +91,8 @@ async function recordSharded(
     }
   }
   // An event no shard knows (yet) is recorded in the primary.
-  const homeOf = ({ event }: Decoded) =>
-    event.notificationId === null
-      ? (found.get(bare(event.providerMessageId))?.shard ?? 0)
-      : shardOfId(event.notificationId, count)
+  const homeOf = (item: Decoded) =>
+    item.event.notificationId === null ? (found.get(item)?.shard ?? 0) : shardOfId(item.event.notificationId, count)
   // What an event asks of the suppression list is written in every shard but its own first: a
   // recipient at the same address may be in any (one who complained must not be emailed from
   // another shard, nor a bounced address tried again there). Unguarded, as a link that never comes
@@ -99,7 +100,7 @@ async function recordSharded(
   // names the notification the event is about, as its own shard's does. If a shard's write fails, the
   // event is retried, and its own shard records it then.
   const asking = decoded.filter(({ event }) => event.suppression && event.recipient)
-  const about = ({ event }: Decoded) => event.notificationId ?? found.get(bare(event.providerMessageId))?.id ?? null
+  const about = (item: Decoded) => item.event.notificationId ?? found.get(item)?.id ?? null
   const now = new Date()
   const failed = new Set<Decoded>()
   for (const [shard, shardEnv] of envs.entries()) {
@@ -124,12 +125,11 @@ async function recordSharded(
 
 async function record(decoded: readonly Decoded[], env: Env, log: Logger, settlements: Settlements): Promise<void> {
   const now = new Date()
-  let matched: Awaited<ReturnType<typeof notificationsOfEvents>>
+  let matched: EventMatches
   try {
     matched = await notificationsOfEvents(
       env.DB,
-      decoded.map(({ event }) => event.providerMessageId),
-      decoded.flatMap(({ event }) => (event.notificationId ? [event.notificationId] : [])),
+      decoded.map(({ event }) => event),
     )
   } catch (cause) {
     const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 read: ${(cause as Error).message}`, { cause })
@@ -140,10 +140,17 @@ async function record(decoded: readonly Decoded[], env: Env, log: Logger, settle
   // two) before it is recorded without one. What it asks of the suppression list is not held back.
   const writes: EventWrite<Decoded>[] = []
   const waiting: EventWrite<Decoded>[] = []
-  const notificationOf = ({ event }: Decoded) =>
-    matched.byProviderId.get(bare(event.providerMessageId)) ??
-    (event.notificationId && matched.named.has(event.notificationId) ? event.notificationId : null)
+  const notificationOf = ({ event }: Decoded) => aboutOf(matched, event).id
   for (const item of decoded) {
+    // About a notification another provider sent: one that failed over after this one may have taken it.
+    const { elsewhere } = aboutOf(matched, item.event)
+    if (elsewhere !== null && item.message.attempts === 1) {
+      log.warn('delivery.other-provider', {
+        provider: item.event.provider,
+        type: item.event.type,
+        notificationId: elsewhere,
+      })
+    }
     const notificationId = notificationOf(item)
     if (notificationId === null && LINK_WAIT_SECONDS[item.message.attempts - 1] !== undefined) {
       waiting.push({ item, statements: suppressionOf(env, item, null, now, false) })

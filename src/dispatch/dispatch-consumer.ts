@@ -1,4 +1,4 @@
-import { configOf } from '../config.ts'
+import { configOf, type TransportName } from '../config.ts'
 import { shardEnvs } from '../d1/shards.ts'
 import type { Logger } from '../log.ts'
 import { DispatchRun } from './run.ts'
@@ -26,7 +26,8 @@ import { paceFor, transportFor } from './transports/index.ts'
  * written again and go back on the queue for their send time) → sort what
  * was claimed into the in-app items, each added to its recipient's feed, and
  * the emails, in bundles (one provider request each) and sends alone →
- * send them a few at a time through the configured transport — through
+ * send them a few at a time, each through the transport its claim chose
+ * (the first usable of EMAIL_TRANSPORTS, src/dispatch/failover.ts) — through
  * resend, each request at the slot the account's pace gives it, shared with
  * every other invocation (src/dispatch/pace/) — each try's outcome marked as
  * it ends → put back on the queue what is not due yet and what is tried
@@ -63,19 +64,28 @@ async function dispatchShard(batch: MessageBatch<unknown>, env: Env, log: Logger
   const inApp = claimed.toSend.filter((item) => item.row.channel === 'in-app')
   const mail = claimed.toSend.filter((item) => item.row.channel !== 'in-app')
   const shown = await sendStage(run, inAppCourier(env), undefined, { alone: inApp, bundles: [] }, markStage, undefined)
-  const pace = paceFor(env, run.config, log)
-  const transport = emailCourier(transportFor(env, run.config, pace), run.config)
-  const grouped = await bundleStage(run, mail, {
-    size: run.config.RESEND_BATCH_SIZE,
-    transport: transport.name,
-    canBundle: transport.deliverBundle !== undefined,
-  })
-  const sent = await sendStage(run, transport, pace, grouped, markStage, run.pause)
+  // Each email goes through the transport its claim chose (src/notifications/route.ts): the first usable
+  // of EMAIL_TRANSPORTS, or the one it may have gone out through. Each transport's part has its own pace,
+  // bundles and pause.
+  const parts = Map.groupBy(mail, (item) => (item.row.transport ?? run.config.transports[0]) as TransportName)
+  const sent = await Promise.all(
+    [...parts].map(async ([name, part]) => {
+      const pace = paceFor(env, run.config, name, log)
+      const transport = emailCourier(transportFor(env, run.config, name, pace), run.config)
+      const grouped = await bundleStage(run, part, {
+        size: run.config.RESEND_BATCH_SIZE,
+        transport: transport.name,
+        canBundle: transport.deliverBundle !== undefined,
+      })
+      const done = await sendStage(run, transport, pace, grouped, markStage, run.transports.get(name))
+      return { ...done, later: grouped.later }
+    }),
+  )
   await requeueStage(
     run,
-    [...claimed.later, ...closed, ...grouped.later],
-    [...shown.retries, ...sent.retries],
-    [...shown.orphans, ...sent.orphans],
+    [...claimed.later, ...closed, ...sent.flatMap((part) => part.later)],
+    [...shown.retries, ...sent.flatMap((part) => part.retries)],
+    [...shown.orphans, ...sent.flatMap((part) => part.orphans)],
   )
   await run.finish(batch, { dlq: env.DLQ, log })
 }

@@ -5,7 +5,7 @@ import type { FailureSettlement, Settlement } from '../queue/policy.ts'
 import type { Outgoing } from '../queue/send.ts'
 import { Settlements } from '../queue/settlements.ts'
 import { DispatchLease } from './lease.ts'
-import type { TransportPause } from './pause.ts'
+import type { TransportState } from './pause.ts'
 
 /** A notification this batch claimed, to send. */
 export type ToSend = { message: Message<unknown>; row: ClaimedRow }
@@ -44,8 +44,8 @@ export class DispatchRun extends Settlements {
   readonly lease: DispatchLease
   readonly env: Env
   readonly log: Logger
-  /** The transport's pause, as the claim stage read it (undefined: not paused). */
-  pause: TransportPause | undefined
+  /** Each configured transport's pause and circuit, as the claim stage read them. */
+  transports: Map<string, TransportState> = new Map()
 
   constructor(env: Env, log: Logger) {
     const config = configOf(env)

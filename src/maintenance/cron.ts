@@ -2,7 +2,7 @@ import { type Config, configOf } from '../config.ts'
 import { shardEnvs } from '../d1/shards.ts'
 import { notificationDeadLetter } from '../dead-letters/notification.ts'
 import { endIdlePause, releaseOrphanedPaused, releaseProbe, takeProbe } from '../dispatch/pause.ts'
-import { hasIdempotencyKey } from '../dispatch/transports/index.ts'
+import { KEYED_TRANSPORTS } from '../dispatch/transports/index.ts'
 import type { Logger } from '../log.ts'
 import { releaseWaiting } from '../materialize/release-waiting.ts'
 import { bucketStatements } from '../metrics/buckets.ts'
@@ -111,33 +111,44 @@ async function reEnqueueStuck(env: Env, now: Date, log: Logger): Promise<void> {
 }
 
 /**
- * When the configured transport is paused and its next probe is due, one of
- * its waiting notifications is released and enqueued: the claim lets only
- * that one through. When it is not paused (switched, or the pause removed by
- * hand), whatever still waits `paused` is released for the stuck search. Its slot is held for two leases, so a probe that never
- * reports back is replaced, never joined by a second one.
+ * For each configured transport that is paused with its next probe due, one
+ * of the notifications waiting for it is released and enqueued: the claim
+ * lets only that one through, to that transport. Whatever waits `paused`
+ * while a configured transport is usable (switched, the pause removed by
+ * hand, another of EMAIL_TRANSPORTS back) is released for the stuck search.
+ * A probe's slot is held for two leases, so a probe that never reports back
+ * is replaced, never joined by a second one. (While mail flows through
+ * another transport, nothing waits `paused`: the claim picks the probe,
+ * src/dispatch/failover.ts.)
  */
 async function probePausedTransport(env: Env, now: Date, log: Logger): Promise<void> {
   const config = configOf(env)
-  const transport = config.EMAIL_TRANSPORT
+  const transports = JSON.stringify(config.transports)
   const nowIso = now.toISOString()
   const holdUntil = new Date(now.getTime() + 2 * config.DISPATCH_LEASE_SECONDS * 1000).toISOString()
-  const [taken, released, , idle] = await env.DB.batch<{ id: string; scheduled_at: string; probe_id: string | null }>([
-    takeProbe(env.DB, transport, nowIso, holdUntil),
-    releaseProbe(env.DB, transport, nowIso),
-    releaseOrphanedPaused(env.DB, transport, nowIso),
-    endIdlePause(env.DB, transport, nowIso),
+  const results = await env.DB.batch<{ id: string; scheduled_at: string; probe_id: string | null }>([
+    ...config.transports.flatMap((transport) => [
+      takeProbe(env.DB, transport, nowIso, holdUntil, transports),
+      releaseProbe(env.DB, transport, nowIso),
+      endIdlePause(env.DB, transport, nowIso, transports),
+    ]),
+    releaseOrphanedPaused(env.DB, transports, nowIso),
   ])
-  if ((idle?.results.length ?? 0) > 0) log.warn('transport.resumed', { transport, code: 'nothing-waits' })
-  const probe = taken?.results[0]?.probe_id
-  const rows = released?.results ?? []
-  if (!probe || rows.length === 0) return
+  const released: { id: string; scheduled_at: string }[] = []
+  config.transports.forEach((transport, index) => {
+    const [taken, rows, idle] = results.slice(index * 3, index * 3 + 3)
+    if ((idle?.results.length ?? 0) > 0) log.warn('transport.resumed', { transport, code: 'nothing-waits' })
+    const probe = taken?.results[0]?.probe_id
+    if (!probe || (rows?.results.length ?? 0) === 0) return
+    released.push(...(rows?.results ?? []))
+    log.warn('transport.probe', { transport, notificationId: probe, released: rows?.results.length })
+  })
+  if (released.length === 0) return
   // The probe, and the members of its batch when it is in one.
   await sendAll(
     env.DISPATCH,
-    rows.map((row) => dispatchFor(row.id, row.scheduled_at, now)),
+    released.map((row) => dispatchFor(row.id, row.scheduled_at, now)),
   )
-  log.warn('transport.probe', { transport, notificationId: probe, released: rows.length })
 }
 
 /**
@@ -190,9 +201,10 @@ async function expireContactWaits(env: Env, now: Date, log: Logger): Promise<voi
  */
 async function resolveUnknown(env: Env, now: Date, log: Logger): Promise<void> {
   const nowIso = now.toISOString()
-  const keyed = hasIdempotencyKey(configOf(env).EMAIL_TRANSPORT)
-  await resolveUnknownOutcomes(env.DB, nowIso, !keyed)
-  if (!keyed) return
+  const config = configOf(env)
+  const transports = JSON.stringify(config.transports)
+  const keyed = JSON.stringify(KEYED_TRANSPORTS)
+  if (!(await resolveUnknownOutcomes(env.DB, nowIso, transports, keyed))) return
   const { results } = await selectUndecided(env.DB, nowIso, STUCK_BATCH).all<UndecidedRow>()
   if (results.length === 0) return
   const reason = 'it may have gone out (its answer was lost) and no delivery event came: not sent again blindly'

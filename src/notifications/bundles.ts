@@ -49,17 +49,25 @@ export function joinBundle(db: D1Database, id: string, batchId: string, position
  * gates and decision holds (src/notifications/claim.ts): the members were
  * judged when the bundle was made, and a bundle is sent whole or not at all. A
  * verification decision never reaches here: it joins no bundle
- * (src/dispatch/stages/bundle.ts), its claim's holds decide it alone.
- * Parameters: bundle id, now, lease until, claim token.
+ * (src/dispatch/stages/bundle.ts), its claim's holds decide it alone. They
+ * go through the transport of the member whose claim took the bundle.
+ * Parameters: bundle id, now, lease until, claim token, transport.
  */
-export function claimBundle(db: D1Database, batchId: string, now: string, leaseUntil: string, token: string) {
+export function claimBundle(
+  db: D1Database,
+  batchId: string,
+  now: string,
+  leaseUntil: string,
+  token: string,
+  transport: string,
+) {
   return db
     .prepare(
       `UPDATE notifications SET status = 'sending', lease_until = ?3, claim_token = ?4,
-         send_attempts = send_attempts + 1, updated_at = ?2, claimed_at = ?2, ${TAKEN_OVER}
+         send_attempts = send_attempts + 1, updated_at = ?2, claimed_at = ?2, ${TAKEN_OVER}, transport = ?5
        WHERE batch_id = ?1 AND ${claimable('?2', '?2')}`,
     )
-    .bind(batchId, now, leaseUntil, token)
+    .bind(batchId, now, leaseUntil, token, transport)
 }
 
 /** Every member of a bundle in its order, with the claim token that holds it. Parameters: bundle id. */
@@ -97,4 +105,17 @@ export function leaveBundle(db: D1Database, batchId: string, token: string, alon
        WHERE batch_id = ?1 AND ${heldBy('?2')}`,
     )
     .bind(batchId, token, alone ? 1 : 0)
+}
+
+/**
+ * A member this claim holds leaves its bundle to be sent alone: the transport
+ * its claim chose sends no bundles (the bundle's own is paused or its circuit
+ * open), and nothing of the bundle may have gone out — else the claim would
+ * have kept it with the bundle's transport (src/notifications/route.ts).
+ * Parameters: id, claim token.
+ */
+export function leaveBundleAlone(db: D1Database, id: string, token: string) {
+  return db
+    .prepare(`UPDATE notifications SET batch_id = NULL, batch_position = NULL WHERE id = ?1 AND ${heldBy('?2')}`)
+    .bind(id, token)
 }

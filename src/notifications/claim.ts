@@ -1,4 +1,5 @@
 import { STATUS_AS_FILTER } from '../sql.ts'
+import { routeOf } from './route.ts'
 import { claimable, IN_CLAIM_BATCH, mayHaveGoneOut, sameDecisionSql, TAKEN_OVER } from './sql.ts'
 
 /** A notification as the dispatcher reads it after its claim. */
@@ -32,12 +33,14 @@ export type ClaimedRow = {
   maybe_sent_at: string | null
   /** The person of a verification decision it announces, or null: such a one is sent alone (its claim's holds). */
   decision_person: string | null
+  /** The transport its claim sends it through (./route.ts); for an in-app item, the transport that delivered it, if any. */
+  transport: string | null
 }
 
 /** The columns of a `ClaimedRow`, as every statement that hands a claimed notification to a send returns them. */
 export const CLAIMED_COLUMNS = `id, kind, channel, status, event_id, source, recipient_user_id, created_at, recipient_email, recipient_name, subject,
   text_body, html_body, scheduled_at, lease_until, send_attempts, trace_id, unsubscribe_url, batch_id, batch_position,
-  send_alone, maybe_sent_at, decision_person`
+  send_alone, maybe_sent_at, decision_person, transport`
 
 // A row is a fallback (is_fallback = 1) or not, so at most one of the two ends it.
 const FALLBACK_SUPERSEDED = `is_fallback = 1
@@ -118,8 +121,12 @@ const AUTHORITATIVE_DECISION = 'is_fallback = 0 AND decision_person IS NOT NULL'
  * same transaction (./counted.ts); one taken over from a lapsed lease stays
  * `sending` and is not counted again, as the trigger would not.
  *
+ * An email's claim also decides the transport it goes through (`routeOf`),
+ * in the same statement as the gates before it read the transports' pauses.
+ *
  * Parameters: the claim batch's JSON (`IN_CLAIM_BATCH`), now, lease until,
- * claim token, match window in seconds, count mark.
+ * claim token, match window in seconds, count mark, JSON array of the
+ * configured transports.
  */
 export function claimNotifications(
   db: D1Database,
@@ -130,6 +137,7 @@ export function claimNotifications(
   windowSeconds: number,
   authoritative: boolean,
   mark: number,
+  transports: string,
 ): D1PreparedStatement {
   const which = authoritative
     ? `${AUTHORITATIVE_DECISION}
@@ -145,11 +153,12 @@ export function claimNotifications(
     .prepare(
       `UPDATE notifications SET status = 'sending', lease_until = ?3, claim_token = ?4,
          send_attempts = send_attempts + 1, updated_at = ?2, claimed_at = ?2, ${TAKEN_OVER},
-         count_mark = CASE WHEN status <> 'sending' THEN ?6 ELSE count_mark END
+         count_mark = CASE WHEN status <> 'sending' THEN ?6 ELSE count_mark END,
+         transport = CASE WHEN channel = 'email' THEN ${routeOf('?7')} ELSE transport END
        WHERE ${IN_CLAIM_BATCH} AND ${claimable('?2', '?2', STATUS_AS_FILTER)} AND ${NAMED_DUE} AND ${which}
        RETURNING ${CLAIMED_COLUMNS}`,
     )
-    .bind(claims, now, leaseUntil, token, windowSeconds, mark)
+    .bind(claims, now, leaseUntil, token, windowSeconds, mark, transports)
 }
 
 /**

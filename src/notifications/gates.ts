@@ -1,5 +1,6 @@
 import { STATUS_AS_FILTER } from '../sql.ts'
 import { BY_EMAIL } from './channels.ts'
+import { triedThrough } from './route.ts'
 import { claimable, heldBy, IN_CLAIM_BATCH, maybeSentAt } from './sql.ts'
 
 /**
@@ -71,17 +72,20 @@ export function recipientGate(
  * `sending` by a claim whose lease ended — that delivery crashed, or sent and
  * could not record it — has an unknown outcome: instead of being taken over
  * and sent again, it waits as `unknown` for the provider's delivery events
- * (./marks.ts `markUnknown`). `enabled` is 0 for a transport with a key (a
- * resend is answered, not sent). The Message-ID it keeps is the claim batch's
+ * (./marks.ts `markUnknown`). Judged by the transport its claim sent it
+ * through (`transport`): through one with a key (`keyed`) a resend is
+ * answered, not sent. The Message-ID it keeps is the claim batch's
  * `messageId` for the notification. Parameters: the claim batch's JSON
- * (`IN_CLAIM_BATCH`), now, decide at, enabled.
+ * (`IN_CLAIM_BATCH`), now, decide at, JSON array of the configured
+ * transports, JSON array of the transports with an idempotency key.
  */
 export function unknownOutcomeGate(
   db: D1Database,
   claims: string,
   now: string,
   decideAt: string,
-  enabled: boolean,
+  transports: string,
+  keyed: string,
 ): D1PreparedStatement {
   return db
     .prepare(
@@ -90,10 +94,11 @@ export function unknownOutcomeGate(
                         WHERE json_extract(c.value, '$.id') = notifications.id LIMIT 1),
          status_reason = 'a claim ended without recording its send: whether it went out is not known',
          scheduled_at = ?3, updated_at = ?2, lease_until = NULL, maybe_sent_at = coalesce(maybe_sent_at, claimed_at)
-       WHERE ?4 = 1 AND ${IN_CLAIM_BATCH} AND ${STATUS_AS_FILTER} = 'sending' AND lease_until < ?2 AND ${BY_EMAIL}
+       WHERE ${IN_CLAIM_BATCH} AND ${STATUS_AS_FILTER} = 'sending' AND lease_until < ?2 AND ${BY_EMAIL}
+         AND ${triedThrough('?4')} NOT IN (SELECT value FROM json_each(?5))
        RETURNING id, kind, channel`,
     )
-    .bind(claims, now, decideAt, enabled ? 1 : 0)
+    .bind(claims, now, decideAt, transports, keyed)
 }
 
 /**
@@ -112,9 +117,11 @@ const PAST_WINDOW = `status = 'unknown', error_code = 'NTF_SEND_UNKNOWN', lease_
     || 'not sent again blindly; waiting for the provider''s delivery events'`
 
 /**
- * `PAST_WINDOW` for the notifications of a claim batch. `enabled` is 0 for a
- * transport without a key (its lost answers are unknown already).
- * Parameters: the claim batch's JSON (`IN_CLAIM_BATCH`), now, edge, decide at, enabled.
+ * `PAST_WINDOW` for the notifications of a claim batch tried through a
+ * transport with a key (`keyed`; through one without, its lost answers are
+ * unknown already). Parameters: the claim batch's JSON (`IN_CLAIM_BATCH`),
+ * now, edge, decide at, JSON array of the configured transports, JSON array
+ * of the transports with an idempotency key.
  */
 export function idempotencyWindowGate(
   db: D1Database,
@@ -122,15 +129,17 @@ export function idempotencyWindowGate(
   now: string,
   edge: string,
   decideAt: string,
-  enabled: boolean,
+  transports: string,
+  keyed: string,
 ): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE notifications SET ${PAST_WINDOW}, scheduled_at = ?4, updated_at = ?2
-       WHERE ?5 = 1 AND ${CLAIMABLE} AND ${maybeSentAt('notifications')} <= ?3 AND ${BY_EMAIL}
+       WHERE ${CLAIMABLE} AND ${maybeSentAt('notifications')} <= ?3 AND ${BY_EMAIL}
+         AND ${triedThrough('?5')} IN (SELECT value FROM json_each(?6))
        RETURNING id, kind, channel`,
     )
-    .bind(claims, now, edge, decideAt, enabled ? 1 : 0)
+    .bind(claims, now, edge, decideAt, transports, keyed)
 }
 
 /**

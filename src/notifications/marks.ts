@@ -1,3 +1,4 @@
+import { triedThrough } from './route.ts'
 import { heldBy, TRY_NOT_COUNTED } from './sql.ts'
 
 // An in-app item a cancellation withdrew while it was on its way: the feed refused it, or removed it
@@ -171,25 +172,41 @@ export function markUnknown(
 
 /**
  * The cron's resolution of unknown outcomes: first, those a stored delivery
- * event is about — by the Message-ID the event names (one that arrived
- * before the notification was marked unknown: a crash right after the send),
- * or linked to it when it was recorded (src/delivery/), or to a member of its
- * batch (one request carried them all) — are `sent`; then,
- * through a transport without an idempotency key (`sendAgain`), those whose
- * time passed with no such event go back to `pending`, due now and not
- * enqueued, so the cron sends them again (the same Message-ID) — but for
- * one a cancellation marked meanwhile, which ends `cancelled`. Through a
- * transport with a key they are not sent blindly: `selectUndecided` finds
- * them for a dead letter. Nothing is run when no notification is `unknown`,
- * as in most runs: the first statement scans the delivery events, which no
- * index finds by message id, so each minute it read every event of the
- * retention period to change nothing. Parameters: now, send again.
+ * event of their own transport is about — by the Message-ID the event names
+ * (one that arrived before the notification was marked unknown: a crash
+ * right after the send), or linked to it when it was recorded (src/delivery/),
+ * or to a member of its batch (one request carried them all) — are `sent`;
+ * then, for those whose time passed with no such event: one that waited to
+ * leave a transport that could not be used (`failover_from`,
+ * src/dispatch/failover.ts) is taken as not sent by it and goes back to
+ * `pending` free of it (no longer in a bundle, nothing of it taken as gone
+ * out), for the claim to send through the first usable transport; one tried
+ * through a transport without an idempotency key goes back to `pending` to
+ * be sent again through it (the same Message-ID) — in both cases due now and
+ * not enqueued, so the cron sends them, and one a cancellation marked
+ * meanwhile ends `cancelled` instead. Through a transport with a key they
+ * are not sent blindly: `selectUndecided` finds them for a dead letter.
+ * Nothing is run when no notification is `unknown`, as in most runs: the
+ * first statement scans the delivery events, which no index finds by
+ * message id, so each minute it read every event of the retention period to
+ * change nothing. Returns whether any was `unknown`.
+ * Parameters: now, JSON array of the configured transports, JSON array of
+ * the transports with an idempotency key.
  */
-export async function resolveUnknownOutcomes(db: D1Database, now: string, sendAgain: boolean): Promise<void> {
+export async function resolveUnknownOutcomes(
+  db: D1Database,
+  now: string,
+  transports: string,
+  keyed: string,
+): Promise<boolean> {
   const anyUnknown = await db.prepare("SELECT 1 AS found FROM notifications WHERE status = 'unknown' LIMIT 1").first()
-  if (anyUnknown === null) return
+  if (anyUnknown === null) return false
   const messageIdOfRow = `(d.provider_message_id = notifications.provider_id
-       OR '<' || d.provider_message_id || '>' = notifications.provider_id)`
+       OR '<' || d.provider_message_id || '>' = notifications.provider_id)
+       AND d.provider = ${triedThrough('?3')}`
+  // Taken as not sent: left waiting, or tried through a transport whose retry would be a new email anyway.
+  const sentAgain = `status = 'unknown' AND scheduled_at <= ?1
+    AND (failover_from IS NOT NULL OR ${triedThrough('?3')} NOT IN (SELECT value FROM json_each(?2)))`
   await db.batch([
     db
       .prepare(
@@ -198,35 +215,45 @@ export async function resolveUnknownOutcomes(db: D1Database, now: string, sendAg
          WHERE d.notification_id IS NULL
            AND EXISTS (SELECT 1 FROM notifications WHERE status = 'unknown' AND ${messageIdOfRow})`,
       )
-      .bind(),
+      .bind(now, keyed, transports),
     db
       .prepare(
         `UPDATE notifications SET status = 'sent', sent_at = ?1, updated_at = ?1, error_code = NULL,
            status_reason = 'a delivery event had named its message: the send had gone out'
          WHERE status = 'unknown'
-           AND (EXISTS (SELECT 1 FROM delivery_events d WHERE d.notification_id = notifications.id OR ${messageIdOfRow})
+           AND (EXISTS (SELECT 1 FROM delivery_events d
+                        WHERE (d.notification_id = notifications.id AND d.provider = ${triedThrough('?3')})
+                          OR (${messageIdOfRow}))
                 OR (batch_id IS NOT NULL AND EXISTS (
                   SELECT 1 FROM notifications m JOIN delivery_events d ON d.notification_id = m.id
-                  WHERE m.batch_id = notifications.batch_id AND m.status IN ('unknown', 'sent'))))`,
+                  WHERE m.batch_id = notifications.batch_id AND m.status IN ('unknown', 'sent')
+                    AND d.provider = ${triedThrough('?3')})))`,
       )
-      .bind(now),
+      .bind(now, keyed, transports),
     // One a cancellation marked while it was in flight is not sent again: taken as not sent, as the
     // resend would take it, it ends cancelled (src/notifications/cancel.ts).
     db
       .prepare(
         `UPDATE notifications SET status = 'cancelled', lease_until = NULL, updated_at = ?1,
            status_reason = 'cancelled while its outcome was unknown: no delivery event came, so it is taken as not sent, and not sent again'
-         WHERE ?2 = 1 AND status = 'unknown' AND scheduled_at <= ?1 AND cancelled_at IS NOT NULL`,
+         WHERE ${sentAgain} AND cancelled_at IS NOT NULL`,
       )
-      .bind(now, sendAgain ? 1 : 0),
+      .bind(now, keyed, transports),
     db
       .prepare(
         `UPDATE notifications SET status = 'pending', enqueued_at = NULL, updated_at = ?1,
-           status_reason = 'no delivery event arrived for the unknown outcome: sent again'
-         WHERE ?2 = 1 AND status = 'unknown' AND scheduled_at <= ?1`,
+           status_reason = CASE WHEN failover_from IS NOT NULL
+             THEN 'no delivery event came from ' || failover_from || ': sent through the next transport'
+             ELSE 'no delivery event arrived for the unknown outcome: sent again' END,
+           maybe_sent_at = CASE WHEN failover_from IS NOT NULL THEN NULL ELSE maybe_sent_at END,
+           provider_id = CASE WHEN failover_from IS NOT NULL THEN NULL ELSE provider_id END,
+           batch_position = CASE WHEN failover_from IS NOT NULL THEN NULL ELSE batch_position END,
+           batch_id = CASE WHEN failover_from IS NOT NULL THEN NULL ELSE batch_id END
+         WHERE ${sentAgain}`,
       )
-      .bind(now, sendAgain ? 1 : 0),
+      .bind(now, keyed, transports),
   ])
+  return true
 }
 
 /** An unknown outcome whose wait for delivery events is over. */
@@ -249,7 +276,7 @@ export function selectUndecided(db: D1Database, now: string, limit: number): D1P
   return db
     .prepare(
       `SELECT id, kind, event_id, source, scheduled_at, send_attempts, status_reason FROM notifications
-       WHERE status = 'unknown' AND scheduled_at <= ?1 ORDER BY scheduled_at LIMIT ?2`,
+       WHERE status = 'unknown' AND scheduled_at <= ?1 AND failover_from IS NULL ORDER BY scheduled_at LIMIT ?2`,
     )
     .bind(now, limit)
 }

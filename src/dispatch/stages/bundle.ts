@@ -6,6 +6,7 @@ import {
   giveBackMember,
   joinBundle,
   leaveBundle,
+  leaveBundleAlone,
 } from '../../notifications/bundles.ts'
 import { endCancelledMembers } from '../../notifications/cancel.ts'
 import type { ClaimedRow } from '../../notifications/claim.ts'
@@ -37,8 +38,11 @@ export async function bundleStage(
   const later: Later[] = []
   const retries = new Map<string, ToSend[]>()
   const fresh: ToSend[] = []
+  const strays: ToSend[] = []
   for (const item of toSend) {
-    if (item.row.batch_id) retries.set(item.row.batch_id, [...(retries.get(item.row.batch_id) ?? []), item])
+    // A bundle's member routed to a transport that sends no bundles (the bundle's own is paused).
+    if (item.row.batch_id && !options.canBundle) strays.push(item)
+    else if (item.row.batch_id) retries.set(item.row.batch_id, [...(retries.get(item.row.batch_id) ?? []), item])
     // Only a first try joins a bundle: after a try whose outcome is not known (a lost answer), the
     // retry must be the very request it was, under its own key, or the provider could send it twice.
     // Nor does a verification decision: a bundle's retry takes its members without the claim's decision holds.
@@ -52,7 +56,8 @@ export async function bundleStage(
       fresh.push(item)
     else alone.push(item)
   }
-  const bundles = [...(await retriedBundles(run, retries, later))]
+  alone.push(...(await leaveForAlone(run, strays)))
+  const bundles = [...(await retriedBundles(run, retries, later, options.transport))]
   for (let at = 0; at < fresh.length; at += options.size) {
     const chunk = fresh.slice(at, at + options.size)
     if (chunk.length === 1) alone.push(...chunk)
@@ -82,6 +87,7 @@ async function retriedBundles(
   run: DispatchRun,
   retries: ReadonlyMap<string, ToSend[]>,
   later: Later[],
+  transport: string,
 ): Promise<Bundle[]> {
   if (retries.size === 0) return []
   const { env, nowIso, lease, config } = run
@@ -95,7 +101,7 @@ async function retriedBundles(
         bundleWindowGate(env.DB, id, nowIso, edge, decideAt, lease.token),
         // A member a cancellation marked in flight, back without any chance of having gone, leaves the bundle.
         endCancelledMembers(env.DB, id, nowIso),
-        claimBundle(env.DB, id, nowIso, lease.until, lease.token),
+        claimBundle(env.DB, id, nowIso, lease.until, lease.token, transport),
         bundleMembers(env.DB, id),
       ]),
     )
@@ -144,6 +150,29 @@ async function retriedBundles(
     await env.DB.batch(givenBack).catch((error: unknown) => run.log.warn('dispatch.give-back-failed', { error }))
   }
   return toSend
+}
+
+/**
+ * Members of bundles whose claim chose a transport that sends no bundles
+ * leave them, to be sent alone (`leaveBundleAlone`). If that cannot be
+ * written, their messages are retried: a member is never sent without its bundle.
+ */
+async function leaveForAlone(run: DispatchRun, strays: readonly ToSend[]): Promise<ToSend[]> {
+  if (strays.length === 0) return []
+  const { env, lease } = run
+  let results: D1Result[]
+  try {
+    results = await env.DB.batch(strays.map((item) => leaveBundleAlone(env.DB, item.row.id, lease.token)))
+  } catch (cause) {
+    const error = new PipelineError('NTF_DEPENDENCY_FAILED', `D1 batch: ${(cause as Error).message}`, { cause })
+    for (const item of strays) run.fail(item.message, error)
+    return []
+  }
+  run.log.info('dispatch.batch-left', { members: strays.length })
+  // One no longer held by this claim (its lease was taken over) is the other claim's to send.
+  const left = strays.filter((_, index) => (results[index]?.meta.changes ?? 0) > 0)
+  for (const item of strays) if (!left.includes(item)) run.ack(item.message)
+  return left.map((item) => ({ ...item, row: { ...item.row, batch_id: null, batch_position: null } }))
 }
 
 function isFinal(status: string): boolean {

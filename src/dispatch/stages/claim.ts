@@ -4,7 +4,8 @@ import { messageIdOf } from '../../mail/mime.ts'
 import { type ClaimedRow, claimNotifications, notificationStates } from '../../notifications/claim.ts'
 import { countChanges, newCountMark } from '../../notifications/counted.ts'
 import { DispatchMessageSchema, dispatchFor } from '../../queue/dispatch-message.ts'
-import { readPause, type TransportPause } from '../pause.ts'
+import { takeClaimProbe } from '../failover.ts'
+import { readTransports, transportStatesOf } from '../pause.ts'
 import type { DispatchRun, Later, ToClose, ToEscalate, ToSend } from '../run.ts'
 import { GATES, gatedOf, type gateStage, type Returned } from './gate.ts'
 
@@ -46,8 +47,8 @@ type Outcome = { ended?: Record<string, unknown>; how?: string; claimed?: Claime
 
 /**
  * Claims every notification of the batch in one D1 transaction, whatever the
- * batch's size: the transport's pause is read (so the sends know whether an
- * accepted one ends it), the gates run (`gates`: the gate stage's statements over these claims), and
+ * batch's size: each configured transport's pause and circuit are read (so
+ * the sends know whether an accepted one ends it), the gates run (`gates`: the gate stage's statements over these claims), and
  * what they let through is claimed (`pending → sending` under the batch's
  * token and lease) — then sorts out what to send, which digests are due to
  * close, what is not due yet, and what is done with. The state of a
@@ -71,8 +72,12 @@ export async function claimStage(
     for (const claim of claims) run.fail(claim.message, error)
     return { toSend, toClose: [], toEscalate, later }
   }
-  run.pause = first(results[0]) as TransportPause | undefined
-  const returned = results.slice(1).map(byId)
+  const [probes, transports] = results
+  run.transports = transportStatesOf((transports?.results ?? []) as Record<string, unknown>[])
+  for (const probe of (probes?.results ?? []) as { transport: string; probe_id: string }[]) {
+    run.log.warn('transport.probe', { transport: probe.transport, notificationId: probe.probe_id })
+  }
+  const returned = results.slice(2).map(byId)
   const unclaimed: Claim[] = []
   // A notification named by two messages of the batch: the first message that could have
   // claimed it owns the outcome; the other is sorted as unclaimed (done with, or held).
@@ -151,7 +156,9 @@ async function sortUnclaimed(
 }
 
 /**
- * The claim's transaction: the transport's pause, the gates, then the claim
+ * The claim's transaction: the probe of a paused transport whose probe is due
+ * while mail goes through another (src/dispatch/failover.ts), the
+ * transports' pauses and circuits, the gates, then the claim
  * of the others and of authoritative decisions, each over the whole batch
  * (`IN_CLAIM_BATCH`), in the order `outcomeOf` reads their results, and the
  * count of what they claimed.
@@ -161,11 +168,15 @@ function claimStatements(run: DispatchRun, claims: readonly Claim[], gates: type
   const batch = claimsJson(run, claims)
   const window = config.DECISION_MATCH_SECONDS
   const mark = newCountMark()
+  const transports = JSON.stringify(config.transports)
+  // A probe's slot is held for two leases, as the cron's: one that never reports back is replaced.
+  const holdUntil = new Date(run.now.getTime() + 2 * config.DISPATCH_LEASE_SECONDS * 1000).toISOString()
   return [
-    readPause(env.DB, config.EMAIL_TRANSPORT),
+    takeClaimProbe(env.DB, batch, nowIso, holdUntil, transports),
+    readTransports(env.DB, transports),
     ...gates(run, batch),
-    claimNotifications(env.DB, batch, nowIso, lease.until, lease.token, window, false, mark),
-    claimNotifications(env.DB, batch, nowIso, lease.until, lease.token, window, true, mark),
+    claimNotifications(env.DB, batch, nowIso, lease.until, lease.token, window, false, mark, transports),
+    claimNotifications(env.DB, batch, nowIso, lease.until, lease.token, window, true, mark, transports),
     // Last: what the two claims took, counted `sending` (nothing `outcomeOf` reads).
     ...countChanges(
       env.DB,
@@ -218,8 +229,4 @@ function sortClaim(
     run.ack(message)
     run.log.info('dispatch.skipped', { notificationId: id, status: state.status })
   }
-}
-
-function first(result: D1Result | undefined): Record<string, unknown> | undefined {
-  return (result?.results?.[0] as Record<string, unknown> | undefined) ?? undefined
 }

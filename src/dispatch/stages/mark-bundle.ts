@@ -12,11 +12,12 @@ import {
 } from '../../notifications/marks.ts'
 import { dispatchFor } from '../../queue/dispatch-message.ts'
 import { describeError, settleFailure } from '../../queue/policy.ts'
-import { markPaused, pauseTransport, releasePaused, resumeTransport } from '../pause.ts'
+import { markFailedOver } from '../failover.ts'
+import { acceptedThrough, markPaused, pauseTransport } from '../pause.ts'
 import { nextTryAt } from '../retry.ts'
 import type { Bundle, Marked } from '../run.ts'
 import { type Delivered, type SendError, sendErrorOf } from '../transports/index.ts'
-import { failedDeadLetter, fieldsOf, settleOnRow, uncertainOf } from './mark-one.ts'
+import { circuitOf, failedDeadLetter, failedOverReason, fieldsOf, settleOnRow, uncertainOf } from './mark-one.ts'
 import type { SendContext, Tried } from './send.ts'
 
 /**
@@ -100,7 +101,7 @@ async function recordSent(context: SendContext, bundle: Bundle, sent: Delivered[
   // Each member's mark is the first of its statements: where it is in the batch.
   const markAt = perMember.map((_, index) => perMember.slice(0, index).reduce((sum, group) => sum + group.length, 0))
   const statements = perMember.flat()
-  if (pause) statements.push(resumeTransport(env.DB, pause.transport), releasePaused(env.DB, at))
+  statements.push(...acceptedThrough(env.DB, transport.name, pause, context.outages, at))
   const written = await write(context, statements, sentChanges(bundle, mark))
   if (!Array.isArray(written)) return failedWrite(context, bundle, written.cause)
   if (pause) log.warn('transport.resumed', { transport: pause.transport, code: pause.code, pausedSince: pause.since })
@@ -122,10 +123,12 @@ async function recordSent(context: SendContext, bundle: Bundle, sent: Delivered[
 
 async function recordRefused(context: SendContext, bundle: Bundle, error: SendError): Promise<Marked[]> {
   if (error.providerCode === 'invalid_idempotent_request') return recordTaken(context, bundle, error)
-  const { env, log, lease, transport, pause } = context
+  const { env, config, log, lease, transport, pause } = context
   const now = new Date()
   const at = now.toISOString()
   const reason = describeError(error)
+  // With another transport configured, a refusal about our configuration sends the members through it.
+  const failover = error.outcome === 'paused' && config.transports.length > 1
   const maybeSent = bundle.members.some((member) => member.row.maybe_sent_at !== null)
   // Nothing went out under the bundle's key, by this request or any before: its members are free to go out otherwise.
   const leave = error.nothingSent && !maybeSent
@@ -135,6 +138,11 @@ async function recordRefused(context: SendContext, bundle: Bundle, error: SendEr
   const letters: Promise<D1PreparedStatement>[] = []
   const plans = bundle.members.map((member) => {
     const { row } = member
+    if (failover) {
+      const why = failedOverReason(transport.name, error.providerCode ?? 'unknown')
+      statements.push(markFailedOver(env.DB, row.id, 'NTF_TRANSPORT_PAUSED', why, at, lease.token))
+      return { member, failedOver: true as const }
+    }
     if (error.outcome === 'paused') {
       statements.push(markPaused(env.DB, row.id, 'NTF_TRANSPORT_PAUSED', maskEmails(reason), at, lease.token))
       return { member, paused: true as const }
@@ -170,6 +178,9 @@ async function recordRefused(context: SendContext, bundle: Bundle, error: SendEr
       batchId: bundle.id,
     })
   }
+  // The circuit counts the request once, for its first member.
+  const first = bundle.members[0]
+  if (first) statements.push(...circuitOf(context, first.row, error, now))
   // Each dead letter after the marks: it is written only if its mark applied (src/dead-letters/notification.ts).
   const written = await write(context, [...statements, ...(await Promise.all(letters))])
   if (!Array.isArray(written)) return failedWrite(context, bundle, written.cause)
@@ -178,6 +189,10 @@ async function recordRefused(context: SendContext, bundle: Bundle, error: SendEr
     const fenced = (written[offset + index]?.meta.changes ?? 0) === 0
     const fields = { ...fieldsOf(plan.member.row), batchId: bundle.id, attempts: plan.member.row.send_attempts }
     if (fenced) return { member: plan.member, settlement: { action: 'ack' } }
+    if ('failedOver' in plan) {
+      log.warn('transport.failover', { ...fields, from: transport.name, code: error.providerCode ?? 'unknown' })
+      return { member: plan.member, settlement: { action: 'ack' }, next: dispatchFor(plan.member.row.id, at, now) }
+    }
     if ('paused' in plan) {
       const paused = { code: 'NTF_TRANSPORT_PAUSED', error: maskEmails(reason) } as const
       return { member: plan.member, settlement: settleOnRow(context, plan.member.row, paused) }

@@ -25,7 +25,9 @@ import {
 } from '../../queue/policy.ts'
 import type { Outgoing } from '../../queue/send.ts'
 import { suppressAutomatically } from '../../suppression/suppression-store.ts'
-import { markPaused, pauseTransport, releasePaused, resumeTransport } from '../pause.ts'
+import { circuitStatements } from '../circuit.ts'
+import { markFailedOver } from '../failover.ts'
+import { acceptedThrough, markPaused, pauseTransport } from '../pause.ts'
 import { nextTryAt } from '../retry.ts'
 import type { Marked, ToSend } from '../run.ts'
 import { type Delivered, SendError } from '../transports/index.ts'
@@ -101,7 +103,7 @@ async function recordSent(
     [
       markSent(env.DB, row.id, transport.name, sent.providerId, at, lease.token, mark),
       ...recordSentMessage(env.DB, kept, row.id, transport.name, sent.messageId, sent.raw, at, lease.token),
-      ...(pause ? [resumeTransport(env.DB, pause.transport), releasePaused(env.DB, at)] : []),
+      ...acceptedThrough(env.DB, transport.name, pause, context.outages, at),
     ],
     [{ id: row.id, mark, status: 'sent' }],
   )
@@ -142,7 +144,7 @@ async function recordFailure(
         markSendFailure(env.DB, row.id, 'failed', code, reason, at, lease.token),
         await failedDeadLetter(env.DB, row, code, reason, at),
       ]
-  const marked = await record(context.marks, marks)
+  const marked = await record(context.marks, [...marks, ...circuitOf(context, row, error, now)])
   if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
   const fields = { ...fieldsOf(row), code, error: reason, attempts: row.send_attempts }
   if (retryAt) {
@@ -223,6 +225,7 @@ async function recordUnknown(
   const reason = describeError(error)
   const marked = await record(context.marks, [
     markUnknown(env.DB, row.id, messageId, reason, decideAt, now.toISOString(), lease.token),
+    ...circuitOf(context, row, error, now),
   ])
   if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
   log.warn('notification.outcome-unknown', { ...fieldsOf(row), code: 'NTF_SEND_UNKNOWN', decideAt })
@@ -240,20 +243,50 @@ async function recordPaused(
   row: ClaimedRow,
   error: SendError,
 ): Promise<SendResult> {
-  const { env, log, lease, transport } = context
+  const { env, config, log, lease, transport } = context
   const now = new Date()
   const at = now.toISOString()
   // Kept in transport_pauses and shown on every console page: a provider's words may name an address.
   const reason = maskEmails(describeError(error))
   const code = error.providerCode ?? 'unknown'
   const notBefore = error.delaySeconds ? new Date(now.getTime() + error.delaySeconds * 1000) : null
+  // With another transport configured, nothing was sent: it goes through the next one at once.
+  const failover = config.transports.length > 1
   const marked = await record(context.marks, [
-    markPaused(env.DB, row.id, 'NTF_TRANSPORT_PAUSED', reason, at, lease.token),
+    failover
+      ? markFailedOver(env.DB, row.id, 'NTF_TRANSPORT_PAUSED', failedOverReason(transport.name, code), at, lease.token)
+      : markPaused(env.DB, row.id, 'NTF_TRANSPORT_PAUSED', reason, at, lease.token),
     pauseTransport(env.DB, transport.name, code, reason, now, notBefore, row.id),
   ])
   if (marked !== 'ok' && marked !== 'fenced') return markFailed(context, message, marked.cause)
   log.error('transport.paused', { ...fieldsOf(row), transport: transport.name, code, error: reason })
+  if (failover && marked === 'ok') {
+    log.warn('transport.failover', { ...fieldsOf(row), from: transport.name, code })
+    return { settlement: { action: 'ack' }, next: dispatchFor(row.id, at, now) }
+  }
   return { settlement: settleOnRow(context, row, { code: 'NTF_TRANSPORT_PAUSED', error: reason }) }
+}
+
+/** Why an email failed over, for its row (a provider's own words stay with the pause). */
+export function failedOverReason(transport: string, code: string): string {
+  return `the ${transport} transport refused it (${code}) and is paused: going through the next transport`
+}
+
+/**
+ * The statements that count a failed try against its transport's circuit
+ * (src/dispatch/circuit.ts): none when the failure says nothing of the
+ * provider's health, or with one transport.
+ */
+export function circuitOf(context: SendContext, row: ClaimedRow, error: SendError, now: Date): D1PreparedStatement[] {
+  const { env, config, transport } = context
+  // An in-app feed has no circuit: it is no email transport.
+  if (!(config.transports as readonly string[]).includes(transport.name)) return []
+  return circuitStatements(env.DB, transport.name, error, {
+    now,
+    threshold: config.CIRCUIT_FAILURES,
+    transports: config.transports.length,
+    notificationId: row.id,
+  })
 }
 
 /**

@@ -8,7 +8,7 @@ import type { Settlement } from '../../queue/policy.ts'
 import type { Outgoing } from '../../queue/send.ts'
 import type { DispatchLease } from '../lease.ts'
 import type { Pace } from '../pace/client.ts'
-import type { TransportPause } from '../pause.ts'
+import type { TransportPause, TransportState } from '../pause.ts'
 import type { Bundle, DispatchRun, Later, Marked, ToSend } from '../run.ts'
 import { type Courier, type Delivered, SendError, sendErrorOf, type Transport } from '../transports/index.ts'
 
@@ -25,8 +25,10 @@ export type SendContext = {
   transport: Courier
   /** Where the marks are written, grouped with those of sends that finished meanwhile, and counted. */
   marks: GroupCommit<CountedChange>
-  /** The transport's pause as the claim read it: an accepted send ends it. */
+  /** The transport's pause (or open circuit) as the claim read it: an accepted send ends it. */
   pause: TransportPause | undefined
+  /** The transport's failures in a row as the claim read them: an accepted send clears them. */
+  outages: number
   /** The account's send pace, for a transport that has one (resend). */
   pace: Pace | undefined
 }
@@ -44,9 +46,9 @@ export type MarkStage = (context: SendContext, work: ToSend | Bundle, tried: Tri
 
 /**
  * Sends what the batch claimed, a few at a time, through the transport —
- * under `pause`, the email transport's pause as the claim read it (an
- * accepted send ends it; none for the in-app feeds, whose deliveries end no
- * pause of email's) —
+ * under `state`, the email transport's pause and circuit as the claim read
+ * them (an accepted send ends them; none for the in-app feeds, whose
+ * deliveries end no pause of email's) —
  * each notification alone, or a bundle in one request — and hands each try's
  * outcome to the mark stage (`mark`) as soon as it ends, so its result is
  * written with those that finished while the previous write was in flight
@@ -61,11 +63,21 @@ export async function sendStage(
   pace: Pace | undefined,
   work: { alone: readonly ToSend[]; bundles: readonly Bundle[] },
   mark: MarkStage,
-  pause: TransportPause | undefined,
+  state: TransportState | undefined,
 ): Promise<{ retries: Later[]; orphans: Outgoing[] }> {
   const { env, config, log, lease } = run
   const marks = new GroupCommit<CountedChange>(env.DB, (changes) => countChanges(env.DB, changes))
-  const context: SendContext = { env, config, log, lease, transport, marks, pause, pace }
+  const context: SendContext = {
+    env,
+    config,
+    log,
+    lease,
+    transport,
+    marks,
+    pause: state?.pause,
+    outages: state?.outages ?? 0,
+    pace,
+  }
   const queue: (ToSend | Bundle)[] = [...work.bundles, ...work.alone]
   const retries: Later[] = []
   const orphans: Outgoing[] = []

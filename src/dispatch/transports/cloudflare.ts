@@ -28,6 +28,8 @@ export function cloudflareTransport(binding: SendEmail): Transport {
           delaySeconds,
           providerCode: code,
           nothingSent: outcome !== 'unknown',
+          // An internal error, a delivery failure or a lost connection: the service may be down.
+          outage: outcome === 'unknown' || code === 'E_DELIVERY_FAILED',
         })
       }
     },

@@ -1,4 +1,4 @@
-import type { Config } from '../../config.ts'
+import type { Config, TransportName } from '../../config.ts'
 import type { Logger } from '../../log.ts'
 import { Pace } from '../pace/client.ts'
 import { cloudflareTransport } from './cloudflare.ts'
@@ -7,9 +7,9 @@ import type { Transport } from './types.ts'
 
 export { type Courier, type Delivered, SendError, type Sent, sendErrorOf, type Transport } from './types.ts'
 
-/** The transport `EMAIL_TRANSPORT` names; a resend transport reports every answer to `pace`. */
-export function transportFor(env: Env, config: Config, pace?: Pace): Transport {
-  if (config.EMAIL_TRANSPORT === 'resend') {
+/** A transport by its name; a resend transport reports every answer to `pace`. */
+export function transportFor(env: Env, config: Config, name: TransportName, pace?: Pace): Transport {
+  if (name === 'resend') {
     return resendTransport({
       apiKey: config.RESEND_API_KEY as string,
       baseUrl: config.RESEND_API_URL,
@@ -21,7 +21,7 @@ export function transportFor(env: Env, config: Config, pace?: Pace): Transport {
 }
 
 /**
- * The send pace of the configured transport, if it has one. Only `resend` is
+ * The send pace of a transport, if it has one. Only `resend` is
  * paced: Resend documents a rate per second per team and says in every answer
  * how much of it is left (https://resend.com/docs/api-reference/rate-limit).
  * Cloudflare's Email Service documents daily sending limits per account, no
@@ -29,18 +29,21 @@ export function transportFor(env: Env, config: Config, pace?: Pace): Transport {
  * and its binding's `E_RATE_LIMIT_EXCEEDED` names no time to wait, so there is
  * nothing to pace it to; that code keeps its own longer wait (./cloudflare-errors.ts).
  */
-export function paceFor(env: Env, config: Config, log: Logger): Pace | undefined {
-  if (config.EMAIL_TRANSPORT !== 'resend') return undefined
+export function paceFor(env: Env, config: Config, name: TransportName, log: Logger): Pace | undefined {
+  if (name !== 'resend') return undefined
   return new Pace(env.SEND_PACE, config.RESEND_API_KEY as string, config.RESEND_REQUESTS_PER_SECOND, log)
 }
 
 /**
- * Whether a retry through this transport is answered rather than sent again:
- * Resend keeps an `Idempotency-Key` for 24 h; the send_email binding has none,
- * so an unknown outcome through it waits for delivery events instead.
+ * The transports whose retry is answered rather than sent again: Resend
+ * keeps an `Idempotency-Key` for 24 h; the send_email binding has none, so an
+ * unknown outcome through it waits for delivery events instead.
  */
-export function hasIdempotencyKey(transport: Config['EMAIL_TRANSPORT']): boolean {
-  return transport === 'resend'
+export const KEYED_TRANSPORTS: readonly TransportName[] = ['resend']
+
+/** Whether a retry through this transport is answered rather than sent again (`KEYED_TRANSPORTS`). */
+export function hasIdempotencyKey(transport: TransportName): boolean {
+  return KEYED_TRANSPORTS.includes(transport)
 }
 
 /**

@@ -56,7 +56,7 @@ export function resendTransport(
       })
     } catch (cause) {
       // No answer: Resend may have taken it.
-      throw new SendError(`resend: ${(cause as Error).message}`, 'transient', { cause })
+      throw new SendError(`resend: ${(cause as Error).message}`, 'transient', { cause, outage: true })
     }
     const text = await response.text()
     const failure = response.ok ? undefined : failureOf(response, text)
@@ -166,6 +166,8 @@ function failureOf(response: Response, text: string): SendError {
     delaySeconds: waitSeconds(response),
     providerCode: name || `http-${response.status}`,
     nothingSent: nothingSent(response.status),
+    // A 5xx says Resend (or what stands before it) is failing, not that the request was wrong.
+    outage: response.status >= 500,
   })
 }
 

@@ -58,6 +58,8 @@ export class SendError extends Error {
   readonly code: PipelineCode | undefined
   /** The provider said for certain that nothing was sent under the request's key (it refused the request itself). */
   readonly nothingSent: boolean
+  /** The failure says the provider may be down (a 5xx, no answer, an internal error): it counts against its circuit (src/dispatch/circuit.ts). */
+  readonly outage: boolean
 
   constructor(
     message: string,
@@ -68,6 +70,7 @@ export class SendError extends Error {
       providerCode?: string | undefined
       code?: PipelineCode
       nothingSent?: boolean
+      outage?: boolean
     },
   ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause })
@@ -77,10 +80,13 @@ export class SendError extends Error {
     this.providerCode = options?.providerCode
     this.code = options?.code
     this.nothingSent = options?.nothingSent ?? false
+    this.outage = options?.outage ?? false
   }
 }
 
 /** What a send threw, as a `SendError`: anything not already one is a transient failure that may be tried again. */
 export function sendErrorOf(caught: unknown): SendError {
-  return caught instanceof SendError ? caught : new SendError(describeError(caught), 'transient', { cause: caught })
+  return caught instanceof SendError
+    ? caught
+    : new SendError(describeError(caught), 'transient', { cause: caught, outage: true })
 }
