@@ -408,7 +408,7 @@ export const ConfigSchema = z
     UNKNOWN_OUTCOME_SECONDS: Seconds.min(60)
       .default(600)
       .describe(
-        'how long a send whose outcome is unknown waits for a delivery event: through a transport without an idempotency key (cloudflare) it is sent again after that; through resend, past its idempotency window, it becomes a dead letter (NTF_SEND_UNKNOWN)',
+        'how long a send whose outcome is unknown waits for a delivery event: through a transport without an idempotency key (cloudflare) it is sent again after that; through resend, past its idempotency window, it becomes a dead letter (NTF_SEND_UNKNOWN); one that may have gone out through a transport that is paused or whose circuit is open, while another of EMAIL_TRANSPORTS is usable, goes through that other one after it',
       ),
     STUCK_GRACE_SECONDS: Seconds.default(120).describe(
       'how far past due a pending notification must be before the cron re-enqueues it',

@@ -41,11 +41,6 @@ export function paceFor(env: Env, config: Config, name: TransportName, log: Logg
  */
 export const KEYED_TRANSPORTS: readonly TransportName[] = ['resend']
 
-/** Whether a retry through this transport is answered rather than sent again (`KEYED_TRANSPORTS`). */
-export function hasIdempotencyKey(transport: TransportName): boolean {
-  return KEYED_TRANSPORTS.includes(transport)
-}
-
 /**
  * How long before the provider's idempotency window ends a retry under a
  * key stops being sent: a send started then still reaches the provider well
