@@ -389,4 +389,108 @@ describe('failover between cloudflare and resend', () => {
       .first<{ delivery_status: string | null }>()
     expect(after?.delivery_status).toBeNull()
   })
+
+  it('a fresh batch refused for the key: its members leave it and go one by one through the binding', async () => {
+    const { standIn } = binding()
+    const vars = transports('resend,cloudflare', standIn, { RESEND_API_KEY: 'test-resend-key-revoked' })
+    const batch = await pending(address('bundled-a'), address('bundled-b'), address('bundled-c'))
+    const refused = await drive(ids(batch), vars)
+    expect((await pauseOf('resend'))?.code).toBe('invalid_api_key')
+    expect((await rows(batch)).every((row) => row.status === 'pending' && row.batch_id === null)).toBe(true)
+    await drive(next(refused), vars)
+    expect((await rows(batch)).map((row) => [row.status, row.transport, row.send_attempts])).toEqual([
+      ['sent', 'cloudflare', 1],
+      ['sent', 'cloudflare', 1],
+      ['sent', 'cloudflare', 1],
+    ])
+    expect(standIn.emails.map((email) => email.notificationId).sort()).toEqual([...batch].sort())
+  })
+
+  it("a batch's members routed to the binding while resend is paused leave the batch and go alone", async () => {
+    const { standIn } = binding()
+    const vars = transports('resend,cloudflare', standIn)
+    const batch = await pending(address('stray-a'), address('stray-b'))
+    // A batch made earlier (its request never went: the pace had no slot), then resend paused.
+    const batchId = `bat_${guid().replaceAll('-', '')}`
+    const now = new Date().toISOString()
+    await env.DB.batch([
+      env.DB.prepare("INSERT INTO send_batches (id, transport, size, created_at) VALUES (?1, 'resend', 2, ?2)").bind(
+        batchId,
+        now,
+      ),
+      ...batch.map((id, position) =>
+        env.DB.prepare('UPDATE notifications SET batch_id = ?2, batch_position = ?3 WHERE id = ?1').bind(
+          id,
+          batchId,
+          position,
+        ),
+      ),
+      env.DB.prepare(
+        `INSERT INTO transport_pauses (transport, code, reason, since, failures, probe_at, probe_id, updated_at)
+         VALUES ('resend', 'invalid_api_key', 'key revoked', ?1, 1, ?2, NULL, ?1)`,
+      ).bind(now, new Date(Date.now() + 3_600_000).toISOString()),
+    ])
+    await drive(ids(batch), vars)
+    expect((await rows(batch)).map((row) => [row.status, row.transport, row.batch_id])).toEqual([
+      ['sent', 'cloudflare', null],
+      ['sent', 'cloudflare', null],
+    ])
+    expect(await resendEmails(batchId)).toBe(0)
+    expect(standIn.emails).toHaveLength(2)
+  })
+
+  it('a refusal about the message does not fail over: it fails where it was sent', async () => {
+    const { standIn, calls } = binding()
+    const vars = transports('resend,cloudflare', standIn, { RESEND_BATCH_SIZE: '1' })
+    const [id] = await pending(address('permanent'))
+    const outcome = await drive(ids([id as string]), vars)
+    expect(next(outcome)).toEqual([])
+    expect((await rows([id as string]))[0]).toMatchObject({ status: 'failed', transport: 'resend' })
+    expect(await pauseOf('resend')).toBeNull()
+    expect(calls()).toBe(0)
+  })
+
+  it('both down: emails wait paused; the first probe accepted, through either, releases them', async () => {
+    const { standIn, calls } = binding()
+    standIn.unverified = true
+    const revoked = transports('cloudflare,resend', standIn, {
+      RESEND_API_KEY: 'test-resend-key-revoked',
+      RESEND_BATCH_SIZE: '1',
+    })
+    const [first, second] = await pending(address('both-a'), address('both-b'))
+    // Refused by the binding, then by resend: both paused, and the email waits.
+    const once = await drive(ids([first as string]), revoked)
+    const twice = await drive(next(once), revoked)
+    // Tried again at once; its claim finds no transport usable and holds it.
+    expect(await drive(next(twice), revoked).then(next)).toEqual([])
+    expect((await rows([first as string]))[0]?.status).toBe('paused')
+    expect((await pauseOf('cloudflare'))?.code).toBe('E_SENDER_NOT_VERIFIED')
+    expect((await pauseOf('resend'))?.code).toBe('invalid_api_key')
+    await drive(ids([second as string]), revoked)
+    expect((await rows([second as string]))[0]?.status).toBe('paused')
+    expect(calls()).toBe(1)
+
+    // Resend's key is fixed and its probe is due (the binding's is not): the cron releases one probe for it.
+    const fixed = transports('cloudflare,resend', standIn, { RESEND_BATCH_SIZE: '1' })
+    await env.DB.prepare("UPDATE transport_pauses SET probe_at = ?1 WHERE transport = 'resend'")
+      .bind(new Date(Date.now() - 1000).toISOString())
+      .run()
+    await env.DB.prepare("UPDATE transport_pauses SET probe_at = ?1 WHERE transport = 'cloudflare'")
+      .bind(new Date(Date.now() + 3_600_000).toISOString())
+      .run()
+    const probes = (await cron(new Date(), fixed)).filter(
+      (m) => m.notificationId === first || m.notificationId === second,
+    )
+    expect(probes).toEqual([expect.objectContaining({ notificationId: first })])
+    await drive(probes, fixed)
+    expect((await rows([first as string]))[0]).toMatchObject({ status: 'sent', transport: 'resend' })
+    expect(await pauseOf('resend')).toBeNull()
+    // The rest is released, and goes through resend: the binding is still paused.
+    expect((await rows([second as string]))[0]?.status).toBe('pending')
+    await dueNow([second as string])
+    await drive(ids([second as string]), fixed)
+    expect((await rows([second as string]))[0]).toMatchObject({ status: 'sent', transport: 'resend' })
+    expect(calls()).toBe(1)
+    expect(standIn.emails).toHaveLength(0)
+  })
 })
