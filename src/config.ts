@@ -35,6 +35,8 @@ const Seconds = z.coerce.number().int().nonnegative()
 const TransportName = z.enum(['cloudflare', 'resend'])
 /** The name of an email transport. */
 export type TransportName = z.infer<typeof TransportName>
+/** Every email transport's name. */
+export const TRANSPORT_NAMES: readonly TransportName[] = TransportName.options
 
 /** EMAIL_TRANSPORTS as a list: each a known transport, none twice; undefined when not set. */
 function transportList(value: string | undefined, context: z.RefinementCtx): TransportName[] | undefined {
@@ -546,6 +548,18 @@ export const ConfigSchema = z
     path: ['RESEND_API_KEY'],
     message: 'is required when EMAIL_TRANSPORT is resend or EMAIL_TRANSPORTS names it',
   })
+  // With failover, an email whose answer from Resend was lost waits for Resend's events before the other
+  // transport sends it: without the webhook none can come, and every such email would go out twice.
+  .refine(
+    (config) =>
+      !(transportsOf(config).includes('resend') && transportsOf(config).length > 1) ||
+      config.RESEND_WEBHOOK_SECRET !== undefined,
+    {
+      path: ['RESEND_WEBHOOK_SECRET'],
+      message:
+        "is required when EMAIL_TRANSPORTS names resend and another transport: a lost answer waits for Resend's delivery events before the other transport sends it",
+    },
+  )
   .superRefine(leaseOutlastsASend)
   .refine((config) => config.DB_SHARDS_GROWING_TO === 0 || config.DB_SHARDS_GROWING_TO === 2 * config.DB_SHARDS, {
     path: ['DB_SHARDS_GROWING_TO'],

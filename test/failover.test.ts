@@ -494,3 +494,131 @@ describe('failover between cloudflare and resend', () => {
     expect(standIn.emails).toHaveLength(0)
   })
 })
+
+describe('where failover meets earlier tries', () => {
+  /** A pause of `transport` (an open circuit) whose probe is not due. */
+  const pause = (transport: string) =>
+    env.DB.prepare(
+      `INSERT INTO transport_pauses (transport, code, reason, since, failures, probe_at, probe_id, updated_at)
+       VALUES (?1, 'circuit-open', 'a test', ?2, 1, '2999-01-01T00:00:00.000Z', NULL, ?2)`,
+    )
+      .bind(transport, new Date().toISOString())
+      .run()
+  const unpause = (transport: string) =>
+    env.DB.prepare('DELETE FROM transport_pauses WHERE transport = ?1').bind(transport).run()
+  const one = async (id: string) => (await rows([id]))[0] as Row
+  const past = (row: Row) => new Date(Date.parse(row.scheduled_at) + 1000)
+
+  it('a failover that went on and then met an unknown outcome of its own stays with the transport it went to', async () => {
+    const { standIn } = binding()
+    const key = `${FAKE_RESEND_TEAM_KEY_PREFIX}twice-${guid().slice(0, 8)}`
+    const vars = transports('resend,cloudflare', standIn, { RESEND_API_KEY: key, RESEND_BATCH_SIZE: '1' })
+    const [id] = (await pending(address('twice'))) as [string]
+    await fetch(`${FAKE_RESEND_URL}/control/outage?key=${key}&on=1`, { method: 'POST' })
+    await drive(ids([id]), vars)
+    await fetch(`${FAKE_RESEND_URL}/control/outage?key=${key}&on=0`, { method: 'POST' })
+    await pause('resend')
+    await dueNow([id])
+    await drive(ids([id]), vars)
+    expect(await one(id)).toMatchObject({ status: 'unknown', failover_from: 'resend' })
+    await cron(past(await one(id)), vars)
+    await dueNow([id])
+    // Through the binding now, which takes the message and answers an internal error: unknown, through it.
+    standIn.script.push('internal-after-accept')
+    await drive(ids([id]), vars)
+    const unknown = await one(id)
+    expect(unknown).toMatchObject({ status: 'unknown', transport: 'cloudflare', failover_from: null })
+    // Resend is back and first again; the binding's wait ends with no event: sent again through the binding,
+    // never through resend.
+    await unpause('resend')
+    await cron(past(unknown), vars)
+    await dueNow([id])
+    await drive(ids([id]), vars)
+    expect(await one(id)).toMatchObject({ status: 'sent', transport: 'cloudflare' })
+    expect(await resendEmails(id)).toBe(0)
+  })
+
+  it("a lost answer through the next transport, past its key's window, is a dead letter: the earlier failover frees nothing", async () => {
+    const { standIn } = binding()
+    const vars = transports('cloudflare,resend', standIn, { RESEND_BATCH_SIZE: '1' })
+    const [id] = (await pending(address('lostanswer-window'))) as [string]
+    standIn.script.push('internal-before-accept')
+    await drive(ids([id]), vars)
+    await cron(past(await one(id)), vars)
+    await pause('cloudflare')
+    await dueNow([id])
+    await drive(ids([id]), vars)
+    expect(await one(id)).toMatchObject({ status: 'unknown', failover_from: 'cloudflare' })
+    await cron(past(await one(id)), vars)
+    await dueNow([id])
+    // Resend takes it and the answer is lost; its retry would come 25 hours later, past the key's window.
+    await drive(ids([id]), vars)
+    expect(await one(id)).toMatchObject({ status: 'pending', transport: 'resend' })
+    const old = new Date(Date.now() - 25 * 3_600_000).toISOString()
+    await env.DB.prepare('UPDATE notifications SET maybe_sent_at = ?2, claimed_at = ?2 WHERE id = ?1')
+      .bind(id, old)
+      .run()
+    await dueNow([id])
+    await drive(ids([id]), vars)
+    const waiting = await one(id)
+    expect(waiting.status).toBe('unknown')
+    await cron(past(waiting), vars)
+    expect(await one(id)).toMatchObject({ status: 'failed' })
+    expect(standIn.emailsOf(id)).toHaveLength(0)
+    expect(await resendEmails(id)).toBe(1)
+  })
+
+  it('one transport, switched from resend: a send through resend whose lease ran out waits for its events', async () => {
+    const { standIn } = binding()
+    const [id] = (await pending(address('switched'))) as [string]
+    const old = new Date(Date.now() - 600_000).toISOString()
+    await env.DB.prepare(
+      `UPDATE notifications SET status = 'sending', claimed_at = ?2, lease_until = ?2, send_attempts = 1,
+         transport = 'resend', claim_token = 'a-claim-long-gone' WHERE id = ?1`,
+    )
+      .bind(id, old)
+      .run()
+    await drive(ids([id]), { EMAIL_TRANSPORT: 'cloudflare', EMAIL: standIn })
+    expect(await one(id)).toMatchObject({ status: 'unknown' })
+    expect(standIn.emails).toHaveLength(0)
+  })
+
+  it("the binding's probe taken from a batch made for resend is one request, not one per member", async () => {
+    const { standIn, calls } = binding()
+    standIn.dailyLimit = true
+    const vars = transports('cloudflare,resend', standIn)
+    const members = await pending(address('probe-a'), address('probe-b'), address('probe-c'), address('probe-d'))
+    const batchId = `bat_${guid().replaceAll('-', '')}`
+    const now = new Date().toISOString()
+    await env.DB.batch([
+      env.DB.prepare("INSERT INTO send_batches (id, transport, size, created_at) VALUES (?1, 'resend', 4, ?2)").bind(
+        batchId,
+        now,
+      ),
+      ...members.map((id, position) =>
+        env.DB.prepare(
+          `UPDATE notifications SET status = 'paused', batch_id = ?2, batch_position = ?3, transport = 'resend',
+             send_attempts = 0 WHERE id = ?1`,
+        ).bind(id, batchId, position),
+      ),
+      ...['cloudflare', 'resend'].map((transport) =>
+        env.DB.prepare(
+          `INSERT INTO transport_pauses (transport, code, reason, since, failures, probe_at, probe_id, updated_at)
+           VALUES (?1, 'a-code', 'a test', ?2, 1, ?3, NULL, ?2)`,
+        ).bind(transport, now, transport === 'cloudflare' ? new Date(Date.now() - 1000).toISOString() : '2999-01-01'),
+      ),
+    ])
+    const released = (await cron(new Date(), vars)).filter((m) => members.includes(m.notificationId))
+    expect(released).toHaveLength(1)
+    await drive(released, vars)
+    expect(calls()).toBe(1)
+    // Refused again: the probe, alone now, is tried at once through the next (whose claim holds it, resend
+    // being paused too); the rest of its batch waits for resend, whole.
+    expect((await rows(members)).map((row) => [row.status, row.batch_id === null])).toEqual([
+      ['pending', true],
+      ['paused', false],
+      ['paused', false],
+      ['paused', false],
+    ])
+  })
+})

@@ -3,9 +3,9 @@
 -- `notifications.transport` now names the transport of a notification's latest try, written when it is
 -- claimed (before: only once sent), so a try that may have gone out is tried again only through the
 -- same provider, and a lease that ran out is judged by that provider's rules.
--- `failover_from`: the transport a notification that may have gone out through it waited to leave
--- (that transport was paused or its circuit open): with no delivery event from it in time, the
--- notification goes through the next transport; the column stays as the record of it.
+-- `failover_from`: the transport a notification that may have gone out through it waits to leave
+-- (that transport is paused or its circuit open): with no delivery event from it in time, the
+-- notification goes through the next transport. Its next claim clears it: a later wait is that try's own.
 ALTER TABLE notifications ADD COLUMN failover_from TEXT;
 
 -- Consecutive failures of a transport that say the provider may be down (a 5xx, no answer): at

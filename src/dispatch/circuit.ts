@@ -42,5 +42,14 @@ export function circuitStatements(
       )
       .bind(transport, at),
     pauseTransport(db, transport, CIRCUIT_OPEN, reason, options.now, null, options.notificationId, options.threshold),
+    // Paused now (or already): the count starts again, so a circuit that opened counts anew once it closes
+    // (by hand too), and the sends still in flight do not relabel a pause of another cause. A refused probe
+    // pushes the next one out all the same (`pauseTransport`).
+    db
+      .prepare(
+        `UPDATE transport_failures SET failures = 0
+         WHERE transport = ?1 AND EXISTS (SELECT 1 FROM transport_pauses WHERE transport = ?1)`,
+      )
+      .bind(transport),
   ]
 }

@@ -66,19 +66,33 @@ async function dispatchShard(batch: MessageBatch<unknown>, env: Env, log: Logger
   const shown = await sendStage(run, inAppCourier(env), undefined, { alone: inApp, bundles: [] }, markStage, undefined)
   // Each email goes through the transport its claim chose (src/notifications/route.ts): the first usable
   // of EMAIL_TRANSPORTS, or the one it may have gone out through. Each transport's part has its own pace,
-  // bundles and pause.
-  const parts = Map.groupBy(mail, (item) => (item.row.transport ?? run.config.transports[0]) as TransportName)
-  const sent = await Promise.all(
-    [...parts].map(async ([name, part]) => {
+  // bundles and pause. The parts are sorted into bundles one after another, those of a transport that sends
+  // none first: a member of a batch routed there leaves its batch before the batch's own transport reads
+  // who is in it. Then they are sent side by side.
+  const parts = [...Map.groupBy(mail, (item) => (item.row.transport ?? run.config.transports[0]) as TransportName)].map(
+    ([name, part]) => {
       const pace = paceFor(env, run.config, name, log)
-      const transport = emailCourier(transportFor(env, run.config, name, pace), run.config)
-      const grouped = await bundleStage(run, part, {
+      return { name, part, pace, transport: emailCourier(transportFor(env, run.config, name, pace), run.config) }
+    },
+  )
+  parts.sort(
+    (a, b) => Number(a.transport.deliverBundle !== undefined) - Number(b.transport.deliverBundle !== undefined),
+  )
+  const grouped: Awaited<ReturnType<typeof bundleStage>>[] = []
+  for (const { part, transport } of parts) {
+    grouped.push(
+      await bundleStage(run, part, {
         size: run.config.RESEND_BATCH_SIZE,
         transport: transport.name,
         canBundle: transport.deliverBundle !== undefined,
-      })
-      const done = await sendStage(run, transport, pace, grouped, markStage, run.transports.get(name))
-      return { ...done, later: grouped.later }
+      }),
+    )
+  }
+  const sent = await Promise.all(
+    parts.map(async ({ name, pace, transport }, index) => {
+      const work = grouped[index] as Awaited<ReturnType<typeof bundleStage>>
+      const done = await sendStage(run, transport, pace, work, markStage, run.transports.get(name))
+      return { ...done, later: work.later }
     }),
   )
   await requeueStage(

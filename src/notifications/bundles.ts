@@ -64,7 +64,8 @@ export function claimBundle(
   return db
     .prepare(
       `UPDATE notifications SET status = 'sending', lease_until = ?3, claim_token = ?4,
-         send_attempts = send_attempts + 1, updated_at = ?2, claimed_at = ?2, ${TAKEN_OVER}, transport = ?5
+         send_attempts = send_attempts + 1, updated_at = ?2, claimed_at = ?2, ${TAKEN_OVER}, transport = ?5,
+         failover_from = NULL
        WHERE batch_id = ?1 AND ${claimable('?2', '?2')}`,
     )
     .bind(batchId, now, leaseUntil, token, transport)

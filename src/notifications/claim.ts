@@ -154,7 +154,7 @@ export function claimNotifications(
       `UPDATE notifications SET status = 'sending', lease_until = ?3, claim_token = ?4,
          send_attempts = send_attempts + 1, updated_at = ?2, claimed_at = ?2, ${TAKEN_OVER},
          count_mark = CASE WHEN status <> 'sending' THEN ?6 ELSE count_mark END,
-         transport = CASE WHEN channel = 'email' THEN ${routeOf('?7')} ELSE transport END
+         transport = CASE WHEN channel = 'email' THEN ${routeOf('?7')} ELSE transport END, failover_from = NULL
        WHERE ${IN_CLAIM_BATCH} AND ${claimable('?2', '?2', STATUS_AS_FILTER)} AND ${NAMED_DUE} AND ${which}
        RETURNING ${CLAIMED_COLUMNS}`,
     )

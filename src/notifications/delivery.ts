@@ -27,7 +27,9 @@ export function applyDeliveryStatus(
  * to `pending` or `paused` for a retry after a lost answer (the retry would
  * only be answered, or, past the provider's window or without a key, be a
  * second email), or failed because no event had come in time
- * (NTF_SEND_UNKNOWN: its dead letter goes, `discardSettled`). Its provider id is kept when it had none (the lost answer
+ * (NTF_SEND_UNKNOWN: its dead letter goes, `discardSettled`), or waited for this provider's
+ * events and was just freed to go through the next transport, not yet claimed
+ * (`failover_from`: an event late by a moment still stops the second send). Its provider id is kept when it had none (the lost answer
  * never said it), and so is its transport: the provider that reported it.
  * Parameters: id, event time, now, provider message id, provider.
  */
@@ -45,7 +47,8 @@ export function settleUnknownOutcome(
          provider_id = coalesce(provider_id, ?4), transport = coalesce(transport, ?5), lease_until = NULL,
          status_reason = 'the provider reported the message: the send had gone out'
        WHERE id = ?1 AND (status = 'unknown' OR (status IN ('pending', 'paused') AND ${mayHaveGoneOut('notifications')})
-                          OR (status = 'failed' AND error_code = 'NTF_SEND_UNKNOWN'))`,
+                          OR (status = 'failed' AND error_code = 'NTF_SEND_UNKNOWN')
+                          OR (status = 'pending' AND failover_from = ?5))`,
     )
     .bind(notificationId, occurredAt, now, providerMessageId, provider)
 }

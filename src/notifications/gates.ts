@@ -74,7 +74,8 @@ export function recipientGate(
  * and sent again, it waits as `unknown` for the provider's delivery events
  * (./marks.ts `markUnknown`). Judged by the transport its claim sent it
  * through (`transport`): through one with a key (`keyed`) a resend is
- * answered, not sent. The Message-ID it keeps is the claim batch's
+ * answered, not sent — unless that transport is no longer configured, when
+ * the next try would go through another. The Message-ID it keeps is the claim batch's
  * `messageId` for the notification. Parameters: the claim batch's JSON
  * (`IN_CLAIM_BATCH`), now, decide at, JSON array of the configured
  * transports, JSON array of the transports with an idempotency key.
@@ -95,7 +96,8 @@ export function unknownOutcomeGate(
          status_reason = 'a claim ended without recording its send: whether it went out is not known',
          scheduled_at = ?3, updated_at = ?2, lease_until = NULL, maybe_sent_at = coalesce(maybe_sent_at, claimed_at)
        WHERE ${IN_CLAIM_BATCH} AND ${STATUS_AS_FILTER} = 'sending' AND lease_until < ?2 AND ${BY_EMAIL}
-         AND ${triedThrough('?4')} NOT IN (SELECT value FROM json_each(?5))
+         AND (${triedThrough('?4')} NOT IN (SELECT value FROM json_each(?5))
+              OR ${triedThrough('?4')} NOT IN (SELECT value FROM json_each(?4)))
        RETURNING id, kind, channel`,
     )
     .bind(claims, now, decideAt, transports, keyed)

@@ -12,19 +12,27 @@ import { maybeSentAt } from './sql.ts'
  */
 
 /**
- * The pause `p`'s probe, and the members of its batch while the probe itself
- * is still to be sent (a batch is sent whole: its probe is all of it). A
- * probe that went its own way meanwhile takes no batch with it. Never NULL (a
- * probe without a batch, a member without one): `NOT` of it must be true for
- * every other row.
+ * The transports that send bundles (several emails in one request): Resend's
+ * `POST /emails/batch`. The binding sends one message per call.
+ */
+const BUNDLING = "('resend')"
+
+/**
+ * The pause `p`'s probe, and — for a transport that sends bundles — the
+ * members of its batch while the probe itself is still to be sent (a batch
+ * is sent whole: its probe is all of it). Through one that does not, a
+ * member probes alone and leaves its batch (src/dispatch/stages/bundle.ts):
+ * one request, not one per member. A probe that went its own way meanwhile
+ * takes no batch with it. Never NULL (a probe without a batch, a member
+ * without one): `NOT` of it must be true for every other row.
  *
  * @param p - alias of the transport_pauses row
  * @param row - alias of the notifications row
  */
 export function probeOf(p: string, row: string): string {
   return `(${p}.probe_id = ${row}.id
-    OR coalesce(${row}.batch_id = (SELECT n.batch_id FROM notifications n
-        WHERE n.id = ${p}.probe_id AND n.status IN ('paused', 'pending', 'sending')), 0))`
+    OR (${p}.transport IN ${BUNDLING} AND coalesce(${row}.batch_id = (SELECT n.batch_id FROM notifications n
+        WHERE n.id = ${p}.probe_id AND n.status IN ('paused', 'pending', 'sending')), 0)))`
 }
 
 /** The first configured transport: what a notification tried before migration 0026 went through. */
