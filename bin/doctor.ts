@@ -3,7 +3,7 @@
  * email. Judges the local wrangler.toml (its [vars], bindings, queue
  * consumers, crons and placeholder ids) and, with NOTIFY_EDGE_URL and
  * NOTIFY_EDGE_TOKEN set, also asks the deployed Worker
- * (`GET /v1/health/config`: its secrets, pause, cron and Resend's word on the
+ * (`GET /v1/health/config`: its secrets, its transports' pauses and open circuits, cron and Resend's word on the
  * sender's domain) — the same rules (src/health/findings.ts) either way.
  */
 import { resolve } from 'node:path'

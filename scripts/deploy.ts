@@ -22,6 +22,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { unstable_readConfig } from 'wrangler'
 import { z } from 'zod'
 import { ConfigSchema } from '../src/config.ts'
+import { transportsOf } from '../src/health/transport.ts'
 
 /** The ids wrangler.toml ships with: local runs ignore them, a deploy replaces them. */
 export const PLACEHOLDER_D1_ID = '00000000-0000-4000-8000-000000000001'
@@ -46,7 +47,8 @@ class DeployError extends Error {}
 /** The parts of wrangler.toml this script acts on. */
 export type DeployConfig = {
   name: string
-  emailTransport: string
+  /** The email transports: EMAIL_TRANSPORTS when it names any, else EMAIL_TRANSPORT (`cloudflare` unset). */
+  emailTransports: readonly string[]
   d1: { binding: string; name: string; id: string }
   /** The D1 shards past the primary (DB_1, DB_2, …), in binding order: each created and migrated as the primary is. */
   shards: { binding: string; name: string; id: string; placeholder: string }[]
@@ -54,6 +56,9 @@ export type DeployConfig = {
   /** Every queue a producer or consumer names, dead-letter queues included, in the file's order. */
   queues: string[]
 }
+
+/** A variable of [vars] as the Worker reads it: a string, or unset. */
+const text = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined)
 
 /** The parts of wrangler's reading of its configuration this script uses. */
 type WranglerConfig = {
@@ -65,7 +70,7 @@ type WranglerConfig = {
 }
 
 /**
- * Reads wrangler.toml's name, EMAIL_TRANSPORT, its one D1 database, its one KV
+ * Reads wrangler.toml's name, its email transports (EMAIL_TRANSPORTS, else EMAIL_TRANSPORT), its one D1 database, its one KV
  * namespace and its queues, with wrangler's own reader of its configuration
  * (what `wrangler deploy` will read).
  */
@@ -93,10 +98,15 @@ export function readDeployConfig(path = CONFIG_FILE): DeployConfig {
     ...(config.queues.producers ?? []).map((producer) => producer.queue),
     ...(config.queues.consumers ?? []).flatMap((consumer) => [consumer.queue, consumer.dead_letter_queue]),
   ].filter((queue): queue is string => typeof queue === 'string')
-  const transport = config.vars.EMAIL_TRANSPORT
   return {
     name: required(config.name, 'name'),
-    emailTransport: typeof transport === 'string' ? transport : 'cloudflare',
+    // As the Worker reads them: EMAIL_TRANSPORTS when it names any, else EMAIL_TRANSPORT, else cloudflare.
+    emailTransports: transportsOf({
+      vars: {
+        EMAIL_TRANSPORT: text(config.vars.EMAIL_TRANSPORT),
+        EMAIL_TRANSPORTS: text(config.vars.EMAIL_TRANSPORTS),
+      },
+    }),
     d1: {
       binding: d1.binding,
       name: required(d1.database_name, '[[d1_databases]] database_name'),
@@ -117,10 +127,11 @@ export function readDeployConfig(path = CONFIG_FILE): DeployConfig {
 
 /**
  * The secrets a deploy insists on: every secret src/config.ts requires, the
- * console's session key (without it the console is closed), and with
- * `EMAIL_TRANSPORT = "resend"` the API key and the webhook's signing secret.
+ * console's session key (without it the console is closed), and when resend
+ * is among the transports (`EMAIL_TRANSPORT = "resend"`, or EMAIL_TRANSPORTS
+ * naming it) the API key and the webhook's signing secret.
  */
-export function requiredSecrets(emailTransport: string): string[] {
+export function requiredSecrets(emailTransports: readonly string[]): string[] {
   const schema = z.toJSONSchema(ConfigSchema, { io: 'input', unrepresentable: 'any' }) as {
     properties: Record<string, { secret?: boolean; default?: unknown }>
     required?: string[]
@@ -132,7 +143,7 @@ export function requiredSecrets(emailTransport: string): string[] {
   return [
     ...always,
     'CONSOLE_SESSION_KEY',
-    ...(emailTransport === 'resend' ? ['RESEND_API_KEY', 'RESEND_WEBHOOK_SECRET'] : []),
+    ...(emailTransports.includes('resend') ? ['RESEND_API_KEY', 'RESEND_WEBHOOK_SECRET'] : []),
   ]
 }
 
@@ -198,7 +209,7 @@ export function tableColumn(output: string, column: string): string[] {
 
 /** Which of the required secrets the Worker lacks; all of them when the Worker does not exist yet. */
 function missingSecrets(config: DeployConfig): string[] {
-  const required = requiredSecrets(config.emailTransport)
+  const required = requiredSecrets(config.emailTransports)
   const result = read(['secret', 'list', '--format', 'json'])
   if (result.status !== 0) {
     if (/Worker "[^"]*"[^\n]* not found/.test(result.stderr + result.stdout)) return required
@@ -329,7 +340,7 @@ export function deploy(): void {
       ].join('\n'),
     )
   }
-  say(`secrets: ${requiredSecrets(config.emailTransport).join(', ')} are set`)
+  say(`secrets: ${requiredSecrets(config.emailTransports).join(', ')} are set`)
 
   // Each id is written as soon as it is known: a run that stops later finds it there the next time.
   for (const ensure of [ensureDatabases, ensureNamespace]) {

@@ -87,14 +87,15 @@ describe('<Time>', () => {
 
 describe('a page', () => {
   it('runs the times’ script under its CSP nonce, and a paused transport’s banner says since when and until when as times', async () => {
-    const paused = {
+    const pause = {
       transport: 'resend',
       code: 'NTF_SEND_PERMANENT',
+      reason: 'refused',
       since: '2026-12-02T06:54:13.000Z',
-      probeAt: '2026-12-02T07:04:13.000Z',
-      waiting: 3,
+      probe_at: '2026-12-02T07:04:13.000Z',
     }
-    const page = String(await Layout({ page: { nonce: 'n0nce', health: { paused } }, title: 'Overview', children: '' }))
+    const health = { providers: [{ transport: 'resend', state: 'paused' as const, pause }], waiting: 3 }
+    const page = String(await Layout({ page: { nonce: 'n0nce', health }, title: 'Overview', children: '' }))
     expect(page).toContain(`<script nonce="n0nce">${LOCAL_TIME_SCRIPT}</script>`)
     expect(page).toContain(
       'since <time datetime="2026-12-02T06:54:13.000Z" title="2026-12-02 06:54:13 UTC" data-relative="">2026-12-02 06:54 UTC</time>',

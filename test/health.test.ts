@@ -10,11 +10,14 @@ import { createExecutionContext } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it } from 'vitest'
 import { configIssues, configOf } from '../src/config.ts'
-import type { Finding } from '../src/health/findings.ts'
+import { CIRCUIT_OPEN } from '../src/dispatch/circuit.ts'
+import { type Deployment, type Finding, findingsOf } from '../src/health/findings.ts'
 import { isPlaceholderDomain, isPlaceholderHost } from '../src/health/placeholders.ts'
+import { CIRCUIT_OPEN_CODE } from '../src/health/providers.ts'
 import worker from '../src/index.ts'
 import { FAKE_RESEND_DOMAINS, FAKE_RESEND_KEYS, FAKE_RESEND_TEAM_KEY_PREFIX, FAKE_RESEND_URL } from './fake-resend.ts'
-import { ADMIN_TOKEN, guid, INGEST_TOKEN, runCron } from './helpers.ts'
+import { ADMIN_TOKEN, guid, INGEST_TOKEN, pendingNotification, runCron } from './helpers.ts'
+import { allRows, shardDbs, userInShard } from './shards.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 const VIEWER_TOKEN = 'test-viewer-token-0123456789'
@@ -50,8 +53,27 @@ const setLastCronRun = (at: Date) =>
     .bind(at.getTime() / 1000, at.toISOString())
     .run()
 
+/** Both transports, cloudflare first, as a clean deployment has them. */
+const failover = { ...clean, EMAIL_TRANSPORT: 'cloudflare', EMAIL_TRANSPORTS: 'cloudflare,resend' }
+
+/** Pauses `transport` in `db` (the primary unless said): a refusal's code, or an open circuit (`circuit-open`). */
+async function pause(transport: string, code: string, reason: string, db: D1Database = env.DB) {
+  const since = '2026-11-30T08:00:00.000Z'
+  const probeAt = '2026-11-30T08:10:00.000Z'
+  await db
+    .prepare(
+      `INSERT INTO transport_pauses (transport, code, reason, since, failures, probe_at, probe_id, updated_at)
+       VALUES (?1, ?2, ?3, ?4, 1, ?5, NULL, ?4)`,
+    )
+    .bind(transport, code, reason, since, probeAt)
+    .run()
+  return { since, probeAt }
+}
+
+const OPEN_REASON = '5 or more failures in a row that say the provider may be down (the last: http-503)'
+
 afterEach(async () => {
-  await env.DB.prepare('DELETE FROM transport_pauses').run()
+  for (const db of shardDbs()) await db.prepare('DELETE FROM transport_pauses').run()
 })
 
 describe('GET /v1/health/config', () => {
@@ -184,6 +206,66 @@ describe('GET /v1/health/config', () => {
     expect(paused?.fix).toMatch(/onboard the EMAIL_FROM domain to Cloudflare Email Sending/)
   })
 
+  it('with EMAIL_TRANSPORTS, every transport is checked: resend standby still needs its key and a domain Resend verified', async () => {
+    const keyless = await doctor({ EMAIL_TRANSPORTS: 'cloudflare,resend', PUBLIC_URL: clean.PUBLIC_URL })
+    expect(find(keyless.body, 'resend-key-missing')).toMatchObject({
+      severity: 'blocker',
+      message: expect.stringContaining('EMAIL_TRANSPORTS names resend and RESEND_API_KEY is not set'),
+    })
+    expect(idsOf(keyless.body)).not.toContain('config-invalid')
+    // Resend is asked about the sender's domain though cloudflare comes first; the binding's notes stand too.
+    const pending = await doctor({ ...failover, EMAIL_FROM: `n@${FAKE_RESEND_DOMAINS.pending}` })
+    expect(find(pending.body, 'sender-domain-unverified')?.severity).toBe('blocker')
+    expect(find(pending.body, 'delivery-events-subscription')?.severity).toBe('info')
+    await setLastCronRun(new Date())
+    const ready = await doctor(failover)
+    expect(ready.body.findings.filter((finding) => finding.severity !== 'info')).toEqual([])
+    expect(idsOf(ready.body)).toEqual(
+      expect.arrayContaining(['delivery-events-subscription', 'sender-domain-unchecked']),
+    )
+  })
+
+  it('each transport that cannot send is named: a warning while the other carries the mail, blockers when none can', async () => {
+    await setLastCronRun(new Date())
+    const { since, probeAt } = await pause('resend', 'invalid_api_key', 'API key is invalid')
+    const one = await doctor(failover)
+    expect(find(one.body, 'transport-paused')).toMatchObject({
+      severity: 'warning',
+      message: expect.stringContaining(
+        `the resend transport is paused since ${since} (invalid_api_key): API key is invalid. Mail goes through cloudflare meanwhile; one is tried through it at a time, next at ${probeAt}`,
+      ),
+      fix: expect.stringContaining('npx wrangler secret put RESEND_API_KEY'),
+    })
+    expect(one.body.blockers).toBe(0)
+
+    await pause('cloudflare', 'circuit-open', OPEN_REASON)
+    const both = await doctor(failover)
+    expect(find(both.body, 'transport-circuit-open')).toMatchObject({
+      severity: 'blocker',
+      message: expect.stringContaining(
+        `the cloudflare transport's circuit is open since ${since}: ${OPEN_REASON}. No configured transport can send: notifications wait as paused`,
+      ),
+      fix: expect.stringContaining('the circuit closes by itself'),
+    })
+    expect(find(both.body, 'transport-paused')?.severity).toBe('blocker')
+    expect(both.body.blockers).toBe(2)
+    // A pause of a transport the configuration no longer names stands in nobody's way.
+    expect(idsOf((await doctor(clean)).body)).not.toContain('transport-circuit-open')
+  })
+
+  it('reads an open circuit by the code the dispatcher writes for it', () => {
+    expect(CIRCUIT_OPEN_CODE).toBe(CIRCUIT_OPEN)
+  })
+
+  it('a pause in the last D1 shard alone is the transport’s', async () => {
+    const last = shardDbs().at(-1) as D1Database
+    await pause('cloudflare', 'E_SENDER_NOT_VERIFIED', 'send_email: sender not verified', last)
+    expect(find((await doctor()).body, 'transport-paused')).toMatchObject({
+      severity: 'blocker',
+      message: expect.stringContaining('Its notifications wait as paused'),
+    })
+  })
+
   it('a sending-only key cannot list domains: a note, not a failure', async () => {
     const { body } = await doctor({ ...clean, RESEND_API_KEY: FAKE_RESEND_KEYS.sending })
     expect(find(body, 'sender-domain-unchecked')).toMatchObject({
@@ -296,6 +378,39 @@ describe('placeholders', () => {
   })
 })
 
+describe('the rules of a wrangler.toml with EMAIL_TRANSPORTS', () => {
+  const deployment = (vars: Record<string, string>, bindings: string[]): Deployment => ({
+    source: 'wrangler.toml',
+    vars: { EMAIL_FROM: clean.EMAIL_FROM, PUBLIC_URL: clean.PUBLIC_URL, ...vars },
+    invalid: [],
+    bindings,
+    now: new Date(),
+  })
+  const fixed = ['DB', 'IDEMPOTENCY', 'EVENTS', 'DISPATCH', 'DLQ', 'EMAIL_EVENTS', 'INBOX', 'AUTH_FAILURES']
+
+  it("need each transport's binding: send_email for cloudflare, the send pace for resend, wherever it stands", () => {
+    const missing = (vars: Record<string, string>, bindings: string[]) =>
+      findingsOf(deployment(vars, bindings)).find((finding) => finding.id === 'bindings-missing')?.message
+    expect(missing({ EMAIL_TRANSPORTS: 'resend,cloudflare' }, fixed)).toMatch(/^not bound: EMAIL, SEND_PACE;/)
+    expect(missing({ EMAIL_TRANSPORTS: 'resend,cloudflare' }, [...fixed, 'SEND_PACE'])).toMatch(/^not bound: EMAIL;/)
+    expect(missing({ EMAIL_TRANSPORTS: 'cloudflare' }, [...fixed, 'EMAIL'])).toBeUndefined()
+    // EMAIL_TRANSPORTS takes EMAIL_TRANSPORT's place.
+    expect(missing({ EMAIL_TRANSPORT: 'resend', EMAIL_TRANSPORTS: 'cloudflare' }, [...fixed, 'EMAIL'])).toBeUndefined()
+  })
+
+  it("ask of the sender's domain what each transport asks, and note the binding's delivery events", () => {
+    const findings = findingsOf(
+      deployment({ EMAIL_TRANSPORTS: 'cloudflare, resend', EMAIL_FROM: 'notifications@notify-edge.example' }, fixed),
+    )
+    expect(findings.find((finding) => finding.id === 'sender-placeholder')?.fix).toBe(
+      'set EMAIL_FROM in wrangler.toml to an address on a domain onboarded to Cloudflare Email Sending and verified in Resend (resend.com/domains), then npm run deploy',
+    )
+    expect(findings.map((finding) => finding.id)).toContain('delivery-events-subscription')
+    // A wrangler.toml holds no pause: none is reported.
+    expect(findings.map((finding) => finding.id)).not.toContain('transport-paused')
+  })
+})
+
 describe('the console', () => {
   /** `path` as `token`'s operator sees it with `vars` set. */
   async function pageAs(token: string, path = '/console', vars: Record<string, string> = {}) {
@@ -379,6 +494,99 @@ describe('the console', () => {
       )
       expect(html, path).toContain(`(E_SENDER_NOT_VERIFIED): ${results[0]?.n ?? 0} notification(s) wait`)
     }
+  })
+
+  /** The overview's row of `transport` in its table of transports. */
+  const transportRow = (html: string, transport: string) =>
+    new RegExp(`<tr><td data-label="Transport"><span>${transport}</span>(?:(?!</tr>).)*</tr>`, 's').exec(html)?.[0] ??
+    ''
+
+  /**
+   * An email sent through `transport` `minutesAgo` minutes ago, its row in D1 shard `shard` (the one
+   * database, where there is one); `channel` in-app makes it no email.
+   */
+  async function sent(transport: string, minutesAgo: number, shard: number, channel = 'email') {
+    const dbs = shardDbs()
+    const userId = await userInShard(shard, dbs.length)
+    const id = await pendingNotification(`sent-${guid().slice(0, 8)}@example.com`, { userId })
+    await (dbs[shard % dbs.length] as D1Database)
+      .prepare(`UPDATE notifications SET status = 'sent', channel = ?2, transport = ?3, sent_at = ?4 WHERE id = ?1`)
+      .bind(id, channel, transport, new Date(Date.now() - minutesAgo * 60_000).toISOString())
+      .run()
+  }
+
+  it("shows each transport's state on the overview, with its share of the last hour's emails", async () => {
+    // Spread over the D1 shards, where there are several: the page counts them together.
+    await sent('cloudflare', 5, 0)
+    await sent('cloudflare', 30, 1)
+    await sent('cloudflare', 59, 0)
+    await sent('resend', 10, 1)
+    // Neither an email sent before the hour nor an in-app item is counted.
+    await sent('resend', 61, 0)
+    await sent('resend', 1, 1, 'in-app')
+    // What the page counts, as a plain reading of every shard says it (other tests may have sent too).
+    const since = new Date(Date.now() - 3_600_000).toISOString()
+    const counted = await allRows<{ transport: string; n: number }>(
+      `SELECT transport, count(*) AS n FROM notifications
+       WHERE status = 'sent' AND channel = 'email' AND sent_at >= ?1 GROUP BY transport`,
+      since,
+    )
+    const count = (transport: string) =>
+      counted.filter((row) => row.transport === transport).reduce((sum, row) => sum + row.n, 0)
+    const [cloudflare, resend] = [count('cloudflare'), count('resend')]
+    expect(cloudflare).toBeGreaterThanOrEqual(3)
+    expect(resend).toBeGreaterThanOrEqual(1)
+    const share = (n: number) => `${Math.round((n / (cloudflare + resend)) * 100)} %`
+
+    const html = await pageAs(VIEWER_TOKEN, '/console', failover)
+    const active = transportRow(html, 'cloudflare')
+    expect(active).toContain('data-state="active"')
+    expect(active).toContain('mail goes through it')
+    expect(active).toContain(
+      `<span>${cloudflare}</span></td><td class="num" data-label="Share"><span>${share(cloudflare)}`,
+    )
+    const standby = transportRow(html, 'resend')
+    expect(standby).toContain('data-state="standby"')
+    expect(standby).toContain('takes the mail when cloudflare cannot')
+    expect(standby).toContain(`<span>${resend}</span></td><td class="num" data-label="Share"><span>${share(resend)}`)
+    // Nothing in the way: no banner.
+    expect(html).not.toContain('data-transport=')
+
+    // One transport alone: its row, and the same count.
+    const alone = await pageAs(VIEWER_TOKEN, '/console')
+    expect(transportRow(alone, 'cloudflare')).toContain('data-state="active"')
+    expect(transportRow(alone, 'resend')).toContain('not configured')
+  })
+
+  it('shows a paused transport and an open circuit: a note while the other carries the mail, an alert when none can', async () => {
+    const { since, probeAt } = await pause('resend', 'invalid_api_key', 'API key is invalid')
+    const one = await pageAs(VIEWER_TOKEN, '/console', failover)
+    const paused = transportRow(one, 'resend')
+    expect(paused).toContain('data-state="paused"')
+    expect(paused).toContain(`<code>invalid_api_key</code> since <time datetime="${since}"`)
+    expect(paused).toContain('API key is invalid')
+    expect(paused).toContain(`<time datetime="${probeAt}"`)
+    expect(transportRow(one, 'cloudflare')).toContain('data-state="active"')
+    const note = /<div class="note" role="status" data-transport="resend">[\s\S]*?<\/div>/.exec(one)?.[0] ?? ''
+    expect(note).toContain('<strong>The resend transport is paused</strong>')
+    expect(note).toContain('(invalid_api_key): mail goes through cloudflare meanwhile.')
+
+    await pause('cloudflare', 'circuit-open', OPEN_REASON)
+    const waiting = (await allRows<{ n: number }>("SELECT count(*) AS n FROM notifications WHERE status = 'paused'"))
+      .map((row) => row.n)
+      .reduce((sum, n) => sum + n, 0)
+    const both = await pageAs(VIEWER_TOKEN, '/console/templates', failover)
+    const alert = /<div class="error" role="alert" data-transport="cloudflare">[\s\S]*?<\/div>/.exec(both)?.[0] ?? ''
+    expect(alert).toContain('<strong>The cloudflare transport&#39;s circuit is open</strong>')
+    expect(alert).toContain(`${OPEN_REASON}; ${waiting} notification(s) wait, none is lost.`)
+    expect(both).toContain('<div class="error" role="alert" data-transport="resend">')
+    const overview = await pageAs(VIEWER_TOKEN, '/console', failover)
+    const open = transportRow(overview, 'cloudflare')
+    expect(open).toContain('data-state="circuit-open"')
+    expect(open).toContain('circuit open')
+    expect(open).toContain(OPEN_REASON)
+    expect(open).not.toContain('<code>circuit-open</code>')
+    expect(open).toContain(`<a href="/console/notifications?status=paused">${waiting} waiting</a>`)
   })
 
   it("asks Resend about the sender's domain at most once a minute for the pages; the doctor always asks", async () => {

@@ -9,7 +9,7 @@ import { env } from 'cloudflare:workers'
 import { afterEach, describe, expect, it } from 'vitest'
 import { pauseTransport, releaseProbe, takeProbe } from '../src/dispatch/pause.ts'
 import { FAKE_RESEND_URL } from './fake-resend.ts'
-import { ADMIN_TOKEN, dispatchOnce, eventually, guid, runCron } from './helpers.ts'
+import { ADMIN_TOKEN, dispatchBatch, dispatchOnce, eventually, guid, runCron } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 type Row = { status: string; error_code: string | null; status_reason: string | null; send_attempts: number }
@@ -232,6 +232,87 @@ describe('a paused transport', () => {
     const id = await pending(`ua-${guid().slice(0, 8)}@example.com`)
     await dispatchOnce({ notificationId: id }, resendEnv())
     expect((await rowOf(id))?.status).toBe('sent')
+  })
+})
+
+describe('each configured transport in /metrics', () => {
+  const failover = {
+    EMAIL_TRANSPORTS: 'cloudflare,resend',
+    RESEND_API_KEY: 'test-resend-key',
+    RESEND_API_URL: FAKE_RESEND_URL,
+  }
+  const scrape = async () =>
+    (await fetchWorker('/metrics', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }, failover)).text()
+  /** The value of a series in a scrape, or undefined when it is not there. */
+  const seriesValue = (text: string, series: string) => {
+    const line = text.split('\n').find((found) => found.startsWith(`${series} `))
+    return line === undefined ? undefined : Number(line.slice(series.length + 1))
+  }
+  const state = (transport: string, value: string) =>
+    `notify_transport_state{transport="${transport}",state="${value}"}`
+  const sent = (transport: string) => `notify_transport_sent_last_hour{transport="${transport}"}`
+
+  it('a refusal pauses the first and the email goes out through the second: each one’s pause, state and last hour’s sends', async () => {
+    const before = await scrape()
+    expect(seriesValue(before, state('cloudflare', 'active'))).toBe(1)
+    expect(seriesValue(before, state('resend', 'standby'))).toBe(1)
+    for (const other of ['standby', 'paused', 'circuit-open'])
+      expect(seriesValue(before, state('cloudflare', other))).toBe(0)
+    expect(seriesValue(before, 'notify_transport_paused{transport="resend",code=""}')).toBe(0)
+    const resendBefore = seriesValue(before, sent('resend')) as number
+    const cloudflareBefore = seriesValue(before, sent('cloudflare')) as number
+    expect(resendBefore).toBeGreaterThanOrEqual(0)
+
+    const id = await pending(`metrics-${guid().slice(0, 8)}@example.com`)
+    const { binding, calls } = refusing('E_SENDER_NOT_VERIFIED')
+    // Refused for our configuration: the binding pauses, and the email is tried again at once, through resend.
+    const refused = await dispatchBatch([{ notificationId: id }], { ...failover, EMAIL: binding }, 1, false)
+    await dispatchBatch(
+      refused.enqueued.map((message) => message.body),
+      { ...failover, EMAIL: binding },
+      1,
+      false,
+    )
+    expect(calls).toHaveLength(1)
+    expect(await env.DB.prepare('SELECT status, transport FROM notifications WHERE id = ?1').bind(id).first()).toEqual({
+      status: 'sent',
+      transport: 'resend',
+    })
+
+    const after = await scrape()
+    expect(seriesValue(after, 'notify_transport_paused{transport="cloudflare",code="E_SENDER_NOT_VERIFIED"}')).toBe(1)
+    expect(seriesValue(after, 'notify_transport_paused{transport="resend",code=""}')).toBe(0)
+    expect(seriesValue(after, state('cloudflare', 'paused'))).toBe(1)
+    expect(seriesValue(after, state('cloudflare', 'active'))).toBe(0)
+    expect(seriesValue(after, state('resend', 'active'))).toBe(1)
+    expect(seriesValue(after, sent('resend'))).toBe(resendBefore + 1)
+    expect(seriesValue(after, sent('cloudflare'))).toBe(cloudflareBefore)
+  })
+
+  it('an open circuit is its own state; with both out no transport is active; one transport alone keeps its one line', async () => {
+    const since = new Date().toISOString()
+    await env.DB.prepare(
+      `INSERT INTO transport_pauses (transport, code, reason, since, failures, probe_at, probe_id, updated_at)
+       VALUES ('resend', 'circuit-open', '5 or more failures in a row', ?1, 1, ?1, NULL, ?1)`,
+    )
+      .bind(since)
+      .run()
+    const open = await scrape()
+    expect(seriesValue(open, state('resend', 'circuit-open'))).toBe(1)
+    expect(seriesValue(open, 'notify_transport_paused{transport="resend",code="circuit-open"}')).toBe(1)
+    expect(seriesValue(open, state('cloudflare', 'active'))).toBe(1)
+
+    await pauseTransport(env.DB, 'cloudflare', 'E_DAILY_LIMIT_EXCEEDED', 'quota', new Date(), null, 'ntf_quota').run()
+    const out = await scrape()
+    for (const transport of ['cloudflare', 'resend']) expect(seriesValue(out, state(transport, 'active'))).toBe(0)
+    expect(seriesValue(out, state('cloudflare', 'paused'))).toBe(1)
+
+    // EMAIL_TRANSPORT alone: its pause line as before, and its state; another's pause is still said.
+    const alone = await (await fetchWorker('/metrics', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text()
+    expect(seriesValue(alone, 'notify_transport_paused{transport="cloudflare",code="E_DAILY_LIMIT_EXCEEDED"}')).toBe(1)
+    expect(seriesValue(alone, 'notify_transport_paused{transport="resend",code="circuit-open"}')).toBe(1)
+    expect(seriesValue(alone, state('cloudflare', 'paused'))).toBe(1)
+    expect(alone).not.toContain('notify_transport_state{transport="resend"')
   })
 })
 

@@ -1,11 +1,14 @@
 /**
- * Health at the top of every console page: a paused transport (what paused
- * it, how many wait, when it is tried next) and the doctor's blockers and
+ * Health at the top of every console page: each configured transport that
+ * cannot send — paused (what paused it) or its circuit open (why) — with
+ * when it is tried next and whether mail goes through another meanwhile or
+ * how many notifications wait, and the doctor's blockers and
  * warnings — the rules of `GET /v1/health/config` and `npx notify-edge
  * doctor`, with Resend's word on the sender's domain reused for a minute
  * (src/health/remembered.ts) so a page view does not wait on Resend. The
- * overview lists each finding with its fix; the other pages carry one line
- * that links there. A viewer sees how many there are, not what they are:
+ * overview lists each finding with its fix, and each transport's state with
+ * its share of the last hour's mail; the other pages carry one line
+ * that links there. A viewer sees how many findings there are, not what they are:
  * findings tell which secrets are set, and the route that lists them is an
  * admin's.
  */
@@ -13,27 +16,30 @@ import type { Operator } from '../audit/operator.ts'
 import { rowsEverywhere } from '../d1/shards.ts'
 import { describeWorker } from '../health/describe.ts'
 import { type Finding, findingsOf } from '../health/findings.ts'
+import { carrierOf, type Provider } from '../health/providers.ts'
+import { providersOfDeployment } from '../health/transport.ts'
 import type { Deployment } from '../health/types.ts'
 import { cappedStatusCounts } from './counts.ts'
 import { cappedCount } from './format.ts'
 import { TextWithTimes, Time } from './time.tsx'
 
-/** The configured transport's pause with the count of notifications it holds. */
-export type Paused = { transport: string; code: string; since: string; probeAt: string; waiting: number }
-
 /** What every page shows at its top. */
 export type PageHealth = {
-  paused?: Paused
+  /** Each configured transport in order, with its state and pause; undefined when they could not be read. */
+  providers?: Provider[]
+  /** How many notifications wait `paused` (capped): counted only while no transport can send. */
+  waiting?: number
   /** The doctor's findings, every severity; undefined when they could not be made. */
   findings?: Finding[]
 }
 
 /**
  * A page's health, read once per page view: the doctor's description of
- * this Worker (its pause and cron in one D1 batch, Resend's answer reused for
- * a minute), its findings, and — only while the transport is paused — how
- * many notifications wait for it (capped). The pause is the description's:
- * not read a second time. Findings are left out if describing failed.
+ * this Worker (its transports' pauses and its cron in one D1 batch, Resend's answer reused for
+ * a minute), its findings, each transport's state from those pauses, and —
+ * only while no transport can send — how many notifications wait (capped).
+ * The pauses are the description's: not read a second time. Findings are
+ * left out if describing failed.
  */
 export async function healthOf(env: Env, now = new Date()): Promise<PageHealth> {
   let deployment: Deployment
@@ -43,21 +49,11 @@ export async function healthOf(env: Env, now = new Date()): Promise<PageHealth> 
     return {}
   }
   const findings = findingsOf(deployment)
-  const pause = deployment.pause
-  if (!pause) return { findings }
+  const providers = providersOfDeployment(deployment)
+  if (!providers || carrierOf(providers)) return { findings, providers }
   // Every D1 shard pauses on its own, each with its waiting notifications: counted together.
   const [rows = []] = await rowsEverywhere(env, (db) => [cappedStatusCounts(db, ['paused'])])
-  const counted = { n: rows.reduce((sum, row) => sum + Number(row.n ?? 0), 0) }
-  return {
-    findings,
-    paused: {
-      transport: pause.transport,
-      code: pause.code,
-      since: pause.since,
-      probeAt: pause.probe_at,
-      waiting: Number(counted?.n ?? 0),
-    },
-  }
+  return { findings, providers, waiting: rows.reduce((sum, row) => sum + Number(row.n ?? 0), 0) }
 }
 
 const plural = (count: number, one: string, many: string) => `${count} ${count === 1 ? one : many}`
@@ -71,28 +67,54 @@ function tally(findings: readonly Finding[]): { blockers: number; shown: Finding
 }
 
 /**
- * The top of a page: the pause, and a line for the findings — unless the
+ * The top of a page: each transport that cannot send, and a line for the findings — unless the
  * page lists them itself (`listed`, the overview). Nothing when all is well.
  */
 export function HealthBanner(props: { health: PageHealth; operator?: Operator; listed?: boolean }) {
   const { health, operator, listed } = props
+  const providers = health.providers ?? []
+  const carrier = carrierOf(providers)
   return (
     <>
-      {health.paused ? <PausedBanner paused={health.paused} /> : null}
+      {providers.map((provider) =>
+        provider.pause ? <PausedBanner provider={provider} carrier={carrier} waiting={health.waiting ?? 0} /> : null,
+      )}
       {health.findings && operator && !listed ? <FindingsLine findings={health.findings} operator={operator} /> : null}
     </>
   )
 }
 
-/** The banner of a paused transport: what paused it, since when, how many wait, when it is tried next. */
-function PausedBanner(props: { paused: Paused }) {
-  const { transport, code, since, probeAt, waiting } = props.paused
+/**
+ * The banner of a transport that cannot send: paused (its code) or its
+ * circuit open (why), since when, and when it is tried next; red while no
+ * transport can send, with how many notifications wait, and a note while
+ * mail goes through `carrier` meanwhile.
+ */
+function PausedBanner(props: { provider: Provider; carrier: string | undefined; waiting: number }) {
+  const { provider, carrier, waiting } = props
+  const { transport, pause } = provider
+  if (!pause) return null
+  const open = provider.state === 'circuit-open'
+  const meanwhile = carrier ? (
+    <>mail goes through {carrier} meanwhile.</>
+  ) : (
+    <>{cappedCount(waiting)} notification(s) wait, none is lost.</>
+  )
   return (
-    <div class="error" role="alert">
-      <strong>The {transport} transport is paused</strong> since <Time at={since} relative /> ({code}):{' '}
-      {cappedCount(waiting)} notification(s) wait, none is lost. The next single try is due{' '}
-      <Time at={probeAt} relative />; it resumes by itself once the provider accepts. Fix the configuration the code
-      names (docs/operating.md, "A paused transport").
+    <div class={carrier ? 'note' : 'error'} role={carrier ? 'status' : 'alert'} data-transport={transport}>
+      {open ? (
+        <>
+          <strong>The {transport} transport's circuit is open</strong> since <Time at={pause.since} relative />:{' '}
+          {pause.reason}; {meanwhile} The next single try is due <Time at={pause.probe_at} relative />; it closes by
+          itself once the provider answers (docs/operating.md, "Provider failover").
+        </>
+      ) : (
+        <>
+          <strong>The {transport} transport is paused</strong> since <Time at={pause.since} relative /> ({pause.code}):{' '}
+          {meanwhile} The next single try is due <Time at={pause.probe_at} relative />; it resumes by itself once the
+          provider accepts. Fix the configuration the code names (docs/operating.md, "A paused transport").
+        </>
+      )}
     </div>
   )
 }

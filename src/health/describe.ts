@@ -1,20 +1,21 @@
 /**
  * The deployed Worker's description of itself for the doctor's rules: its
  * variables as set, which secrets and bindings it has, what its configuration
- * schema refuses, its transport's pause, when its cron last ran, and — for
- * the resend transport with a key — Resend's word on the sender's domain;
+ * schema refuses, its transports' pauses and open circuits, when its cron last ran, and — when
+ * the resend transport is configured with a key — Resend's word on the sender's domain;
  * for the doctor, the stored templates that do not render their example.
  * Never throws for a broken configuration: describing it is the point.
  */
 import { ConfigSchema, configIssues, SECRET_NAMES } from '../config.ts'
-import { readPause, type TransportPause } from '../dispatch/pause.ts'
 import { GAUGES } from '../metrics/counters.ts'
 import { domainOf, isPlaceholderDomain } from './placeholders.ts'
+import { firstPauses } from './providers.ts'
 import { recalled, remember } from './remembered.ts'
 import { checkResendDomain } from './resend-domains.ts'
 import { refusedTemplates } from './template-check.ts'
-import { transportOf } from './transport.ts'
-import type { Deployment, DomainCheck } from './types.ts'
+import { transportsOf } from './transport.ts'
+import { readPauses } from './transport-reads.ts'
+import type { Deployment, DomainCheck, PauseShown } from './types.ts'
 import { bindingNamesOf, dbShards } from './wiring.ts'
 
 /** The variables as set, as strings; secrets left out. */
@@ -28,22 +29,26 @@ function varsOf(env: Record<string, unknown>): Record<string, string | undefined
   return vars
 }
 
-/** The pause and the cron's last run, in one D1 round trip; why not, when D1 cannot be read. */
+/**
+ * The configured transports' pauses and the cron's last run, in one D1 round
+ * trip (and one more per other shard); why not, when D1 cannot be read.
+ */
 async function stateOf(
   db: D1Database | undefined,
-  transport: string,
+  transports: readonly string[],
   others: readonly D1Database[],
-): Promise<{ pause?: TransportPause | null; cronLastRun?: string | null; databaseError?: string }> {
+): Promise<{ pauses?: PauseShown[]; cronLastRun?: string | null; databaseError?: string }> {
   if (!db) return {}
   try {
-    const [pause, lastRun] = await db.batch([
-      readPause(db, transport),
+    const [pauses, lastRun] = await db.batch([
+      readPauses(db),
       db.prepare("SELECT updated_at FROM gauges WHERE name = ?1 AND labels = '{}'").bind(GAUGES.maintenanceLastRun),
     ])
     // Each D1 shard pauses on its own (src/d1/shards.ts): a pause in any of them is the transport's.
-    const elsewhere = await Promise.all(others.map((shard) => readPause(shard, transport).first<TransportPause>()))
+    const elsewhere = await Promise.all(others.map(async (shard) => (await readPauses(shard).all()).results))
+    const found = firstPauses([...((pauses?.results ?? []) as Record<string, unknown>[]), ...elsewhere.flat()])
     return {
-      pause: (pause?.results[0] as TransportPause | undefined) ?? elsewhere.find((found) => found !== null) ?? null,
+      pauses: found.filter((pause) => transports.includes(pause.transport)),
       cronLastRun: (lastRun?.results[0] as { updated_at: string } | undefined)?.updated_at ?? null,
     }
   } catch (error) {
@@ -63,7 +68,7 @@ async function domainCheckOf(
   options: { now: Date; recall: boolean },
 ): Promise<DomainCheck | undefined> {
   const from = vars.EMAIL_FROM
-  if (transportOf({ vars }) !== 'resend' || typeof apiKey !== 'string' || !apiKey || !from?.includes('@'))
+  if (!transportsOf({ vars }).includes('resend') || typeof apiKey !== 'string' || !apiKey || !from?.includes('@'))
     return undefined
   const domain = domainOf(from)
   if (isPlaceholderDomain(domain)) return undefined
@@ -87,7 +92,7 @@ export async function describeWorker(env: Env, now: Date, options: { recall?: bo
   const [state, domain, templatesRefused] = await Promise.all([
     stateOf(
       db,
-      transportOf({ vars }),
+      transportsOf({ vars }),
       dbShards(vars).flatMap(({ binding }) => (raw[binding] ? [raw[binding] as D1Database] : [])),
     ),
     domainCheckOf(vars, raw.RESEND_API_KEY, db, { now, recall: options.recall ?? false }),

@@ -42,7 +42,7 @@ export function findingsOf(deployment: Deployment): Finding[] {
     ...invalidFindings(deployment),
     ...senderFindings(deployment),
     ...secretFindings(deployment),
-    ...pauseFindings(deployment.pause),
+    ...pauseFindings(deployment),
     ...bindingFindings(deployment),
     ...cronFindings(deployment),
     ...publicUrlFindings(deployment),

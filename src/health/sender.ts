@@ -3,8 +3,10 @@
  * (EMAIL_FROM, whose domain the provider must accept) and its links
  * (PUBLIC_URL, where one-click unsubscribe points).
  */
+
+import type { TransportName } from '../config.ts'
 import { domainOf, isPlaceholderDomain, isPlaceholderHost } from './placeholders.ts'
-import { transportOf } from './transport.ts'
+import { transportsOf } from './transport.ts'
 import type { Deployment, DomainCheck, Finding } from './types.ts'
 
 /** Resend's domains page: each domain and subdomain is added and verified on its own there. */
@@ -13,11 +15,16 @@ const RESEND_DOMAINS_DOC = 'https://resend.com/docs/dashboard/domains/introducti
 const SET_PUBLIC_URL =
   'set PUBLIC_URL in wrangler.toml to the https address recipients reach the Worker at (its workers.dev URL or a custom domain), then npm run deploy'
 
-/** Where a sender of this transport must come from. */
+/** What each transport asks of the sender's domain. */
+const SENDER_DOMAIN: Record<TransportName, string> = {
+  resend: 'verified in Resend (resend.com/domains)',
+  cloudflare: 'onboarded to Cloudflare Email Sending',
+}
+
+/** Where a sender must come from: a domain every configured transport sends from. */
 function senderFix(deployment: Deployment): string {
-  return transportOf(deployment) === 'resend'
-    ? 'set EMAIL_FROM in wrangler.toml to an address on a domain verified in Resend (resend.com/domains), then npm run deploy'
-    : 'set EMAIL_FROM in wrangler.toml to an address on a domain onboarded to Cloudflare Email Sending, then npm run deploy'
+  const domain = transportsOf(deployment).map((transport) => SENDER_DOMAIN[transport])
+  return `set EMAIL_FROM in wrangler.toml to an address on a domain ${domain.join(' and ')}, then npm run deploy`
 }
 
 /** EMAIL_FROM: set, not a placeholder, and on a domain the provider sends from. */
@@ -46,17 +53,20 @@ export function senderFindings(deployment: Deployment): Finding[] {
       },
     ]
   }
-  if (transportOf(deployment) === 'cloudflare') {
-    return [
-      {
-        id: 'sender-domain-unchecked',
-        severity: 'info',
-        message: `Cloudflare Email Sending sends from ${domain} only once the domain is onboarded, and while the account is new only to verified addresses; the Worker cannot ask whether it is`,
-        fix: `onboard ${domain} to Cloudflare Email Sending and publish its DNS records (docs/deploy.md)`,
-      },
-    ]
+  const transports = transportsOf(deployment)
+  const findings: Finding[] = []
+  if (transports.includes('cloudflare')) {
+    findings.push({
+      id: 'sender-domain-unchecked',
+      severity: 'info',
+      message: `Cloudflare Email Sending sends from ${domain} only once the domain is onboarded, and while the account is new only to verified addresses; the Worker cannot ask whether it is`,
+      fix: `onboard ${domain} to Cloudflare Email Sending and publish its DNS records (docs/deploy.md)`,
+    })
   }
-  return deployment.domain ? domainFindings(deployment.domain, domain, deployment) : []
+  // Resend is asked whichever place it has in EMAIL_TRANSPORTS: a standby that refuses fails over to nothing.
+  if (transports.includes('resend') && deployment.domain)
+    findings.push(...domainFindings(deployment.domain, domain, deployment))
+  return findings
 }
 
 /** What Resend's answer about the sender's domain means. */

@@ -1,12 +1,31 @@
 /**
- * What the chosen transport needs to send and to hear back: its secrets, no
- * pause, and a way for delivery events to come back.
+ * What each configured transport needs to send and to hear back: its
+ * secrets, no pause nor open circuit, and a way for delivery events to come
+ * back.
  */
-import type { Deployment, Finding, PauseShown } from './types.ts'
+import { TRANSPORT_NAMES, type TransportName } from '../config.ts'
+import { CIRCUIT_OPEN_CODE, carrierOf, type Provider, providersOf } from './providers.ts'
+import type { Deployment, Finding } from './types.ts'
 
-/** The configured transport (the schema's default when unset). */
-export function transportOf(deployment: Pick<Deployment, 'vars'>): 'cloudflare' | 'resend' {
-  return deployment.vars.EMAIL_TRANSPORT === 'resend' ? 'resend' : 'cloudflare'
+/**
+ * The configured transports in the order mail tries them: EMAIL_TRANSPORTS
+ * when it names any, else EMAIL_TRANSPORT (the schema's default when unset).
+ * A name the schema refuses is left out here: `config-invalid` names it.
+ */
+export function transportsOf(deployment: Pick<Deployment, 'vars'>): TransportName[] {
+  const listed = (deployment.vars.EMAIL_TRANSPORTS ?? '')
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name): name is TransportName => (TRANSPORT_NAMES as readonly string[]).includes(name))
+  if (listed.length > 0) return [...new Set(listed)]
+  return [deployment.vars.EMAIL_TRANSPORT === 'resend' ? 'resend' : 'cloudflare']
+}
+
+/** How the configuration names a transport: `EMAIL_TRANSPORT is resend`, or `EMAIL_TRANSPORTS names resend`. */
+function configuredAs(deployment: Pick<Deployment, 'vars'>, transport: TransportName): string {
+  return deployment.vars.EMAIL_TRANSPORTS?.trim()
+    ? `EMAIL_TRANSPORTS names ${transport}`
+    : `EMAIL_TRANSPORT is ${transport}`
 }
 
 /** Secrets without which the Worker answers nothing. */
@@ -28,12 +47,12 @@ export function secretFindings(deployment: Deployment): Finding[] {
       fix: missing.map(put).join('; '),
     })
   }
-  if (transportOf(deployment) !== 'resend') return findings
+  if (!transportsOf(deployment).includes('resend')) return findings
   if (!secrets.includes('RESEND_API_KEY')) {
     findings.push({
       id: 'resend-key-missing',
       severity: 'blocker',
-      message: 'EMAIL_TRANSPORT is resend and RESEND_API_KEY is not set: nothing can be sent',
+      message: `${configuredAs(deployment, 'resend')} and RESEND_API_KEY is not set: the configuration refuses it, so nothing can be sent`,
       fix: `${put('RESEND_API_KEY')}  # a key from resend.com/api-keys; sending access is enough`,
     })
   }
@@ -51,7 +70,7 @@ export function secretFindings(deployment: Deployment): Finding[] {
 
 /** How delivery events come back through the cloudflare transport, which no Worker can see. */
 export function deliveryEventFindings(deployment: Deployment): Finding[] {
-  if (transportOf(deployment) !== 'cloudflare') return []
+  if (!transportsOf(deployment).includes('cloudflare')) return []
   return [
     {
       id: 'delivery-events-subscription',
@@ -91,15 +110,47 @@ export function pauseFixOf(code: string): string {
   return PAUSE_FIXES.find(([pattern]) => pattern.test(code))?.[1] ?? 'fix what the reason names'
 }
 
-/** A paused transport: nothing is sent but one probe at a time until the cause is fixed. */
-export function pauseFindings(pause: PauseShown | null | undefined): Finding[] {
-  if (!pause) return []
-  return [
-    {
-      id: 'transport-paused',
-      severity: 'blocker',
-      message: `the ${pause.transport} transport is paused since ${pause.since} (${pause.code}): ${pause.reason}. Its notifications wait as paused; one is tried at a time, next at ${pause.probe_at}`,
-      fix: `${pauseFixOf(pause.code)}; the pause ends by itself when a probe is accepted`,
-    },
-  ]
+/**
+ * What the configured transports are doing, from the pauses the Worker read;
+ * undefined where they cannot be seen (a wrangler.toml, a database it could
+ * not read).
+ */
+export function providersOfDeployment(deployment: Deployment): Provider[] | undefined {
+  return deployment.pauses ? providersOf(transportsOf(deployment), deployment.pauses) : undefined
+}
+
+/**
+ * Each configured transport that cannot send: paused (a refusal about our
+ * configuration, `transport-paused`) or its circuit open (failures that say
+ * the provider may be down, `transport-circuit-open`). A blocker when no
+ * transport can send; while another carries the mail, a warning.
+ */
+export function pauseFindings(deployment: Deployment): Finding[] {
+  const providers = providersOfDeployment(deployment) ?? []
+  const carrier = carrierOf(providers)
+  const meanwhile = carrier
+    ? `Mail goes through ${carrier} meanwhile`
+    : providers.length > 1
+      ? 'No configured transport can send: notifications wait as paused'
+      : 'Its notifications wait as paused'
+  return providers.flatMap(({ transport, pause }): Finding[] => {
+    if (!pause) return []
+    const severity = carrier ? 'warning' : 'blocker'
+    const next = `${meanwhile}; one is tried through it at a time, next at ${pause.probe_at}`
+    return [
+      pause.code === CIRCUIT_OPEN_CODE
+        ? {
+            id: 'transport-circuit-open',
+            severity,
+            message: `the ${transport} transport's circuit is open since ${pause.since}: ${pause.reason}. ${next}`,
+            fix: `check whether ${transport} is down (the provider's status page); the circuit closes by itself when a try through it is accepted (docs/operating.md, "Provider failover")`,
+          }
+        : {
+            id: 'transport-paused',
+            severity,
+            message: `the ${transport} transport is paused since ${pause.since} (${pause.code}): ${pause.reason}. ${next}`,
+            fix: `${pauseFixOf(pause.code)}; the pause ends by itself when a probe is accepted`,
+          },
+    ]
+  })
 }

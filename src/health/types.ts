@@ -62,10 +62,13 @@ export type Deployment = {
   placeholderResources?: readonly string[]
   /** When the maintenance cron last ran: null never, undefined unknown. */
   cronLastRun?: string | null
-  /** Why the Worker's D1 database could not be read (the pause and the cron's last run are then unknown). */
+  /** Why the Worker's D1 database could not be read (the pauses and the cron's last run are then unknown). */
   databaseError?: string
-  /** The configured transport's pause: null none, undefined unknown. */
-  pause?: PauseShown | null
+  /**
+   * The pause or open circuit of each configured transport that has one (of several D1 shards, the
+   * first found): empty when every one is usable, undefined unknown.
+   */
+  pauses?: readonly PauseShown[]
   /** Resend's answer about the sender's domain, when it was asked. */
   domain?: DomainCheck
   /** Stored templates in effect that do not render their example; undefined where not checked (a wrangler.toml, the console's banner). */
@@ -75,16 +78,17 @@ export type Deployment = {
 
 /**
  * A transport's pause as the health report shows it: the fields of its row
- * (src/dispatch/pause.ts) that the findings and the console read. Kept here,
+ * (src/dispatch/pause.ts) that the findings and the console read; an open
+ * circuit is a pause with the code `circuit-open` (src/dispatch/circuit.ts). Kept here,
  * free of the Worker's types, because the CLI's doctor applies the same
  * findings to the report it fetched.
  */
 export type PauseShown = {
   /** The paused transport's name. */
   transport: string
-  /** The provider's code of the refusal that paused it. */
+  /** The provider's code of the refusal that paused it, or `circuit-open`. */
   code: string
-  /** The refusal in the provider's words, addresses masked. */
+  /** The refusal in the provider's words, addresses masked; of an open circuit, the failures that opened it. */
   reason: string
   /** When the pause began. */
   since: string

@@ -6,7 +6,7 @@
 import { DB_SHARDS_MAX, EVENTS_QUEUE_SHARDS_MAX } from '../config.ts'
 import { dbBindingOf, dbNameOf } from '../d1/shard-names.ts'
 import { eventsBindingOf, eventsQueueOf, QUEUES } from '../queue/names.ts'
-import { transportOf } from './transport.ts'
+import { transportsOf } from './transport.ts'
 import type { Deployment, Finding } from './types.ts'
 
 /** How long the every-minute maintenance cron may go unseen before it counts as not running. */
@@ -27,7 +27,7 @@ const BINDINGS: Record<string, string> = {
     '[[durable_objects.bindings]] name = "INBOX", class_name = "InboxFeed", and [exports.InboxFeed] type = "durable-object", storage = "sqlite"',
 }
 
-/** Bindings only one transport uses: the send_email binding, and the send pace of resend. */
+/** Bindings only one transport uses, needed when it is configured: the send_email binding, and the send pace of resend. */
 const TRANSPORT_OF_BINDING: Record<string, string> = { EMAIL: 'cloudflare', SEND_PACE: 'resend' }
 
 /**
@@ -74,7 +74,7 @@ export function bindingNamesOf(vars: Deployment['vars']): string[] {
 /** Bindings, consumers, placeholder resources and secrets written as variables. */
 export function bindingFindings(deployment: Deployment): Finding[] {
   const findings: Finding[] = []
-  const transport = transportOf(deployment)
+  const transports: readonly string[] = transportsOf(deployment)
   const shards = eventShards(deployment.vars)
   const declared: Record<string, string> = { ...BINDINGS }
   for (const { binding, queue } of shards)
@@ -82,7 +82,10 @@ export function bindingFindings(deployment: Deployment): Finding[] {
   for (const { binding, database } of dbShards(deployment.vars))
     declared[binding] =
       `[[d1_databases]] binding = "${binding}", database_name = "${database}", migrations_dir = "migrations/d1"`
-  const needed = Object.keys(declared).filter((name) => (TRANSPORT_OF_BINDING[name] ?? transport) === transport)
+  const needed = Object.keys(declared).filter((name) => {
+    const only = TRANSPORT_OF_BINDING[name]
+    return only === undefined || transports.includes(only)
+  })
   const unbound = needed.filter((name) => !deployment.bindings.includes(name))
   if (unbound.length > 0) {
     findings.push({

@@ -10,10 +10,12 @@ export const COUNTERS = {
   authFailures: 'notify_auth_failures_total',
 } as const
 
-/** Names of the gauges kept in D1 table `gauges`. */
+/** Names of the gauges: kept in D1 table `gauges`, but the transports', which `/metrics` reads from their own tables. */
 export const GAUGES = {
   consumerLag: 'notify_consumer_lag_seconds',
   transportPaused: 'notify_transport_paused',
+  transportState: 'notify_transport_state',
+  transportSentLastHour: 'notify_transport_sent_last_hour',
   d1Size: 'notify_d1_size_bytes',
   maintenanceLastRun: 'notify_maintenance_last_run_timestamp_seconds',
 } as const

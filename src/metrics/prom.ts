@@ -45,8 +45,18 @@ const HELP: Record<string, { help: string; labels: string[]; type: 'counter' | '
     type: 'counter',
   },
   [GAUGES.transportPaused]: {
-    help: 'Whether the transport is paused by a failure of our own configuration (1) or sending (0); alert when 1.',
+    help: 'Whether the transport is paused (1) — by a failure of our own configuration, or its circuit open (code circuit-open) — or usable (0); alert when 1.',
     labels: ['transport', 'code'],
+    type: 'gauge',
+  },
+  [GAUGES.transportState]: {
+    help: 'Each configured email transport, 1 for the state it is in and 0 for the others: active (the first usable of EMAIL_TRANSPORTS, carrying the mail), standby (usable, behind it), paused or circuit-open; alert when no transport is active.',
+    labels: ['transport', 'state'],
+    type: 'gauge',
+  },
+  [GAUGES.transportSentLastHour]: {
+    help: 'Emails each transport sent in the last hour (by the time they were sent, every D1 shard): its share of the mail.',
+    labels: ['transport'],
     type: 'gauge',
   },
   [GAUGES.d1Size]: {

@@ -195,26 +195,32 @@ test('an id in wrangler.toml that the account does not have stops it, naming bot
   assert.deepEqual(changes(stray.account()), [])
 })
 
-test('with EMAIL_TRANSPORT = "resend", the Resend API key and webhook secret are required too', () => {
-  const before = fresh.account().worker?.deployments
-  const toml = fresh.wranglerToml()
-  writeFileSync(
-    join(fresh.dir, 'wrangler.toml'),
-    toml.replace('EMAIL_TRANSPORT = "cloudflare"', 'EMAIL_TRANSPORT = "resend"'),
-  )
-  try {
-    const run = fresh.deploy()
-    assert.equal(run.status, 1, run.output)
-    assert.match(
-      run.output,
-      /npx wrangler secret put RESEND_API_KEY\n\s*npx wrangler secret put RESEND_WEBHOOK_SECRET\n/,
-    )
-    assert.doesNotMatch(run.output, /secret put INGEST_TOKEN/)
-    assert.equal(fresh.account().worker?.deployments, before)
-  } finally {
-    writeFileSync(join(fresh.dir, 'wrangler.toml'), toml)
-  }
-})
+// Resend named anywhere: alone, or behind cloudflare among EMAIL_TRANSPORTS (a standby it may fail over to).
+for (const [how, vars] of [
+  ['EMAIL_TRANSPORT = "resend"', 'EMAIL_TRANSPORT = "resend"'],
+  [
+    'EMAIL_TRANSPORTS naming resend behind cloudflare',
+    'EMAIL_TRANSPORT = "cloudflare"\nEMAIL_TRANSPORTS = "cloudflare, resend"',
+  ],
+] as const) {
+  test(`with ${how}, the Resend API key and webhook secret are required too`, () => {
+    const before = fresh.account().worker?.deployments
+    const toml = fresh.wranglerToml()
+    writeFileSync(join(fresh.dir, 'wrangler.toml'), toml.replace('EMAIL_TRANSPORT = "cloudflare"', vars))
+    try {
+      const run = fresh.deploy()
+      assert.equal(run.status, 1, run.output)
+      assert.match(
+        run.output,
+        /npx wrangler secret put RESEND_API_KEY\n\s*npx wrangler secret put RESEND_WEBHOOK_SECRET\n/,
+      )
+      assert.doesNotMatch(run.output, /secret put INGEST_TOKEN/)
+      assert.equal(fresh.account().worker?.deployments, before)
+    } finally {
+      writeFileSync(join(fresh.dir, 'wrangler.toml'), toml)
+    }
+  })
+}
 
 test('with a second D1 shard (DB_1), its database is created, its id written and its migrations applied too', () => {
   const sharded = project()

@@ -24,7 +24,7 @@ const config = operatorRoute(
     path: '/config',
     summary: 'What stands between this deployment and a delivered email, each with its fix',
     description:
-      "The doctor's findings about this Worker: its sender and Resend's word on its domain, its transport's pause, its secrets, bindings, cron and console. Admin only (it tells which secrets are set). Answers even when the configuration does not parse: that is a finding. The same rules as `npx notify-edge doctor` and the console's overview.",
+      "The doctor's findings about this Worker: its sender and Resend's word on its domain, each configured transport's pause or open circuit, its secrets, bindings, cron and console. Admin only (it tells which secrets are set). Answers even when the configuration does not parse: that is a finding. The same rules as `npx notify-edge doctor` and the console's overview.",
     responses: {
       200: json(
         z.object({

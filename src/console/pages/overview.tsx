@@ -1,7 +1,8 @@
 import { byColumns, rowsEverywhere, sumRows } from '../../d1/shards.ts'
 /**
  * The overview: for an admin, what stands between the deployment and a
- * delivered email (the doctor's findings); what waits for an operator (open
+ * delivered email (the doctor's findings); each email transport's state and
+ * its share of the last hour's mail; what waits for an operator (open
  * dead letters by code and queue), what waits now and what the last 24 hours'
  * notifications ended as (by status), digests by kind, how far behind each source is, how full the
  * database is, and the latest failures — each number of a list a link to it.
@@ -9,6 +10,8 @@ import { byColumns, rowsEverywhere, sumRows } from '../../d1/shards.ts'
  * the last 7 days, and the delivery, bounce and complaint rates beside the
  * published limits, all from the counters' time buckets.
  */
+import { carrierOf, type Provider } from '../../health/providers.ts'
+import { sentLastHour } from '../../health/transport-reads.ts'
 import { type BucketRow, bucketReads } from '../../metrics/buckets.ts'
 import { D1_SIZE_LIMIT_BYTES, GAUGES } from '../../metrics/counters.ts'
 import { WAITING_STATUSES } from '../../notifications/status.ts'
@@ -16,7 +19,7 @@ import { ActivityCharts } from '../charts/activity.tsx'
 import { activityOf, type Outcome, totalsByKind } from '../charts/activity-data.ts'
 import type { ConsoleContext } from '../context.ts'
 import { cappedStatusCounts } from '../counts.ts'
-import { cappedCount, duration } from '../format.ts'
+import { cappedCount, duration, NOT_A_VALUE } from '../format.ts'
 import { FindingsPanel } from '../health.tsx'
 import { Layout, queryOf, Table } from '../layout.tsx'
 import { RatesCard } from '../rates/rates-card.tsx'
@@ -26,49 +29,65 @@ import { DigestsCard, digestCounts } from './digests.tsx'
 
 type Row = Record<string, string | number | null>
 
+/** What the overview reads, by the part of the page that shows it. */
+type OverviewPart = 'open' | 'waiting' | 'lag' | 'latest' | 'size' | 'digests' | 'minutes' | 'hours' | 'live' | 'sent'
+
 /**
  * The overview's reads, in one D1 batch: six for the cards, three of the
- * buckets for the charts, rates and the last day's outcomes. None reads
- * notifications beyond the capped counts of what waits.
+ * buckets for the charts, rates and the last day's outcomes, and the last
+ * hour's sends by transport. None reads notifications beyond the capped
+ * counts of what waits and the hour's entries of the index of sent emails.
  */
-async function overviewData(env: Env, now: Date): Promise<Row[][]> {
+async function overviewData(env: Env, now: Date): Promise<Record<OverviewPart, Row[]>> {
   // With D1 shards, each shard's rows, merged as one database would have answered (src/d1/shards.ts).
-  const [open = [], waiting = [], lag = [], latest = [], size = [], digests = [], minutes = [], hours = [], live = []] =
-    (await rowsEverywhere(env, (db) => [
-      db.prepare(
-        `SELECT code, queue, count(*) AS n FROM dead_letters WHERE status = 'open'
+  const [
+    open = [],
+    waiting = [],
+    lag = [],
+    latest = [],
+    size = [],
+    digests = [],
+    minutes = [],
+    hours = [],
+    live = [],
+    sent = [],
+  ] = (await rowsEverywhere(env, (db) => [
+    db.prepare(
+      `SELECT code, queue, count(*) AS n FROM dead_letters WHERE status = 'open'
          GROUP BY code, queue ORDER BY n DESC, code`,
-      ),
-      cappedStatusCounts(db, WAITING_STATUSES),
-      db.prepare(
-        // The largest of a source's rows (each shard of notify-events past the first keeps its own), with
-        // that row's time: SQLite takes a bare column from the row max() chose.
-        `SELECT json_extract(labels, '$.source') AS source, max(value) AS value, updated_at
+    ),
+    cappedStatusCounts(db, WAITING_STATUSES),
+    db.prepare(
+      // The largest of a source's rows (each shard of notify-events past the first keeps its own), with
+      // that row's time: SQLite takes a bare column from the row max() chose.
+      `SELECT json_extract(labels, '$.source') AS source, max(value) AS value, updated_at
          FROM gauges WHERE name = 'notify_consumer_lag_seconds' GROUP BY source ORDER BY source`,
-      ),
-      db.prepare(
-        `SELECT id, code, queue, event_id, last_seen, error FROM dead_letters ORDER BY last_seen DESC, id LIMIT 10`,
-      ),
-      db.prepare('SELECT value, updated_at FROM gauges WHERE name = ?1').bind(GAUGES.d1Size),
-      digestCounts(db),
-      ...bucketReads(db, now),
-    ])) as Row[][]
+    ),
+    db.prepare(
+      `SELECT id, code, queue, event_id, last_seen, error FROM dead_letters ORDER BY last_seen DESC, id LIMIT 10`,
+    ),
+    db.prepare('SELECT value, updated_at FROM gauges WHERE name = ?1').bind(GAUGES.d1Size),
+    digestCounts(db),
+    ...bucketReads(db, now),
+    sentLastHour(db, now),
+  ])) as Row[][]
   const largest = (rows: Row[], key: string) =>
     [...Map.groupBy(rows, (row) => String(row[key]))].map(
       ([, group]) => group.reduce((a, b) => (Number(b.value) > Number(a.value) ? b : a)) as Row,
     )
-  return [
-    sumRows(open, ['code', 'queue']).sort((a, b) => Number(b.n) - Number(a.n) || byColumns('code')(a, b)),
-    sumRows(waiting, ['status']),
-    largest(lag, 'source').sort(byColumns('source')),
-    latest.sort((a, b) => byColumns('last_seen')(b, a) || byColumns('id')(a, b)).slice(0, 10),
+  return {
+    open: sumRows(open, ['code', 'queue']).sort((a, b) => Number(b.n) - Number(a.n) || byColumns('code')(a, b)),
+    waiting: sumRows(waiting, ['status']),
+    lag: largest(lag, 'source').sort(byColumns('source')),
+    latest: latest.sort((a, b) => byColumns('last_seen')(b, a) || byColumns('id')(a, b)).slice(0, 10),
     // The fullest database: each has D1's limit of its own.
-    largest(size, 'name'),
-    sumRows(digests, ['kind']).sort(byColumns('kind')),
-    sumRows(minutes, ['start', 'name', 'labels']),
-    sumRows(hours, ['start', 'name', 'labels']),
-    sumRows(live, ['name', 'labels']),
-  ]
+    size: largest(size, 'name'),
+    digests: sumRows(digests, ['kind']).sort(byColumns('kind')),
+    minutes: sumRows(minutes, ['start', 'name', 'labels']),
+    hours: sumRows(hours, ['start', 'name', 'labels']),
+    live: sumRows(live, ['name', 'labels']),
+    sent: sumRows(sent, ['transport']),
+  }
 }
 
 const notificationsHref = (status: string) => `/console/notifications${queryOf({ status })}`
@@ -141,6 +160,83 @@ function Cards(props: { open: Row[]; waiting: Row[]; day: Map<Outcome, number>; 
   )
 }
 
+/** Why a transport is in its state, as the overview's table says it. */
+function TransportWhy(props: { provider: Provider; carrier: string | undefined; waiting: number | undefined }) {
+  const { provider, carrier, waiting } = props
+  const { pause } = provider
+  if (provider.state === 'active') return <>mail goes through it</>
+  if (provider.state === 'standby') return <>takes the mail when {carrier} cannot</>
+  if (!pause) return null
+  return (
+    <>
+      {provider.state === 'paused' ? (
+        <>
+          <code>{pause.code}</code>{' '}
+        </>
+      ) : null}
+      since <Time at={pause.since} relative />: {pause.reason}
+      {waiting === undefined ? null : (
+        <>
+          ; <a href={notificationsHref('paused')}>{cappedCount(waiting)} waiting</a>
+        </>
+      )}
+    </>
+  )
+}
+
+/** A state as the table says it. */
+const STATE_WORDS: Record<Provider['state'], string> = {
+  active: 'active',
+  standby: 'standby',
+  paused: 'paused',
+  'circuit-open': 'circuit open',
+}
+
+/**
+ * Each configured transport in the order mail tries them: its state — active
+ * (carries the mail), standby, paused, circuit open — why, when it is
+ * tried next, and the emails it sent in the last hour with its share of
+ * them; a transport no longer configured that sent some in the hour too.
+ */
+function TransportsPanel(props: { providers: Provider[] | undefined; sent: Row[]; waiting: number | undefined }) {
+  const { providers, sent, waiting } = props
+  if (!providers) return <p id="transport-state">Transports: their state could not be read.</p>
+  const carrier = carrierOf(providers)
+  const sentBy = new Map(sent.map((row) => [String(row.transport), Number(row.sent)]))
+  const total = [...sentBy.values()].reduce((sum, n) => sum + n, 0)
+  const share = (n: number) => (total === 0 ? NOT_A_VALUE : `${Math.round((n / total) * 100)} %`)
+  const configured = new Set(providers.map((provider) => provider.transport))
+  const gone = [...sentBy.keys()].filter((transport) => !configured.has(transport)).sort()
+  return (
+    <section id="transport-state" aria-labelledby="transports-title">
+      <h2 id="transports-title">Email transports</h2>
+      <Table
+        label="Email transports: state, and their share of the last hour's emails"
+        head={['Transport', 'State', 'Why', 'Next try', 'Sent, last hour', 'Share']}
+        numeric={[4, 5]}
+        rows={[
+          ...providers.map((provider) => [
+            provider.transport,
+            <span data-state={provider.state}>{STATE_WORDS[provider.state]}</span>,
+            <TransportWhy provider={provider} carrier={carrier} waiting={carrier ? undefined : waiting} />,
+            provider.pause ? <Time at={provider.pause.probe_at} relative /> : '',
+            String(sentBy.get(provider.transport) ?? 0),
+            share(sentBy.get(provider.transport) ?? 0),
+          ]),
+          ...gone.map((transport) => [
+            transport,
+            'not configured',
+            'sent before EMAIL_TRANSPORTS changed',
+            '',
+            String(sentBy.get(transport) ?? 0),
+            share(sentBy.get(transport) ?? 0),
+          ]),
+        ]}
+      />
+    </section>
+  )
+}
+
 /** Bytes as an operator reads them: GB (10^9) or MB with one decimal. */
 function bytes(value: number): string {
   return value >= 1e9 ? `${(value / 1e9).toFixed(1)} GB` : `${(value / 1e6).toFixed(1)} MB`
@@ -175,29 +271,18 @@ const OVERVIEW_REFRESH_SECONDS = 60
 /** The overview page. */
 export async function overviewPage(c: ConsoleContext) {
   const now = new Date()
-  const [open = [], waiting = [], lag = [], latest = [], size = [], digests = [], minutes = [], hours = [], live = []] =
-    await overviewData(c.env, now)
+  const { open, waiting, lag, latest, size, digests, minutes, hours, live, sent } = await overviewData(c.env, now)
   const activity = activityOf(
     { minutes: minutes as BucketRow[], hours: hours as BucketRow[], live: live as BucketRow[] },
     now,
   )
   const page = c.get('page')
-  const paused = page.health?.paused
   const refresh = refreshSeconds(c.req.query('refresh'), OVERVIEW_REFRESH_SECONDS)
   return c.html(
     <Layout page={page} title="Overview" findingsListed refresh={refresh}>
       <RefreshControl path="/console" query={c.req.query()} seconds={refresh} renderedAt={now} />
       <FindingsPanel findings={page.health?.findings} operator={c.get('operator')} />
-      <p id="transport-state">
-        {paused ? (
-          <>
-            Transport <strong>{paused.transport}</strong>: paused since <Time at={paused.since} relative /> (
-            {paused.code}), <a href={notificationsHref('paused')}>{cappedCount(paused.waiting)} waiting</a>.
-          </>
-        ) : (
-          'Transport: sending.'
-        )}
-      </p>
+      <TransportsPanel providers={page.health?.providers} sent={sent} waiting={page.health?.waiting} />
       <DatabaseSize size={size[0]} />
       <Cards open={open} waiting={waiting} day={activity.day} digests={digests} lag={lag} />
       <ActivityCharts id="last-hour" title="The last hour, per minute" buckets={activity.minutes} per="minute" />
