@@ -272,6 +272,83 @@ describe('erasure', () => {
     expect(await tracesOf(person.email)).toEqual([])
   })
 
+  it('a dead letter still on its way to notify-dlq when its recipient is erased is stored as the erasure leaves one', async () => {
+    const tag = guid().slice(0, 8)
+    const person = { userId: guid(), email: `Late.Letter-${tag}@Example.com`, name: `Late Letter ${tag}` }
+    expect((await call('PUT', `/v1/contacts/${person.userId}`, { email: person.email })).status).toBe(200)
+    const before = new Date(Date.now() - 60_000).toISOString()
+    expect((await call('POST', '/v1/erasures', { userId: person.userId })).status).toBe(200)
+    const after = new Date(Date.now() + 60_000).toISOString()
+
+    // Received before the erasure: one naming the user id and the name, one the address alone (in another
+    // case, its body in base64).
+    const byUser = inbound(
+      { data: { recipient: { userId: person.userId, displayName: person.name } } },
+      {},
+      {
+        receivedAt: before,
+      },
+    )
+    const byAddress = inbound(
+      {},
+      {},
+      {
+        body: btoa(JSON.stringify({ to: person.email.toUpperCase() })),
+        encoding: 'base64',
+        receivedAt: before,
+      },
+    )
+    // Received after it: new data, kept as it is.
+    const newer = inbound({ data: { recipient: { userId: person.userId } } }, {}, { receivedAt: after })
+    for (const message of [byUser, byAddress, newer]) await deadLetter(message)
+    const rows = async () =>
+      (
+        await env.DB.prepare(
+          `SELECT source_message_id, body, status, discard_reason FROM dead_letters
+           WHERE source_message_id IN (?1, ?2, ?3) ORDER BY source_message_id`,
+        )
+          .bind(byUser.sourceMessageId, byAddress.sourceMessageId, newer.sourceMessageId)
+          .all<{ source_message_id: string; body: string; status: string; discard_reason: string | null }>()
+      ).results
+    const stored = new Map((await rows()).map((row) => [row.source_message_id, row]))
+    for (const late of [byUser, byAddress]) {
+      expect(stored.get(late.sourceMessageId)).toMatchObject({
+        status: 'discarded',
+        discard_reason: 'its recipient was erased',
+      })
+      expect(JSON.parse(stored.get(late.sourceMessageId)?.body ?? '{}')).toMatchObject({ notifyEdgeErased: 1 })
+    }
+    expect(stored.get(newer.sourceMessageId)).toMatchObject({ status: 'open', discard_reason: null })
+    expect(stored.get(newer.sourceMessageId)?.body).toContain(person.userId)
+    expect(await tracesOf(person.name)).toEqual([])
+    expect(await tracesOf(person.email)).toEqual([])
+
+    // A message of another queue naming the address in its error only: the error goes, whenever it failed.
+    const dispatchLetter = {
+      notifyEdgeDeadLetter: 1,
+      queue: 'notify-dispatch',
+      code: 'NTF_PROVIDER_REJECTED',
+      error: `the provider refused <${person.email}>`,
+      attempts: 3,
+      failureId: guid(),
+      failedAt: after,
+      message: { notificationId: `ntf-${tag}`, attempt: 3 },
+    }
+    createExecutionContext()
+    await worker.queue(
+      createMessageBatch('notify-dlq', [
+        { id: `dlq-${guid()}`, timestamp: new Date(), attempts: 1, body: dispatchLetter },
+      ]),
+      env,
+    )
+    expect(
+      await env.DB.prepare('SELECT error, status FROM dead_letters WHERE failure_id = ?1')
+        .bind(dispatchLetter.failureId)
+        .all(),
+    ).toMatchObject({ results: [{ error: 'the error named an erased recipient', status: 'discarded' }] })
+    expect(await tracesOf(person.email)).toEqual([])
+  })
+
   it('by user id still finds an address left only on the suppression list, once retention deleted their notifications', async () => {
     const person = await personEverywhere()
     // Retention deleted the notifications with their delivery events and kept messages (as

@@ -1,4 +1,5 @@
 import { utf8Length } from '@notify-edge/contracts'
+import { configOf } from '../config.ts'
 import { InboundEventSchema } from '../contracts/index.ts'
 import { sha256Hex } from '../crypto.ts'
 import { shardDbOfId } from '../d1/shards.ts'
@@ -13,6 +14,7 @@ import { QUEUES } from '../queue/names.ts'
 import { deadLetterStoreDelay, describeError } from '../queue/policy.ts'
 import { Settlements } from '../queue/settlements.ts'
 import { type DeadLetterRow, type ReducedBody, upsertDeadLetter, upsertReducedDeadLetter } from './dead-letter-store.ts'
+import { eraseIfErased, type NamedPeople, namedPeople } from './late-erasure.ts'
 
 /**
  * `max_retries` of the notify-dlq consumer in wrangler.toml: the message's
@@ -30,7 +32,13 @@ export const DLQ_MAX_RETRIES = 100
  */
 const WHOLE_ROW_ATTEMPTS = 5
 
-type Unstored = { message: Message<unknown>; row: DeadLetterRow; db: D1Database; cause: unknown }
+type Unstored = {
+  message: Message<unknown>
+  row: DeadLetterRow
+  people: NamedPeople
+  db: D1Database
+  cause: unknown
+}
 
 /**
  * Consumer of `notify-dlq`: stores every dead letter in D1. Our own dead
@@ -48,6 +56,11 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env,
   const stored = await Promise.all(batch.messages.map((message) => toRow(message)))
   const named = stored.map(notificationOf)
   const rows = await withEvents(env, stored, named, log)
+  // A message on its way here when its recipient was erased would be stored with them in it: each row is
+  // written with the check that leaves it as the erasure would have (late-erasure.ts).
+  const { erasureKey } = configOf(env)
+  const people = await Promise.all(rows.map((row) => namedPeople(row, erasureKey)))
+  const now = new Date().toISOString()
   // A dead letter of notify-dispatch is kept in its notification's D1 shard, where the cron or a send's
   // mark writes the same dead letter (the same id) with its failed notification; every other in the primary.
   const dbOf = named.map((id) => (id === undefined ? env.DB : shardDbOfId(env, id)))
@@ -58,7 +71,13 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env,
   )) {
     const written = await persistEvents(
       db,
-      indexes.map((index) => ({ item: index, statements: [upsertDeadLetter(db, rows[index] as DeadLetterRow)] })),
+      indexes.map((index) => {
+        const row = rows[index] as DeadLetterRow
+        return {
+          item: index,
+          statements: [upsertDeadLetter(db, row), eraseIfErased(db, row.id, people[index] as NamedPeople, now)],
+        }
+      }),
       [],
     )
     for (const [index, result] of written.results) results.set(index, result)
@@ -73,7 +92,15 @@ export async function consumeDeadLetters(batch: MessageBatch<unknown>, env: Env,
     if (result?.committed) {
       settlements.ack(message)
       log.warn('dead-letter.stored', logFields(row))
-    } else unstored.push({ message, row, db: dbOf[index] as D1Database, cause: result?.cause })
+    } else {
+      unstored.push({
+        message,
+        row,
+        people: people[index] as NamedPeople,
+        db: dbOf[index] as D1Database,
+        cause: result?.cause,
+      })
+    }
   })
   if (unstored.length > 0) {
     log.error('dead-letter.store-failed', { count: unstored.length, of: rows.length, error: unstored[0]?.cause })
@@ -91,7 +118,7 @@ function notificationOf(row: DeadLetterRow): string | undefined {
 
 /** A dead letter D1 did not store: retried, stored reduced, or counted as dropped on its last delivery. */
 async function settleUnstored(
-  { message, row, db, cause }: Unstored,
+  { message, row, people, db, cause }: Unstored,
   settlements: Settlements,
   log: Logger,
 ): Promise<void> {
@@ -108,6 +135,7 @@ async function settleUnstored(
   try {
     await db.batch([
       upsertReducedDeadLetter(db, row, reduced),
+      eraseIfErased(db, row.id, people, new Date().toISOString()),
       incrementCounter(db, COUNTERS.deadLettersUnstorable, canonicalLabels({ ...labels, outcome: 'reduced' }), 1),
     ])
     settlements.ack(message)

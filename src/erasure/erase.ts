@@ -119,9 +119,10 @@ async function base64DeadLetters(db: D1Database, users: string[], addresses: str
  *   name, its open sockets closed.
  *
  * Erasing again finds nothing left and changes nothing (no second audit row).
- * What cannot be reached from here: a name that appears in other people's
- * emails (an actor's name is not stored apart), and a dead letter of an
- * event still on a queue, stored after the erasure.
+ * A dead letter of a message still on its way to notify-dlq is stored after
+ * the erasure as this leaves one (src/dead-letters/late-erasure.ts). What
+ * cannot be reached from here: a name that appears in other people's emails
+ * (an actor's name is not stored apart).
  */
 export async function eraseRecipient(
   dbs: readonly D1Database[],

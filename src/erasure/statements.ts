@@ -45,6 +45,22 @@ const PREFERENCES_TO_ERASE = 'preferences.user_id IN (SELECT value FROM json_eac
 const REVIEWERS_TO_ERASE = 'reviewer_pool.user_id IN (SELECT value FROM json_each(?1))'
 const AUDIT_TARGETS_TO_ERASE = 'lower(audit_log.target) IN (SELECT value FROM json_each(?2))'
 
+/**
+ * What an erasure leaves of a dead letter that names the person, as the SET
+ * list of an UPDATE of `dead_letters`: the message replaced by a placeholder
+ * that replay refuses, the error and the history replaced where they name the
+ * person (`errorNames`, `historyNames`: SQL conditions), an open one
+ * discarded (there is no one left to deliver it to). `now`: SQL of the time.
+ */
+export function erasedDeadLetter(now: string, errorNames: string, historyNames: string): string {
+  return `body = json_object('notifyEdgeErased', 1, 'at', ${now}),
+    error = CASE WHEN ${errorNames} THEN 'the error named an erased recipient' ELSE error END,
+    history = CASE WHEN ${historyNames} THEN '[]' ELSE history END,
+    discard_reason = CASE WHEN status = 'open' THEN 'its recipient was erased' ELSE discard_reason END,
+    resolved_at = CASE WHEN status = 'open' THEN ${now} ELSE resolved_at END,
+    status = CASE WHEN status = 'open' THEN 'discarded' ELSE status END`
+}
+
 /** What an erasure changes, table by table, in the order its statements run. */
 export const ERASED_TABLES = [
   { name: 'sentMessages', table: 'sent_messages', where: SENT_MESSAGES_TO_ERASE },
@@ -171,13 +187,7 @@ export function erasureStatements(
     // The message is replaced by a placeholder that replay refuses; an open one is discarded, since
     // there is no one left to deliver it to. An error or history that names the person goes too.
     bound(
-      `UPDATE dead_letters SET
-           body = json_object('notifyEdgeErased', 1, 'at', ?4),
-           error = CASE WHEN ${ANY_ADDRESS_IN('error')} THEN 'the error named an erased recipient' ELSE error END,
-           history = CASE WHEN ${ANY_ADDRESS_IN('history')} THEN '[]' ELSE history END,
-           discard_reason = CASE WHEN status = 'open' THEN 'its recipient was erased' ELSE discard_reason END,
-           resolved_at = CASE WHEN status = 'open' THEN ?4 ELSE resolved_at END,
-           status = CASE WHEN status = 'open' THEN 'discarded' ELSE status END
+      `UPDATE dead_letters SET ${erasedDeadLetter('?4', ANY_ADDRESS_IN('error'), ANY_ADDRESS_IN('history'))}
          WHERE ${DEAD_LETTERS_TO_ERASE}`,
     ),
     pseudonymizeSuppressions(db, parameters),

@@ -5,7 +5,7 @@ import { contact, decision, invitation, invitationKey, response, responseKey, wi
 import { during, settled } from './invariants.ts'
 import type { QueuedMessage } from './model-queue.ts'
 import type { ResendFault } from './resend-stand-in.ts'
-import type { Person, QueueBinding, World } from './world.ts'
+import type { ModelTransport, Person, QueueBinding, World } from './world.ts'
 
 /**
  * The commands of the lifecycle model (fast-check's model-based testing:
@@ -15,7 +15,8 @@ import type { Person, QueueBinding, World } from './world.ts'
  * invariants (./invariants.ts): a command after which one fails is the end
  * of a counterexample, which fast-check shrinks to the fewest commands that
  * still break it. The model's own state is the world; `check` admits every
- * command.
+ * command. A command about a provider names the world's first transport, or
+ * its `which`-th: with two transports (failover), the other one.
  */
 
 type Model = Record<string, never>
@@ -56,7 +57,7 @@ class Step implements Command {
 export class ModelViolation extends Error {
   readonly violations: string[]
   constructor(violations: string[], world: World) {
-    super(`${violations.join('\n')}\n--- trace (${world.transport}) ---\n${world.trace.join('\n')}`)
+    super(`${violations.join('\n')}\n--- trace (${world.transports.join(',')}) ---\n${world.trace.join('\n')}`)
     this.name = 'ModelViolation'
     this.violations = violations
   }
@@ -87,23 +88,40 @@ export type EventKind = 'response' | 'invitation' | 'authoritative' | 'fallback'
 /** An event about one person, forwarded as the bridge forwards it. */
 export function emit(kind: EventKind, index: number, request = 0): Command {
   const decides = kind === 'authoritative' || kind === 'fallback'
-  return new Step(`emit(${kind}, person ${index}${decides ? `, request ${request}` : ''})`, async (world) => {
-    const person = world.people[index % world.people.length]
-    // A producer sends nothing more about a person it erased.
-    if (!person || person.erasedAt !== undefined) return
-    const requestId = `${person.personId.slice(0, 24)}${String(request).padStart(12, '0')}`
-    const event =
-      kind === 'response'
-        ? response(person, newResponse(person))
-        : kind === 'invitation'
-          ? invitation(person, nextInvitation(person))
-          : kind === 'contact'
-            ? contact(person)
-            : world.decision(`${person.userId}/${requestId}/${kind}`, () => decision(person, requestId, kind))
-    if (kind === 'contact') person.contact = true
-    const status = await world.ingest([event])
-    if (status !== 202) world.note(`  ingest answered ${status}`)
+  return new Step(`emit(${kind}, person ${index}${decides ? `, request ${request}` : ''})`, (world) =>
+    emitEvent(world, kind, index, request),
+  )
+}
+
+/**
+ * Mail for a person: an event that notifies them by email (an invitation, or
+ * a response to their project), forwarded and taken by notify-events — its
+ * notifications written, their dispatch messages on the queue.
+ */
+export function mail(kind: 'invitation' | 'response', index: number): Command {
+  return new Step(`mail(${kind}, person ${index})`, async (world) => {
+    await emitEvent(world, kind, index, 0)
+    await world.deliver('EVENTS')
   })
+}
+
+/** Forwards an event about one person, as the bridge forwards it (./emit). */
+async function emitEvent(world: World, kind: EventKind, index: number, request: number): Promise<void> {
+  const person = world.people[index % world.people.length]
+  // A producer sends nothing more about a person it erased.
+  if (!person || person.erasedAt !== undefined) return
+  const requestId = `${person.personId.slice(0, 24)}${String(request).padStart(12, '0')}`
+  const event =
+    kind === 'response'
+      ? response(person, newResponse(person))
+      : kind === 'invitation'
+        ? invitation(person, nextInvitation(person))
+        : kind === 'contact'
+          ? contact(person)
+          : world.decision(`${person.userId}/${requestId}/${kind}`, () => decision(person, requestId, kind))
+  if (kind === 'contact') person.contact = true
+  const status = await world.ingest([event])
+  if (status !== 202) world.note(`  ingest answered ${status}`)
 }
 
 /** The id of the person's next invitation: one already withdrawn, if a withdrawal came first, else a new one. */
@@ -313,29 +331,102 @@ export const BINDING_FAULTS: readonly BindingFault[] = [
   'daily-limit',
 ]
 
-/** The provider's answer to its next request, in place of the normal one (the transport's own list, by index). */
-export function providerFault(fault: number): Command {
-  return new Step(`providerFault(${fault})`, async (world) => {
-    if (world.transport === 'resend') {
+/**
+ * The transport a command names: the world's `which`-th (0: the first; with
+ * one transport, that one).
+ */
+function transportOf(world: World, which: number): ModelTransport {
+  return world.transports[which % world.transports.length] as ModelTransport
+}
+
+/** How a command names the transport it is about: nothing for the first, as the commands before failover did. */
+function naming(which: number): string {
+  return which === 0 ? '' : `, transport ${which}`
+}
+
+/**
+ * A provider's answer to its next request, in place of the normal one (the
+ * transport's own list, by index): the world's first transport's, or its
+ * `which`-th.
+ */
+export function providerFault(fault: number, which = 0): Command {
+  return new Step(`providerFault(${fault}${naming(which)})`, async (world) => {
+    if (transportOf(world, which) === 'resend') {
       const name = RESEND_FAULTS[fault % RESEND_FAULTS.length] as ResendFault
       world.resend.script.push(name)
-      world.note(`  next answer: ${name}`)
+      world.note(`  next answer of resend: ${name}`)
     } else {
       const name = BINDING_FAULTS[fault % BINDING_FAULTS.length] as BindingFault
       world.binding.script.push(name)
-      world.note(`  next answer: ${name}`)
+      world.note(`  next answer of cloudflare: ${name}`)
     }
   })
 }
 
 export type ProviderCondition = 'revoked' | 'quota' | 'down'
 
-/** A lasting condition of the provider begins or ends: the key revoked (the sender unverified), a quota spent, an outage. */
-export function providerState(condition: ProviderCondition, on: boolean): Command {
-  return new Step(`providerState(${condition}, ${on ? 'on' : 'off'})`, async (world) => {
-    if (world.transport === 'resend') world.resend[condition] = on
+/**
+ * A lasting condition of a provider (the world's first, or its `which`-th)
+ * begins or ends: the key revoked (the sender unverified), a quota spent, an
+ * outage (5xx and answers lost, nothing taken).
+ */
+export function providerState(condition: ProviderCondition, on: boolean, which = 0): Command {
+  return new Step(`providerState(${condition}, ${on ? 'on' : 'off'}${naming(which)})`, async (world) => {
+    const transport = transportOf(world, which)
+    if (transport === 'resend') world.resend[condition] = on
     else if (condition === 'revoked') world.binding.unverified = on
     else if (condition === 'quota') world.binding.dailyLimit = on
+    else world.binding.down = on
+    world.note(`  ${transport}`)
+  })
+}
+
+/**
+ * The clock moves to the next probe of a paused transport (a second past
+ * it), delivery events reaching the Worker on the way as `advance` lets them:
+ * the next claim names its probe.
+ */
+export function advanceToProbe(): Command {
+  return new Step('advanceToProbe', async (world) => {
+    const pauses = await allRows<{ transport: string; probe_at: string }>(
+      'SELECT transport, probe_at FROM transport_pauses ORDER BY probe_at',
+    )
+    const next = pauses.map((pause) => Date.parse(pause.probe_at)).find((at) => at >= world.clock.now)
+    if (next === undefined) return
+    world.note(`  to the probe of ${pauses.find((pause) => Date.parse(pause.probe_at) === next)?.transport}`)
+    await world.advance(Math.ceil((next - world.clock.now) / 1000) + 1)
+  })
+}
+
+/**
+ * With two transports, the delivery events of one of them that have not
+ * reached the Worker yet are lost (`World.loseEvents`): an email that may
+ * have gone out through it waits for them in vain.
+ */
+export function loseEvents(which: number): Command {
+  return new Step(`loseEvents(transport ${which})`, async (world) => {
+    if (world.failover) world.loseEvents(transportOf(world, which))
+  })
+}
+
+/**
+ * With two transports, the next request of one (the first, or the
+ * `which`-th) is taken, its answer lost, and no delivery event will ever
+ * report it (`World.takenSilently`).
+ */
+export function takenSilently(which = 0): Command {
+  return new Step(`takenSilently(${which === 0 ? 'first' : `transport ${which}`})`, async (world) => {
+    if (world.failover) world.takenSilently(transportOf(world, which))
+  })
+}
+
+/**
+ * With two transports, the clock moves on while no delivery event reaches
+ * the Worker (`World.lateEvents`): they come after the wait for them ended.
+ */
+export function lateEvents(seconds: number): Command {
+  return new Step(`lateEvents(${seconds} s)`, async (world) => {
+    if (world.failover) await world.lateEvents(seconds)
   })
 }
 
@@ -361,7 +452,7 @@ export function report(index: number, kind: ReportKind): Command {
     const emails = world.emails()
     const email = emails[index % Math.max(1, emails.length)]
     if (!email) return
-    if (world.transport === 'resend') {
+    if (email.transport === 'resend') {
       const data =
         kind === 'bounced'
           ? { bounce: { type: 'Permanent', subType: 'General', message: `550 5.1.1 <${email.to}> unknown` } }
@@ -398,6 +489,7 @@ export function operate(action: 'replay' | 'discard', index: number): Command {
     if (!letter.notification) return
     if (action === 'replay' && answer.replayed?.includes(letter.id)) {
       world.replays.set(letter.notification, (world.replays.get(letter.notification) ?? 0) + 1)
+      world.replayedAt.set(letter.notification, [...(world.replayedAt.get(letter.notification) ?? []), world.clock.now])
     }
     if (action === 'discard' && response.ok) world.discarded.add(letter.notification)
   })
@@ -457,10 +549,10 @@ export const commandArbitraries: fc.Arbitrary<Command>[] = [
   fc.tuple(QUEUE, fc.nat({ max: 5 })).map(([queue, index]) => redeliver(queue, index)),
   fc.constant(cron()),
   fc.constantFrom(1, 5, 31, 61, 125, 301, 601, 1801, 3601, 7201, 86_401, 90_001).map(advance),
-  fc.nat({ max: 20 }).map(providerFault),
+  fc.tuple(fc.nat({ max: 20 }), fc.nat({ max: 1 })).map(([fault, which]) => providerFault(fault, which)),
   fc
-    .tuple(fc.constantFrom<ProviderCondition>('revoked', 'quota', 'down'), fc.boolean())
-    .map(([condition, on]) => providerState(condition, on)),
+    .tuple(fc.constantFrom<ProviderCondition>('revoked', 'quota', 'down'), fc.boolean(), fc.nat({ max: 1 }))
+    .map(([condition, on, which]) => providerState(condition, on, which)),
   fc.integer({ min: 1, max: 8 }).map(failD1),
   fc
     .tuple(fc.constantFrom<QueueBinding>('DLQ', 'DISPATCH', 'EMAIL_EVENTS'), fc.boolean())
@@ -486,6 +578,56 @@ export const commandArbitraries: fc.Arbitrary<Command>[] = [
     .map(([person, of]) => cancel(person, of)),
   fc.constant(cancelInFlight()),
   fc.tuple(PERSON, fc.constantFrom(true, true, false)).map(([person, open]) => inboxOpen(person, open)),
+]
+
+/**
+ * The commands of a world with two transports: every command, and failover's
+ * own as often — the first transport refuses for our configuration for a
+ * while (a revoked key, a quota), or is down and its circuit opens, and comes
+ * back; an answer of either is lost, a 5xx or an internal error; its probes
+ * come due; a provider's delivery events are lost, or come after the wait for
+ * them — and as often the traffic, deliveries, cron and clock that carry
+ * them on (a run with little mail meets no failover).
+ */
+export const failoverArbitraries: fc.Arbitrary<Command>[] = [
+  fc.oneof(
+    // Every command, as a run with one transport meets them.
+    { weight: 4, arbitrary: fc.oneof(...commandArbitraries) },
+    // The first transport refuses for our configuration, or is down, for a while; the second now and then.
+    {
+      weight: 3,
+      arbitrary: fc
+        .tuple(fc.constantFrom<ProviderCondition>('revoked', 'quota', 'down', 'down'), fc.boolean())
+        .map(([condition, on]) => providerState(condition, on)),
+    },
+    {
+      weight: 1,
+      arbitrary: fc
+        .tuple(fc.constantFrom<ProviderCondition>('revoked', 'quota', 'down'), fc.boolean())
+        .map(([condition, on]) => providerState(condition, on, 1)),
+    },
+    // The answers that may have gone out: lost after it was taken (either), a 5xx (Resend), an internal error (the binding).
+    {
+      weight: 2,
+      arbitrary: fc
+        .tuple(fc.constantFrom(0, 0, 1, 2), fc.nat({ max: 1 }))
+        .map(([fault, which]) => providerFault(fault, which)),
+    },
+    { weight: 1, arbitrary: fc.constant(advanceToProbe()) },
+    { weight: 1, arbitrary: fc.nat({ max: 1 }).map(loseEvents) },
+    { weight: 2, arbitrary: fc.constantFrom(0, 0, 1).map(takenSilently) },
+    { weight: 1, arbitrary: fc.constantFrom(601, 1801).map(lateEvents) },
+    // The mail that meets them, and what carries it on.
+    {
+      weight: 4,
+      arbitrary: fc
+        .tuple(fc.constantFrom<'invitation' | 'response'>('invitation', 'invitation', 'response'), PERSON)
+        .map(([kind, person]) => mail(kind, person)),
+    },
+    { weight: 4, arbitrary: fc.constant(deliver('DISPATCH')) },
+    { weight: 1, arbitrary: fc.constant(cron()) },
+    { weight: 1, arbitrary: fc.constantFrom(31, 61, 601, 661).map(advance) },
+  ),
 ]
 
 /** SQLite's order of text (its bytes), which `localeCompare` is not. */

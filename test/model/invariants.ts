@@ -2,7 +2,7 @@ import { env } from 'cloudflare:workers'
 import type { ItemMarks } from '../../src/inbox/feed.ts'
 import { FINAL_STATUSES } from '../../src/notifications/status.ts'
 import { allRows, shardDbs } from '../shards.ts'
-import type { OperatorCancel, World } from './world.ts'
+import { emailKey, type ModelEmail, type OperatorCancel, type Resolution, type World } from './world.ts'
 
 /**
  * The lifecycle's invariants, read off the real D1 (every shard of it) and
@@ -28,7 +28,10 @@ export async function observe(world: World): Promise<void> {
 export async function during(world: World): Promise<string[]> {
   await observe(world)
   return [
-    ...oneEmail(world),
+    ...(await oneEmail(world)),
+    ...noFailoverWhileAwaited(world),
+    ...(await sentThroughItsTransport(world)),
+    ...(await eventsOfTheirOwnProvider(world)),
     ...(await oneEmailPerDecision(world)),
     ...(await erasedIsGone(world)),
     ...(await throttleHolds(world)),
@@ -59,29 +62,247 @@ async function oneEmailPerDecision(world: World): Promise<string[]> {
     entry.emails += 1
     counts.set(decision, entry)
   }
+  const byId = emailsByNotification(world)
   for (const [id, decision] of decisionOf) {
     const entry = counts.get(decision)
-    if (entry) entry.replays += world.replays.get(id) ?? 0
+    // An operator's replay allows one more; so does an email sent again as documented (`oneEmail`).
+    if (entry) entry.replays += (world.replays.get(id) ?? 0) + exceptions(world, byId.get(id) ?? []).length
   }
   return [...counts]
     .filter(([, entry]) => entry.emails > 1 + entry.replays)
     .map(([decision, entry]) => `one email per decision: decision ${decision} was emailed ${entry.emails} times`)
 }
 
+/** The emails the providers accepted, by notification, each list in the order they were accepted. */
+function emailsByNotification(world: World): Map<string, ModelEmail[]> {
+  return Map.groupBy(world.emails(), (email) => email.notificationId)
+}
+
 /**
- * One email: per notification, at most one email the provider accepted — a
- * replay inside the provider's idempotency window is the same email, and is
- * not in its record. An operator's replay is a decision to send again: each
- * allows one more.
+ * One email: per notification, at most one email the providers accepted —
+ * both of them counted together — a replay inside the provider's idempotency
+ * window is the same email, and is not in its record. An operator's replay is
+ * a decision to send again: each allows one more.
+ *
+ * The documented exceptions (docs/operating.md, "Provider failover"; the
+ * binding has no idempotency key): an email a provider took whose delivery
+ * events never reached the Worker within the wait for them is taken as not
+ * sent, and goes again — through the next transport, when it waited to leave
+ * one that could not be used, or through the binding again. Allowed only
+ * precisely so: the model lost or held back the events of the email before
+ * (`eventFates`); the Worker was seen waiting for that transport's events
+ * (`waits`) — to leave it while it was paused or its circuit open
+ * (`failover_from` naming it), or, through the binding, to send it again
+ * through the binding — for the whole of UNKNOWN_OUTCOME_SECONDS, and the
+ * cron ended that wait (`resolutions`, its reason naming the same
+ * transport); and the next email came after that end with no event about
+ * the one before stored by then — neither by the end of the wait nor after
+ * it, before the next went (an event late by a moment still stops the
+ * second send). Through Resend a wait that ends with no event is a dead
+ * letter, never a blind send.
  */
-function oneEmail(world: World): string[] {
-  const counts = new Map<string, number>()
-  for (const email of world.emails()) counts.set(email.notificationId, (counts.get(email.notificationId) ?? 0) + 1)
+async function oneEmail(world: World): Promise<string[]> {
   const violations: string[] = []
-  for (const [id, count] of counts) {
+  for (const [id, emails] of emailsByNotification(world)) {
     const allowed = 1 + (world.replays.get(id) ?? 0)
-    if (count > allowed)
-      violations.push(`one email: notification ${id} was accepted ${count} times (allowed ${allowed})`)
+    if (emails.length <= allowed) continue
+    const reasons: string[] = []
+    for (let k = 1; k < emails.length; k += 1) {
+      const reason = notExcepted(world, emails[k - 1] as ModelEmail, emails[k] as ModelEmail)
+      if (reason !== undefined) reasons.push(reason)
+    }
+    const excepted = emails.length - 1 - reasons.length
+    if (emails.length - excepted > allowed) {
+      const list = emails.map((email) => `${email.transport} at ${iso(email.at)}`).join(', ')
+      violations.push(
+        `one email: notification ${id} was accepted ${emails.length} times (${list}; allowed ${allowed}${excepted > 0 ? `, and ${excepted} after a wait for events that never came` : ''}): ${reasons.join('; ')}`,
+      )
+    }
+  }
+  return violations
+}
+
+/** The emails of one notification sent again as documented (see `oneEmail`): each after the one before it. */
+function exceptions(world: World, emails: readonly ModelEmail[]): ModelEmail[] {
+  return emails.filter((email, k) => k > 0 && notExcepted(world, emails[k - 1] as ModelEmail, email) === undefined)
+}
+
+/** How long an unknown outcome waits for delivery events: UNKNOWN_OUTCOME_SECONDS (its default, unless the run sets it). */
+function waitMs(world: World): number {
+  return Number((world.env as unknown as Record<string, string | undefined>).UNKNOWN_OUTCOME_SECONDS ?? 600) * 1000
+}
+
+/** Whether a wait seen lasted the whole of UNKNOWN_OUTCOME_SECONDS from the claim that began it. */
+function wholeWait(world: World, wait: { until: string; seenAt: number }): boolean {
+  return Date.parse(wait.until) - wait.seenAt >= waitMs(world)
+}
+
+/** How a wait's end reads: whose events it awaited, and what it freed the notification for. */
+function ending(end: Resolution): string {
+  return `${end.from}'s at ${iso(end.at)}, ${end.failover === null ? 'to send it again' : `freed as leaving ${end.failover}`}`
+}
+
+/**
+ * Why `next` is not the documented exception after `previous` (see
+ * `oneEmail`), or undefined when it is.
+ */
+function notExcepted(world: World, previous: ModelEmail, next: ModelEmail): string | undefined {
+  const { notificationId: id } = previous
+  const fate = world.eventFates.get(emailKey(previous))
+  const what = `the ${next.transport} email at ${iso(next.at)} after the ${previous.transport} one at ${iso(previous.at)}`
+  if (fate === undefined) return `${what}, whose delivery events the model let reach the Worker in time`
+  const between = world.resolutions.filter((end) => end.id === id && end.at >= previous.at && end.at <= next.at)
+  // A failover's end names the transport whose events it awaited; a wait to send again is the binding's alone.
+  const ended = between.filter(
+    (end) =>
+      end.from === previous.transport &&
+      (end.failover === null ? end.from === 'cloudflare' && next.transport === end.from : end.failover === end.from),
+  )
+  if (ended.length === 0) {
+    const others = between.length > 0 ? ` (the waits that ended: ${between.map(ending).join('; ')})` : ''
+    return `${what}, with no wait for ${previous.transport}'s events ended in between${others}`
+  }
+  // Stored by the time the next went (read as the provider accepted it): an event about the one before — the
+  // binding sends again under the same Message-ID, so an event of the next is no event of the one before yet.
+  const index = world.emails().indexOf(next)
+  const acceptance = world.accepted.find((accepted) => accepted.index === index)
+  if (acceptance === undefined || acceptance.reported.includes(emailKey(previous))) {
+    return `${what}: a ${previous.transport} event about the one before had been stored when the next went`
+  }
+  const waited = ended.some((end) =>
+    world.waits.some(
+      (wait) =>
+        wait.id === id &&
+        wait.from === end.from &&
+        wait.seenAt >= previous.at &&
+        wait.until <= iso(end.at) &&
+        wholeWait(world, wait) &&
+        (end.failover === null ? wait.failover === null : wait.failover === end.from && wait.paused),
+    ),
+  )
+  if (waited) return undefined
+  return `${what}: its events were ${fate}, but no wait for them (while ${previous.transport} could not be used, for a failover) was seen before the end: ${ended.map(ending).join('; ')}`
+}
+
+/**
+ * No failover while the first transport's events are awaited: a request to
+ * one transport carrying a notification that an earlier request to the other
+ * may have delivered (no answer, a 5xx, an internal error, or accepted) comes
+ * only after the cron ended the notification's wait for the other's events
+ * with none (a failover's resolution, `resolutions`, of a wait seen while the
+ * other could not be used and lasting UNKNOWN_OUTCOME_SECONDS), or after an
+ * operator's replay. A refusal that says nothing was sent frees nothing: a later
+ * request's answer never undoes an earlier one that may have gone out.
+ */
+function noFailoverWhileAwaited(world: World): string[] {
+  const violations: string[] = []
+  const earlier = new Map<string, { transport: string; at: number; answer: string }[]>()
+  for (const request of world.requests) {
+    for (const id of request.ids) {
+      const before = earlier.get(id) ?? []
+      for (const other of new Set(before.map((tried) => tried.transport))) {
+        if (other === request.transport) continue
+        const mayHave = before.filter((tried) => tried.transport === other && tried.answer !== 'refused').at(-1)
+        if (!mayHave) continue
+        const freed = world.resolutions.some(
+          (end) =>
+            end.id === id &&
+            end.failover === other &&
+            end.from === other &&
+            end.at >= mayHave.at &&
+            end.at <= request.at &&
+            world.waits.some(
+              (wait) =>
+                wait.id === id &&
+                wait.failover === other &&
+                wait.paused &&
+                wait.seenAt >= mayHave.at &&
+                wait.until <= iso(end.at) &&
+                wholeWait(world, wait),
+            ),
+        )
+        const replayed = (world.replayedAt.get(id) ?? []).some((at) => at >= mayHave.at && at <= request.at)
+        if (!freed && !replayed) {
+          violations.push(
+            `no failover while its events are awaited: notification ${id} was sent to ${request.transport} at ${iso(request.at)} though ${other} may have taken it at ${iso(mayHave.at)} (${mayHave.answer}) and no wait for ${other}'s events ended in between`,
+          )
+        }
+      }
+      before.push({ transport: request.transport, at: request.at, answer: request.answer })
+      earlier.set(id, before)
+    }
+  }
+  return violations
+}
+
+/**
+ * The row names the provider that accepted it: an email ended `sent` was
+ * accepted by a provider — one email, or the exception's two — and its
+ * `transport` is the provider of the last.
+ */
+async function sentThroughItsTransport(world: World): Promise<string[]> {
+  const rows = await allRows<{ id: string; transport: string | null; status_reason: string | null }>(
+    "SELECT id, transport, status_reason FROM notifications WHERE status = 'sent' AND channel = 'email'",
+  )
+  const byId = emailsByNotification(world)
+  const violations: string[] = []
+  for (const row of rows) {
+    const last = byId.get(row.id)?.at(-1)
+    if (!last) {
+      violations.push(
+        `sent through its transport: notification ${row.id} is sent through ${row.transport} (${row.status_reason}), yet no provider accepted an email for it`,
+      )
+    } else if (row.transport !== last.transport) {
+      violations.push(
+        `sent through its transport: notification ${row.id} is sent through ${row.transport} (${row.status_reason}), yet ${last.transport} accepted its email at ${iso(last.at)}${row.transport && !byId.get(row.id)?.some((email) => email.transport === row.transport) ? `, and ${row.transport} none` : ''}`,
+      )
+    }
+  }
+  return violations
+}
+
+/**
+ * A provider's delivery events are about its own emails: an event stored as
+ * about a notification names an email its provider accepted for that
+ * notification; and once a notification is sent through one transport, no
+ * event of the other that came after is taken as about it — it settles
+ * nothing of what the other sent (docs: "changes nothing on the notification").
+ */
+async function eventsOfTheirOwnProvider(world: World): Promise<string[]> {
+  const events = await allRows<{
+    provider: string
+    provider_message_id: string
+    notification_id: string
+    received_at: string
+    type: string
+  }>(
+    'SELECT provider, provider_message_id, notification_id, received_at, type FROM delivery_events WHERE notification_id IS NOT NULL',
+  )
+  if (events.length === 0) return []
+  const rows = await allRows<{ id: string; status: string; transport: string | null }>(
+    `SELECT id, status, transport FROM notifications WHERE id IN (SELECT value FROM json_each(?1))`,
+    JSON.stringify([...new Set(events.map((event) => event.notification_id))]),
+  )
+  const rowOf = new Map(rows.map((row) => [row.id, row]))
+  const byKey = new Map(world.emails().map((email) => [emailKey(email), email]))
+  const byId = emailsByNotification(world)
+  const violations: string[] = []
+  for (const event of events) {
+    const email = byKey.get(emailKey({ transport: event.provider, providerId: event.provider_message_id }))
+    if (email && email.notificationId !== event.notification_id) {
+      violations.push(
+        `events of their own provider: a ${event.provider} event (${event.type}) about the email of ${email.notificationId} was taken as about ${event.notification_id}`,
+      )
+    }
+    const row = rowOf.get(event.notification_id)
+    if (row?.status !== 'sent' || row.transport === null || row.transport === event.provider) continue
+    const sentThrough = byId.get(row.id)?.filter((accepted) => accepted.transport === row.transport)
+    const last = sentThrough?.at(-1)
+    if (last && event.received_at >= iso(last.at)) {
+      violations.push(
+        `events of their own provider: notification ${row.id} was sent through ${row.transport} at ${iso(last.at)}, yet a ${event.provider} event (${event.type}) that came at ${event.received_at} was taken as about it`,
+      )
+    }
   }
   return violations
 }
@@ -312,8 +533,23 @@ function committedAt(
 }
 
 /**
+ * Whether a cancelled notification is one the Worker took as not sent, as
+ * documented, because the delivery events of every email a provider took for
+ * it never came (the model lost or held them back): a cancellation marked it
+ * while its outcome was unknown, and the wait for events ended with none.
+ */
+function takenAsNotSent(world: World, row: { id: string; status_reason: string | null }): boolean {
+  const emails = world.emails().filter((email) => email.notificationId === row.id)
+  return (
+    row.status_reason?.startsWith('cancelled while its outcome was unknown: no delivery event came') === true &&
+    emails.every((email) => world.eventFates.has(emailKey(email)))
+  )
+}
+
+/**
  * Nothing sent after its cancel committed: no notification ended `cancelled`
- * was emailed; an email the provider accepted after its notification's key
+ * was emailed (but one taken as not sent because the delivery events of its
+ * emails never came, `takenAsNotSent`); an email the provider accepted after its notification's key
  * was cancelled went by a try claimed before the cancellation (in flight), or
  * is the same email sent again because such a try may have gone out (never a
  * try begun afterwards with nothing of it gone); no notification of a key is
@@ -334,7 +570,7 @@ async function nothingSentAfterCancel(world: World): Promise<string[]> {
   const emailed = firstEmails(world)
   for (const row of rows) {
     const at = emailed.get(row.id)
-    if (row.status === 'cancelled' && at !== undefined) {
+    if (row.status === 'cancelled' && at !== undefined && !takenAsNotSent(world, row)) {
       violations.push(
         `nothing sent after its cancel: notification ${row.id} (${row.kind}, key ${row.cancellation_key}) is cancelled (${row.status_reason}), yet the provider accepted its email at ${iso(at)}`,
       )

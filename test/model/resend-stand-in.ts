@@ -1,6 +1,7 @@
 import { type ResendDocument, resendContract } from '../../support/resend-contract.ts'
 import { resendIdempotency } from '../../support/resend-idempotency.ts'
 import doc from '../fixtures/resend-openapi/resend.json'
+import type { ProviderAnswer } from './binding-stand-in.ts'
 
 /**
  * Resend's `POST /emails` and `POST /emails/batch` as the lifecycle model
@@ -25,7 +26,8 @@ import doc from '../fixtures/resend-openapi/resend.json'
  * Faults the model injects: the next requests' answers (`script`) — lost
  * after the emails were accepted (a timeout, a proxy's 502), a 5xx before
  * anything was accepted, a 422, a 429 — and lasting states (`revoked`,
- * `quota`, `down`). Every accepted email is kept with the model time it was
+ * `quota`, `down`: an outage, every request answered 503 or not at all,
+ * nothing accepted). Every accepted email is kept with the model time it was
  * accepted at, its recipient and the notification it carries.
  */
 
@@ -64,6 +66,7 @@ export class ResendStandIn {
   revoked = false
   quota = false
   down = false
+  #downAnswers = 0
   /** Seconds a 429 asks to wait. */
   retryAfterSeconds = 60
   /**
@@ -76,6 +79,8 @@ export class ResendStandIn {
    * notifications it carries: what happens while their send is in flight.
    */
   onRequest: ((notificationIds: string[]) => Promise<void>) | undefined
+  /** Told how each request was answered, with the notifications it carried. */
+  onAnswer: ((notificationIds: string[], answer: ProviderAnswer) => void) | undefined
   readonly #keys: ReturnType<typeof resendIdempotency<Answer>>
   readonly #contract = resendContract(doc as unknown as ResendDocument)
 
@@ -90,7 +95,22 @@ export class ResendStandIn {
   }
 
   async fetch(request: Request): Promise<Response> {
-    if (this.onRequest) await this.onRequest(carried(await request.clone().text()))
+    const ids = carried(await request.clone().text())
+    if (this.onRequest) await this.onRequest(ids)
+    let response: Response
+    try {
+      response = await this.#answer(request)
+    } catch (error) {
+      this.onAnswer?.(ids, 'maybe')
+      throw error
+    }
+    // A 4xx but the two idempotency conflicts refuses the request itself; a 409 says a request under the key was taken.
+    const refused = response.status >= 400 && response.status < 500 && response.status !== 409
+    this.onAnswer?.(ids, response.ok ? 'accepted' : refused ? 'refused' : 'maybe')
+    return response
+  }
+
+  async #answer(request: Request): Promise<Response> {
     const url = new URL(request.url)
     const route = `${request.method} ${url.pathname}`
     const fault = this.script.shift()
@@ -112,7 +132,13 @@ export class ResendStandIn {
         'retry-after': String(this.retryAfterSeconds),
       })
     }
-    if (this.down || fault === 'fail-5xx') return refusal(503, 'internal_server_error', 'try again')
+    if (this.down) {
+      // An outage: nothing accepted, answered 503 or not at all.
+      this.#downAnswers += 1
+      if (this.#downAnswers % 2 === 0) throw new TypeError('Network connection lost.')
+      return refusal(503, 'internal_server_error', 'try again')
+    }
+    if (fault === 'fail-5xx') return refusal(503, 'internal_server_error', 'try again')
     const problems = this.#contract.check({
       method: request.method,
       path: url.pathname,
