@@ -40,7 +40,8 @@ function responseCreated(recipient: Recipient) {
   }
 }
 
-function invitationCreated(recipient: Recipient) {
+/** An ArtHunt invitation.created to `recipient`, with fresh ids (one email). */
+export function invitationCreated(recipient: Recipient) {
   return {
     envelope: {
       eventId: fresh(),

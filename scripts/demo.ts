@@ -14,9 +14,14 @@
  * Then the in-app inbox: the channel turned on for ResponseCreated, and one
  * more response to the same owner pushed to her open feed (the demo page of
  * `npm start`) beside its email.
- * Last, an escalation: a response whose in-app item nobody looks at, whose
+ * Then an escalation: a response whose in-app item nobody looks at, whose
  * email goes once its wait ends (ESCALATION_AFTER_SECONDS in .dev.vars), and
  * the story's account of it.
+ * Last, when `npm start -- --failover` runs the Worker with two transports
+ * (resend, then cloudflare), a failover: the stand-in for Resend refuses the
+ * API key, an email goes through the local send_email binding instead, and
+ * after the pause's probe mail goes through resend again (DEMO_FAILOVER_FAULT
+ * = quota: the daily quota used up instead of the key).
  */
 import { readFileSync } from 'node:fs'
 import { parseEnv } from 'node:util'
@@ -24,6 +29,7 @@ import { renderTable } from '../bin/table.ts'
 import { localClock, nightAndDayZones } from '../support/time-zones.ts'
 import { showWithdrawn } from './demo-cancel.ts'
 import { showDigest } from './demo-digest.ts'
+import { failoverRight, STAND_IN_CONTROL_PORT, showFailover, standInAt } from './demo-failover.ts'
 import { DEMO_PAGE_PORT, showEscalation, showInboxLive } from './demo-inbox.ts'
 import { collectOutcomes, mask, OWNER, sendSamples } from './demo-lib.ts'
 import { showRecipientLoop } from './demo-recipients.ts'
@@ -198,8 +204,55 @@ const escalationRight =
   escalated.escalation.markedAt === null &&
   ['sent', 'sent in a digest'].includes(escalated.email?.status ?? '')
 if (!escalationRight) console.log('\nnot as expected: the escalation')
+
+// A failover, when `npm start -- --failover` runs the Worker with two transports; otherwise nothing here.
+const standIn = await standInAt(`http://127.0.0.1:${STAND_IN_CONTROL_PORT}`)
+const transports = (await standIn?.state())?.transports ?? []
+let failoverWrong = false
+if (standIn && transports.length > 1) {
+  const fault = process.env.DEMO_FAILOVER_FAULT === 'quota' ? 'quota' : 'key-revoked'
+  console.log(
+    `\nprovider failover (EMAIL_TRANSPORTS=${transports.join(',')}): the stand-in for Resend refuses (${fault === 'quota' ? '429 daily_quota_exceeded' : '403 invalid_api_key'}), then takes mail again…`,
+  )
+  const shown = await showFailover(endpoints, standIn, { timeZone: zones.day, fault })
+  console.log(
+    renderTable(
+      ['STEP', 'STATUS', 'TRANSPORT', 'ATTEMPTS', 'STATUS REASON'],
+      shown.rows.map((row) => [
+        row.step,
+        row.status,
+        row.transport ?? '',
+        String(row.sendAttempts),
+        row.statusReason ?? '',
+      ]),
+    ),
+  )
+  console.log(
+    "(a sent email keeps no status reason: its transport says which provider sent it; npm start's log names the one that failed over)",
+  )
+  console.log('what an operator sees while resend is paused:')
+  console.log(`  /metrics: ${shown.pausedAfterRefusal.gauge ?? '(no notify_transport_paused line for resend)'}`)
+  console.log(`  the doctor (GET /v1/health/config): ${shown.pausedAfterRefusal.finding ?? '(no finding)'}`)
+  console.log("  npm start's log: transport.paused, then transport.failover (the email's next try goes to cloudflare)")
+  console.log(
+    `the probe was due ${shown.waitedForProbeSeconds} s later (transport_pauses.probe_at); the log says transport.probe, then transport.resumed`,
+  )
+  console.log(`after it: /metrics ${shown.pausedAtTheEnd.gauge ?? '(no notify_transport_paused line for resend)'}`)
+  console.log(
+    `during this step the stand-in took ${shown.byProvider.resend} emails and the local send_email binding ${shown.byProvider.cloudflare}`,
+  )
+  failoverWrong = !failoverRight(shown)
+  if (failoverWrong) console.log('\nnot as expected: the failover')
+}
 console.log('\nthe emails: http://127.0.0.1:8787/cdn-cgi/local/explorer/api/local/email/sending')
 console.log(`what it did, charted: ${endpoints.workerUrl}/console (sign in with the admin token of .dev.vars)`)
 process.exit(
-  wrong.length + loopWrong.length > 0 || !digestRight || !withdrawnRight || !inboxRight || !escalationRight ? 1 : 0,
+  wrong.length + loopWrong.length > 0 ||
+    !digestRight ||
+    !withdrawnRight ||
+    !inboxRight ||
+    !escalationRight ||
+    failoverWrong
+    ? 1
+    : 0,
 )

@@ -11,14 +11,26 @@
  * (support/provider-fake.ts: Resend's documented contract and rate limit),
  * which posts each accepted email's signed `email.sent` and `email.delivered`
  * webhooks back to the Worker as Resend would.
+ *
+ * `npm start -- --failover` (with or without `--resend`, which it implies)
+ * runs the Worker with EMAIL_TRANSPORTS = resend,cloudflare: mail goes through
+ * the stand-in for Resend and fails over to the local send_email binding when
+ * the stand-in refuses (docs/operating.md, "Provider failover"). With either,
+ * the stand-in's control answers on 127.0.0.1:8790 (STAND_IN_CONTROL_PORT):
+ * `GET /` its state, `POST /fault` with `key-revoked` (403 invalid_api_key),
+ * `quota` (429 daily_quota_exceeded), `outage` (500 for every request) or
+ * `none` as the body — what `npm run demo` uses to show a failover.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { once } from 'node:events'
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:http'
 import { createInterface } from 'node:readline'
 import { parseEnv } from 'node:util'
 import { redactPaths } from '../src/api/loggable-path.ts'
 import { startInboxHost } from '../support/inbox-host.ts'
 import { startProviderFake } from '../support/provider-fake.ts'
+import { STAND_IN_CONTROL_PORT, STAND_IN_FAULTS, type StandInFault, type StandInState } from './demo-failover.ts'
 import { DEMO_PAGE_PORT } from './demo-inbox.ts'
 
 const quiet = { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' }
@@ -79,7 +91,8 @@ function run(part: 'worker' | 'bridge', command: string, args: string[], extraEn
 }
 
 const resendVars: string[] = []
-if (process.argv.includes('--resend')) {
+const failover = process.argv.includes('--failover')
+if (process.argv.includes('--resend') || failover) {
   const secret = parseEnv(readFileSync('.dev.vars', 'utf8')).RESEND_WEBHOOK_SECRET
   if (!secret) {
     say('start', '--resend needs RESEND_WEBHOOK_SECRET in .dev.vars (the stand-in signs its webhooks with it)')
@@ -91,13 +104,58 @@ if (process.argv.includes('--resend')) {
     apiKey,
     webhook: { url: 'http://127.0.0.1:8787/v1/webhooks/resend', secret },
   })
+  const transports = failover ? ['resend', 'cloudflare'] : ['resend']
   for (const [name, value] of Object.entries({
+    // With two, EMAIL_TRANSPORTS decides; EMAIL_TRANSPORT names the first all the same, so that the
+    // doctor and the console, which read the pause of EMAIL_TRANSPORT, show the stand-in's.
     EMAIL_TRANSPORT: 'resend',
+    ...(failover ? { EMAIL_TRANSPORTS: transports.join(',') } : {}),
     RESEND_API_URL: provider.url,
     RESEND_API_KEY: apiKey,
   }))
     resendVars.push('--var', `${name}:${value}`)
-  say('start', `resend transport, to a stand-in for Resend's API on ${provider.url} (its webhooks come back signed)`)
+  await serveStandInControl(provider, transports)
+  say(
+    'start',
+    failover
+      ? `EMAIL_TRANSPORTS=resend,cloudflare: the resend transport, to a stand-in for Resend's API on ${provider.url}, fails over to the local send_email binding; the stand-in's faults: http://127.0.0.1:${STAND_IN_CONTROL_PORT}`
+      : `resend transport, to a stand-in for Resend's API on ${provider.url} (its webhooks come back signed)`,
+  )
+}
+
+/**
+ * The stand-in's control: `GET /` answers its state (the Worker's transports, the fault, the emails it
+ * took), `POST /fault` sets the fault named by the body. Only on 127.0.0.1.
+ */
+async function serveStandInControl(
+  provider: Awaited<ReturnType<typeof startProviderFake>>,
+  transports: string[],
+): Promise<void> {
+  let fault: StandInFault = 'none'
+  const server = createServer(async (request, response) => {
+    let body = ''
+    for await (const chunk of request) body += chunk
+    if (request.method === 'POST' && request.url === '/fault') {
+      const wanted = body.trim() as StandInFault
+      if (!STAND_IN_FAULTS.includes(wanted)) {
+        response.writeHead(400, { 'content-type': 'text/plain' }).end(`one of ${STAND_IN_FAULTS.join(', ')}`)
+        return
+      }
+      fault = wanted
+      provider.setKeyRevoked(fault === 'key-revoked')
+      provider.setQuotaExceeded(fault === 'quota')
+      provider.setOutage(fault === 'outage')
+      say('start', `the stand-in for Resend: ${fault === 'none' ? 'no fault' : fault}`)
+    } else if (request.method !== 'GET' || request.url !== '/') {
+      response.writeHead(404, { 'content-type': 'text/plain' }).end('GET / or POST /fault')
+      return
+    }
+    const state: StandInState = { transports, fault, accepted: provider.emails.size }
+    response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(state))
+  })
+  server.listen(STAND_IN_CONTROL_PORT, '127.0.0.1')
+  await once(server, 'listening')
+  server.unref()
 }
 
 // wrangler itself, not through npx, so that SIGTERM reaches it (and it stops workerd).

@@ -2,14 +2,18 @@
  * A `wrangler dev` of its own — its own port, state directory and variables —
  * for the Node-side tests, the benchmark and the chaos harness.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
+import PostalMime from 'postal-mime'
 import { redactPaths } from '../src/api/loggable-path.ts'
 import { watchOutput } from './child-output.ts'
 import { type OpenApiDocument, openApiChecker } from './openapi-check.ts'
 import { freePort, waitFor } from './wait.ts'
+
+const run = promisify(execFile)
 
 /** Tries of a harness's read of the local database before its failure is the harness's. */
 const QUERY_ATTEMPTS = 5
@@ -152,7 +156,9 @@ export async function startLocalWorker(
       const reads = /^\s*(SELECT|WITH)\b/i.test(sql)
       for (let attempt = 1; ; attempt += 1) {
         try {
-          const out = execFileSync(
+          // Not execFileSync: the harness's event loop runs on meanwhile (the chaos run's own PostgreSQL
+          // transaction, which a database's idle_in_transaction_session_timeout ends when it waits too long).
+          const { stdout: out } = await run(
             'npx',
             [
               'wrangler',
@@ -167,7 +173,7 @@ export async function startLocalWorker(
               '--command',
               sql,
             ],
-            { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
+            { env, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
           )
           return ((JSON.parse(out) as { results: Record<string, unknown>[] }[])[0]?.results ?? []) as Record<
             string,
@@ -209,8 +215,26 @@ export async function startLocalWorker(
   return local
 }
 
-/** One mail of wrangler's local list. */
-export type LocalMail = { to: string[]; subject: string }
+/** One mail of wrangler's local list: the Message-ID the binding gave it, and when it was sent. */
+export type LocalMail = { to: string[]; subject: string; messageId: string; sentAt: string }
+
+/**
+ * One mail the local `send_email` binding sent, with its text part (the list gives the raw message, which
+ * is parsed here); undefined when not found.
+ */
+export async function sentMail(
+  workerUrl: string,
+  messageId: string,
+): Promise<(LocalMail & { raw?: string; text: string }) | undefined> {
+  const response = await fetch(
+    `${workerUrl}/cdn-cgi/local/explorer/api/local/email/sending?email_id=${encodeURIComponent(messageId)}`,
+  )
+  if (!response.ok) return undefined
+  const mail = ((await response.json()) as { result?: LocalMail & { raw?: string; text?: string } }).result
+  if (!mail) return undefined
+  const text = mail.text ?? (mail.raw ? ((await PostalMime.parse(mail.raw)).text ?? '') : '')
+  return { ...mail, text }
+}
 
 /** Every mail the local `send_email` binding has sent, all pages (the list gives at most 100 at a time). */
 export async function sentMails(workerUrl: string): Promise<LocalMail[]> {

@@ -44,6 +44,10 @@ export type ProviderStats = {
   missingUserAgent: number
   /** Refused for the API key: missing (401) or not the one the fake knows, or revoked for a phase (403). */
   refusedForKey: number
+  /** Refused 429 `daily_quota_exceeded` while the team's daily quota is used up (`setQuotaExceeded`). */
+  refusedForQuota: number
+  /** Answered 500 `internal_server_error` while Resend is down (`setOutage`), nothing accepted. */
+  outageFailures: number
   /** Answered 429 `rate_limit_exceeded` with a `retry-after` (drawn, or past the team's rate). */
   rateLimited: number
   /** Of those, refused for the team's rate (requests per second). */
@@ -76,7 +80,10 @@ export type AcceptedEmail = { to: string; payloadSha256: string; id: string; tex
  * request without `User-Agent` (403, error 1010), without its key (401
  * `missing_api_key`) or with another (403 `invalid_api_key`) or that its
  * published OpenAPI document does not allow (422), and a phase can revoke the
- * key. It keeps Resend's rate limit per team (support/resend-rate.ts: 5
+ * key (403 `invalid_api_key`), use up the daily quota (429
+ * `daily_quota_exceeded`) or take Resend down (500 `internal_server_error`
+ * for every request) — the faults a Worker with two transports fails over on
+ * (EMAIL_TRANSPORTS). It keeps Resend's rate limit per team (support/resend-rate.ts: 5
  * requests per second unless raised), with the `ratelimit-*` headers on every
  * answer. A share of requests fail with 503 before anything is accepted,
  * another share answer 429 `rate_limit_exceeded` with a `retry-after` (a
@@ -114,6 +121,8 @@ export async function startProviderFake(options: {
     batchesFailed: 0,
     missingUserAgent: 0,
     refusedForKey: 0,
+    refusedForQuota: 0,
+    outageFailures: 0,
     rateLimited: 0,
     overRate: 0,
     webhooksDelivered: 0,
@@ -136,6 +145,8 @@ export async function startProviderFake(options: {
   const notBefore = new Map<string, number>()
   let slowPattern: readonly number[] = []
   let keyRevoked = false
+  let quotaExceeded = false
+  let down = false
   let webhook = options.webhook
 
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -146,6 +157,14 @@ export async function startProviderFake(options: {
     if (batch) stats.batchRequests += 1
     if (request.method !== 'POST' || (request.url !== '/emails' && !batch) || typeof key !== 'string' || key === '') {
       answer(response, 400, { name: 'validation_error', message: 'POST /emails with an Idempotency-Key' })
+      return
+    }
+    if (down) {
+      // Resend down: "5xx — Indicates an error with Resend servers" (/api-reference/introduction); the
+      // error reference names it `internal_server_error`, 500 (https://resend.com/docs/api-reference/errors).
+      // Nothing is taken: the key stays free, as for the drawn 503s below.
+      stats.outageFailures += 1
+      answer(response, 500, { name: 'internal_server_error', message: 'An unexpected error occurred.' })
       return
     }
     if (!request.headers['user-agent']) {
@@ -207,6 +226,19 @@ export async function startProviderFake(options: {
         if (lostAnswers.delete(key)) stats.lostAnswersReplayed += 1
         answer(response, 200, done.answer, rate.headers)
       }
+      return
+    }
+    if (quotaExceeded) {
+      // https://resend.com/docs/api-reference/errors: `daily_quota_exceeded`, 429, "You have reached your
+      // daily email sending quota"; the suggested action is to wait until 24 hours have passed, and the
+      // page names no retry-after for it. A repeat of a key already taken is answered above (no new email).
+      stats.refusedForQuota += 1
+      answer(
+        response,
+        429,
+        { name: 'daily_quota_exceeded', message: 'You have reached your daily email sending quota.' },
+        rate.headers,
+      )
       return
     }
     const first = running.get(key)
@@ -349,6 +381,14 @@ export async function startProviderFake(options: {
     /** Revokes the API key (every request answered 403 invalid_api_key) or restores it. */
     setKeyRevoked(revoked: boolean) {
       keyRevoked = revoked
+    },
+    /** Uses up the team's daily quota (every new email answered 429 daily_quota_exceeded) or restores it. */
+    setQuotaExceeded(exceeded: boolean) {
+      quotaExceeded = exceeded
+    },
+    /** Takes Resend down (every request answered 500 internal_server_error, nothing taken) or brings it back. */
+    setOutage(outage: boolean) {
+      down = outage
     },
     /** Where delivery events go from now on (a Worker started after the fake, whose URL it did not know). */
     setWebhook(to: { url: string; secret: string }) {
