@@ -115,6 +115,32 @@ export async function startProfile(inspectorPort: number, tickUrl: string): Prom
   }
 }
 
+/**
+ * How long the isolate ran during a profile, from its samples: each sample's
+ * time delta counted to its state. `runMs` is every sample but `(idle)` (the
+ * isolate waiting for I/O): JavaScript, the garbage collector and
+ * `(program)`, the runtime's own code on the isolate's behalf (bindings,
+ * serialisation). `programMs` is the `(program)` part alone, reported beside
+ * it: it may also hold time the isolate's thread spent on other work of the
+ * same workerd (local D1, Queues), which a deployment does not bill to the
+ * Worker, so `runMs - programMs` is the lower bound of what it pays.
+ */
+export function isolateTime(profile: CpuProfile): { runMs: number; programMs: number; samples: number } {
+  const byId = new Map(profile.nodes.map((node) => [node.id, node.callFrame.functionName]))
+  let run = 0
+  let program = 0
+  let samples = 0
+  profile.samples.forEach((id, index) => {
+    const name = byId.get(id)
+    if (name === '(idle)') return
+    const delta = profile.timeDeltas[index] ?? 0
+    run += delta
+    samples += 1
+    if (name === '(program)') program += delta
+  })
+  return { runMs: run / 1000, programMs: program / 1000, samples }
+}
+
 /** One function of a profile: its share of the samples, on its own (self) and with what it called (inclusive). */
 export type ProfileEntry = { fn: string; selfPercent: number; inclusivePercent: number }
 

@@ -1,4 +1,4 @@
-import { createExecutionContext, createMessageBatch, getQueueResult } from 'cloudflare:test'
+import { createExecutionContext, createMessageBatch } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import type { InboundEvent } from '../src/contracts/index.ts'
@@ -7,7 +7,7 @@ import { DLQ_MAX_RETRIES } from '../src/dead-letters/dlq-consumer.ts'
 import worker from '../src/index.ts'
 import { deadLetterEnvelope } from '../src/queue/dead-letter-envelope.ts'
 import wranglerToml from '../wrangler.toml?raw'
-import { ADMIN_TOKEN, deliverBatch, freshInbound, guid, refuseInserts } from './helpers.ts'
+import { ADMIN_TOKEN, deliverBatch, freshInbound, guid, refuseInserts, watchQueue } from './helpers.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
 type Row = {
@@ -34,9 +34,10 @@ async function deliverToDlq(bodies: unknown[]) {
     'notify-dlq',
     bodies.map((body) => ({ id: `dlq-${guid()}`, timestamp: new Date(), attempts: 1, body })),
   )
+  const settled = watchQueue(batch)
   const ctx = createExecutionContext()
   await worker.queue(batch, env)
-  return getQueueResult(batch, ctx)
+  return settled(ctx)
 }
 
 async function rowsOf(eventId: string): Promise<Row[]> {

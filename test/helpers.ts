@@ -257,14 +257,35 @@ export async function deliverBatch(
     queue,
     messages.map((message) => ({ ...message, timestamp: new Date() })),
   )
-  const spies = batch.messages.map((message) => vi.spyOn(message, 'retry'))
+  const settled = watchQueue(batch)
   const ctx = createExecutionContext()
   await worker.queue(batch, { ...env, ...overrides } as Env)
-  const result = await getQueueResult(batch, ctx)
-  const retryMessages = batch.messages.flatMap((message, index) =>
-    (spies[index]?.mock.calls ?? []).map(([options]) => ({ msgId: message.id, delaySeconds: options?.delaySeconds })),
-  )
-  return { ...result, retryMessages }
+  return settled(ctx)
+}
+
+/**
+ * Watches how a consumer settles `batch`, to be read once it ran: each
+ * message's end (`explicitAcks`, `retryMessages` with each delay), whether
+ * the consumer said it one by one or for the whole batch with `ackAll()` or
+ * `retryAll()` (src/queue/settlements.ts) — a test asserts which messages end
+ * how, not which call said it. Call before the consumer runs.
+ */
+export function watchQueue(batch: MessageBatch) {
+  const whole = vi.spyOn(batch, 'retryAll')
+  const each = batch.messages.map((message) => vi.spyOn(message, 'retry'))
+  return async (ctx: ExecutionContext) => {
+    const result = await getQueueResult(batch, ctx)
+    const ids = batch.messages.map((message) => message.id)
+    const retryMessages = result.retryBatch.retry
+      ? ids.map((msgId) => ({ msgId, delaySeconds: whole.mock.calls[0]?.[0]?.delaySeconds }))
+      : batch.messages.flatMap((message, index) =>
+          (each[index]?.mock.calls ?? []).map(([options]) => ({
+            msgId: message.id,
+            delaySeconds: options?.delaySeconds,
+          })),
+        )
+    return { ...result, explicitAcks: result.ackAll ? ids : result.explicitAcks, retryMessages }
+  }
 }
 
 /** Delivers one message, as Cloudflare would on its `attempts`-th delivery. */
@@ -300,7 +321,7 @@ export async function storeDeadLetters(count: number, code: string): Promise<voi
 }
 
 /** What one dispatch delivery did: its acks and retries, and the messages it put on notify-dispatch. */
-export type DispatchOutcome = Awaited<ReturnType<typeof getQueueResult>> & {
+export type DispatchOutcome = Awaited<ReturnType<ReturnType<typeof watchQueue>>> & {
   /** Delays of `message.retry()` calls (the queue's own retry: dependency failures). */
   delays: (number | undefined)[]
   /** Messages this delivery sent to notify-dispatch (a retry's next try, a not-yet-due notification). */
@@ -335,7 +356,6 @@ export async function dispatchBatch(
     'notify-dispatch',
     bodies.map((body) => ({ id: `d-${guid()}`, timestamp: new Date(), attempts, body })),
   )
-  const retries = batch.messages.map((message) => vi.spyOn(message as Message, 'retry'))
   const enqueued: DispatchOutcome['enqueued'] = []
   const real = env.DISPATCH
   const recording = {
@@ -351,10 +371,11 @@ export async function dispatchBatch(
       if (forward) return real.sendBatch(all, options)
     },
   }
+  const settled = watchQueue(batch)
   const ctx = createExecutionContext()
   await worker.queue(batch, { ...env, ...overrides, DISPATCH: recording } as unknown as Env)
-  const result = await getQueueResult(batch, ctx)
-  const delays = retries.flatMap((retry) => retry.mock.calls.map(([options]) => options?.delaySeconds))
+  const result = await settled(ctx)
+  const delays = result.retryMessages.map((retry) => retry.delaySeconds)
   return { ...result, delays, enqueued }
 }
 

@@ -4,7 +4,7 @@
  * compared with what Cloudflare documents, for the largest inputs the Worker takes.
  */
 
-import { createExecutionContext, createMessageBatch, getQueueResult } from 'cloudflare:test'
+import { createExecutionContext, createMessageBatch } from 'cloudflare:test'
 import { env } from 'cloudflare:workers'
 import {
   INBOUND_EVENT_MAX_BYTES,
@@ -16,7 +16,7 @@ import { describe, expect, it } from 'vitest'
 import worker from '../src/index.ts'
 import { D1_LIMITS, KV_LIMITS, WORKER_LIMITS } from '../src/platform-limits.ts'
 import { FAKE_RESEND_TEAM_KEY_PREFIX, FAKE_RESEND_URL } from './fake-resend.ts'
-import { ADMIN_TOKEN, freshInbound, guid, pendingNotification, seedContact } from './helpers.ts'
+import { ADMIN_TOKEN, freshInbound, guid, pendingNotification, seedContact, watchQueue } from './helpers.ts'
 import { meterEnv, type Usage } from './invocation-meter.ts'
 
 /** Cloudflare Queues: a `sendBatch` holds at most 256 KB (https://developers.cloudflare.com/queues/platform/limits/). */
@@ -63,9 +63,10 @@ describe('per-invocation limits', () => {
       'notify-events',
       events.map((body, index) => ({ id: `pool-${index}`, timestamp: new Date(), attempts: 1, body })),
     )
+    const settled = watchQueue(batch)
     const ctx = createExecutionContext()
     await worker.queue(batch, meter.env)
-    const result = await getQueueResult(batch, ctx)
+    const result = await settled(ctx)
     const usage = meter.usage()
     console.log(`invocation-limits: 100 pool events ${JSON.stringify(usage)}`)
 
@@ -110,9 +111,10 @@ describe('per-invocation limits', () => {
         body: { notificationId: id },
       })),
     )
+    const settled = watchQueue(batch)
     const ctx = createExecutionContext()
     await worker.queue(batch, meter.env)
-    const result = await getQueueResult(batch, ctx)
+    const result = await settled(ctx)
     const usage = meter.usage()
     // The requests to Resend, as the fake counted them: those it took and those it refused for the rate.
     let fetches = 0
@@ -260,8 +262,9 @@ async function storeLargeDeadLetters(count: number, code: string): Promise<Usage
       },
     })),
   )
+  const settled = watchQueue(batch)
   const ctx = createExecutionContext()
   await worker.queue(batch, meter.env)
-  expect((await getQueueResult(batch, ctx)).explicitAcks).toHaveLength(count)
+  expect((await settled(ctx)).explicitAcks).toHaveLength(count)
   return meter.usage()
 }

@@ -5,7 +5,7 @@ import { quietHoursEnd } from '../src/templates/quiet-hours.ts'
 import { scheduleFor } from '../src/templates/render-notification.ts'
 import { localeChain } from '../src/templates/resolve.ts'
 import { render } from '../src/templates/sandbox.ts'
-import { deliver, eventually, freshInbound, guid, notificationsOf, seedContact } from './helpers.ts'
+import { deliver, eventually, freshInbound, guid, notificationsOf, seedContact, watchQueue } from './helpers.ts'
 
 const QUIET = { start: 22 * 60, end: 8 * 60 }
 
@@ -109,12 +109,13 @@ describe('templates', () => {
     const event = freshInbound('verification-completed', (value) =>
       Object.assign(value, { UserId: owner, Decision: 'approved' }),
     )
-    const { createExecutionContext, createMessageBatch, getQueueResult } = await import('cloudflare:test')
+    const { createExecutionContext, createMessageBatch } = await import('cloudflare:test')
     const { default: worker } = await import('../src/index.ts')
     const batch = createMessageBatch('notify-events', [{ id: 'nt', timestamp: new Date(), attempts: 1, body: event }])
+    const settled = watchQueue(batch)
     const ctx = createExecutionContext()
     await worker.queue(batch, { ...env, DEFAULT_LOCALE: 'de' } as Env)
-    expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual(['nt'])
+    expect((await settled(ctx)).explicitAcks).toEqual(['nt'])
     const eventId = event.headers['message-id'] as string
     await eventually(async () => {
       const dead = await env.DB.prepare('SELECT code, error FROM dead_letters WHERE event_id = ?1')

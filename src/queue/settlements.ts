@@ -69,6 +69,7 @@ export class Settlements {
    * instead of acked (after the policy's `FALLBACK_DELAY_SECONDS`), so a
    * message is never acked before it reached the queue or the dead-letter
    * store. A message nothing was decided for is a bug: retried, so it is kept.
+   * When every message ends alike, one `ackAll()` or `retryAll()` says it.
    */
   async finish(batch: MessageBatch<unknown>, deps: { dlq: Queue; log: Logger }): Promise<void> {
     const dead = batch.messages.filter((message) => this.#decided.get(message)?.action === 'dead-letter')
@@ -88,20 +89,29 @@ export class Settlements {
         deps.log.error('dead-letter.send-failed', { queue: batch.queue, count: dead.length, error })
       }
     }
-    for (const message of batch.messages) {
+    // What each message ends with: acked, or retried after its delay.
+    const ends = batch.messages.map((message): number | 'ack' => {
       const settlement = this.#decided.get(message)
       if (settlement === undefined) {
         deps.log.error('message.unsettled', { queue: batch.queue, messageId: message.id })
-        message.retry({ delaySeconds: FALLBACK_DELAY_SECONDS })
-      } else if (settlement.action === 'ack') {
-        message.ack()
-      } else if (settlement.action === 'retry') {
-        message.retry({ delaySeconds: settlement.delaySeconds })
-      } else if (deadLettersSent) {
-        message.ack()
-      } else {
-        message.retry({ delaySeconds: FALLBACK_DELAY_SECONDS })
+        return FALLBACK_DELAY_SECONDS
       }
+      if (settlement.action === 'ack') return 'ack'
+      if (settlement.action === 'retry') return settlement.delaySeconds
+      return deadLettersSent ? 'ack' : FALLBACK_DELAY_SECONDS
+    })
+    // The common case in one call (one per message is a call into the runtime each): every message acked,
+    // or every one retried after the same delay.
+    const [first] = ends
+    if (first !== undefined && ends.every((end) => end === first)) {
+      if (first === 'ack') batch.ackAll()
+      else batch.retryAll({ delaySeconds: first })
+      return
     }
+    batch.messages.forEach((message, index) => {
+      const end = ends[index]
+      if (end === 'ack') message.ack()
+      else message.retry({ delaySeconds: end })
+    })
   }
 }

@@ -2,6 +2,9 @@ import { writeKvMarks } from '../kv.ts'
 import { describe, type EventsRun, identityOf } from '../run.ts'
 import type { Enqueued } from './enqueue.ts'
 
+/** Outcomes of an event whose notifications go on to be sent: logged at debug, counted in the batch's line. */
+const ROUTINE: ReadonlySet<string> = new Set(['enqueued', 'digested'])
+
 /**
  * Stage 7: every message that came this far is done — a duplicate found in
  * D1, an event recorded (or found recorded by a concurrent batch), an ignored
@@ -11,6 +14,7 @@ import type { Enqueued } from './enqueue.ts'
  */
 export async function finishStage(run: EventsRun, enqueued: readonly Enqueued[]): Promise<void> {
   const done: string[] = []
+  const outcomes: Record<string, number> = {}
   for (const item of enqueued) {
     if (item.type === 'duplicate') {
       const { plan, work, inbound } = item
@@ -29,13 +33,20 @@ export async function finishStage(run: EventsRun, enqueued: readonly Enqueued[])
       const { plan, work, inbound } = item
       const won = item.written.won
       run.ack(item)
-      run.log.info(`event.${won ? plan.outcome : 'skipped-duplicate'}`, {
+      const outcome = won ? plan.outcome : 'skipped-duplicate'
+      outcomes[outcome] = (outcomes[outcome] ?? 0) + 1
+      // An event that made notifications to send is told again by each one's `notification.sent` (with its
+      // event id and kind), and counted in the batch's line: at info, one line per email is enough (what a
+      // line costs: docs/cost.md). Every other outcome says something went another way, and stays at info.
+      const fields = {
         ...describe(inbound),
         ...identityOf(work.event),
         kind: plan.kind,
         notifications: plan.notifications.length,
         note: plan.note,
-      })
+      }
+      if (ROUTINE.has(outcome)) run.log.debug(`event.${outcome}`, fields)
+      else run.log.info(`event.${outcome}`, fields)
       done.push(work.event.idempotencyKey)
     } else {
       run.ack(item)
@@ -52,6 +63,7 @@ export async function finishStage(run: EventsRun, enqueued: readonly Enqueued[])
       run.log.warn('materialize.counters-failed', { error })
     }
   }
-  // One line per batch: what `npm run bench` reads to show round trips stay flat as batches grow.
-  run.log.info('materialize.batch', { messages: run.size, d1RoundTrips: run.roundTrips() })
+  // One line per batch: what `npm run bench` reads to show round trips stay flat as batches grow, and how
+  // many events of each outcome the batch recorded.
+  run.log.info('materialize.batch', { messages: run.size, d1RoundTrips: run.roundTrips(), outcomes })
 }
