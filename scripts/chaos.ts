@@ -443,12 +443,18 @@ function revokeTheKey(): void {
  */
 let resendFault: Promise<void> = Promise.resolve()
 let resendFailing = false
-function resendFails(set: (on: boolean) => void, seconds: number, over: string): () => void {
+function resendFails(set: (on: boolean) => void, seconds: number, over: string, met: () => boolean): () => void {
   return () => {
     set(true)
     resendFailing = true
     resendFault = (async () => {
       await sleep(seconds * 1000)
+      // Held on until a request met it (at most three minutes more): a send held by the pace (a 429's
+      // retry-after) can keep every request from Resend for the whole window, and the run would then have
+      // tried nothing.
+      await waitFor(async () => (met() ? true : undefined), 'a request to meet the fault', 180_000).catch(() =>
+        progress('  no request met the fault'),
+      )
       set(false)
       resendFailing = false
       progress(`  ${over}`)
@@ -699,11 +705,21 @@ if (FAILOVER) {
   for (const [name, act] of [
     [
       `the key refused for ${KEY_REVOKED_SECONDS} s (403 invalid_api_key) while an event comes every second: resend pauses, mail fails over to the send_email binding`,
-      resendFails((on) => provider.setKeyRevoked(on), KEY_REVOKED_SECONDS, 'the API key is valid again'),
+      resendFails(
+        (on) => provider.setKeyRevoked(on),
+        KEY_REVOKED_SECONDS,
+        'the API key is valid again',
+        () => provider.stats.refusedForKey > 0,
+      ),
     ],
     [
       `Resend down for ${PROVIDER_OUTAGE_SECONDS} s (500 internal_server_error to every request) while an event comes every second: its circuit opens, mail fails over to the send_email binding`,
-      resendFails((on) => provider.setOutage(on), PROVIDER_OUTAGE_SECONDS, 'Resend answers again'),
+      resendFails(
+        (on) => provider.setOutage(on),
+        PROVIDER_OUTAGE_SECONDS,
+        'Resend answers again',
+        () => provider.stats.outageFailures > 0,
+      ),
     ],
   ] as const) {
     progress('trickling events until resend is usable…')
