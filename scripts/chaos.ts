@@ -28,7 +28,9 @@
  * source stalled behind a bad record, a dead letter's bytes differ from what
  * was published, a bad record ended anywhere but where it should, a
  * notification was ended by the revoked key (`burned`: it must pause), a
- * retry came before the time a 429 named (`early_retries`), a pause never
+ * retry came before the time a 429 named (`early_retries`), a request went
+ * over the team's rate (`provider_over_rate_limit`: the stand-in keeps a
+ * sliding one-second window), a pause never
  * ended (`stalled_paused`), a notification failed without its dead letter
  * (`failed_without_dead_letter`), or an erased owner was emailed after the
  * erasure (`emails_after_erasure`). With CHAOS_DB_SHARDS=2 the Worker spreads
@@ -1166,6 +1168,8 @@ const ok =
   stats.refusedForKey > 0 &&
   burned === 0 &&
   stats.earlyRetries === 0 &&
+  // The pace kept the team's rate: no request was refused for it (the drawn 429s are faults, not counted here).
+  stats.overRate === 0 &&
   stats.missingUserAgent === 0 &&
   stats.contractViolations === 0 &&
   // The lost answers happened (the fault was exercised), and each was resolved by its retry.

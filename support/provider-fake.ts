@@ -104,6 +104,8 @@ export async function startProviderFake(options: {
   webhook?: { url: string; secret: string }
 }) {
   const emails = new Map<string, AcceptedEmail>()
+  /** When each request arrived (epoch ms), in order: the bench reads the pace from them. */
+  const arrivals: number[] = []
   const running = new Map<string, { clientGone: boolean }>()
   const stats: ProviderStats = {
     requests: 0,
@@ -150,6 +152,9 @@ export async function startProviderFake(options: {
   let webhook = options.webhook
 
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    // The rate counts a request from when it arrived, not from when its body (a batch's hundred emails) was read.
+    const arrivedAt = Date.now()
+    arrivals.push(arrivedAt)
     const raw = await readBody(request)
     stats.requests += 1
     const key = request.headers['idempotency-key']
@@ -179,7 +184,7 @@ export async function startProviderFake(options: {
       else answer(response, 403, { name: 'invalid_api_key', message: 'API key is invalid' })
       return
     }
-    const rate = limiter.take('chaos')
+    const rate = limiter.take('chaos', arrivedAt)
     if (!rate.allowed) {
       stats.rateLimited += 1
       stats.overRate += 1
@@ -378,6 +383,7 @@ export async function startProviderFake(options: {
     /** Emails accepted, by Idempotency-Key: one per key, however often it was sent. */
     emails: emails as ReadonlyMap<string, AcceptedEmail>,
     stats: stats as Readonly<ProviderStats>,
+    arrivals: arrivals as readonly number[],
     /** Revokes the API key (every request answered 403 invalid_api_key) or restores it. */
     setKeyRevoked(revoked: boolean) {
       keyRevoked = revoked

@@ -17,12 +17,22 @@ export const RESEND_DEFAULT_REQUESTS_PER_SECOND = 5
 /** What the limiter decided for one request, and the headers Resend sends with any answer to it. */
 export type RateDecision = { allowed: boolean; headers: Record<string, string> }
 
+/** The window Resend's limit is counted in: "requests per second". */
+const WINDOW_MS = 1000
+
 /**
- * A fixed one-second window per team. `take(team)` counts one request of that
- * team and says whether it is within the limit; the headers belong on the
- * answer either way (with `retry-after` on a refusal). The page does not say
- * how the window is kept; a fixed window is the simplest that honours "N
- * requests per second".
+ * A sliding one-second window per team: a request is allowed when fewer than
+ * the team's limit arrived in the second before it (`(at - 1000, at]`). The
+ * page does not say how Resend keeps its window. A sliding window is the
+ * strictest that honours "N requests per second": every fixed window of a
+ * second, wherever it starts, is one of the windows it checks, so a pace that
+ * never meets a refusal here never meets one from a fixed window either. A
+ * refused request counts too (a client that keeps knocking keeps the window
+ * full), which is again the stricter reading. `take(team, at)` counts one
+ * request of that team, arrived at `at` (when the server saw it, not when it
+ * finished reading its body); the headers belong on the answer either way,
+ * with `retry-after` on a refusal: the whole seconds until the window has a
+ * place again, rounded up as Resend's headers are whole seconds.
  */
 export function resendRateLimiter(options: {
   /** Requests per second per team; Resend's default when not given. */
@@ -32,25 +42,30 @@ export function resendRateLimiter(options: {
   now?: () => number
 }) {
   const now = options.now ?? Date.now
-  const windows = new Map<string, { start: number; count: number }>()
+  /** Arrivals of each team's requests within the last second, oldest first. */
+  const arrivals = new Map<string, number[]>()
   return {
-    take(team: string): RateDecision {
+    take(team: string, arrivedAt?: number): RateDecision {
       const limit = options.perTeam?.(team) ?? options.requestsPerSecond ?? RESEND_DEFAULT_REQUESTS_PER_SECOND
-      const at = now()
-      let window = windows.get(team)
-      if (!window || at - window.start >= 1000) {
-        window = { start: at, count: 0 }
-        windows.set(team, window)
-      }
-      window.count += 1
-      const reset = Math.max(1, Math.ceil((window.start + 1000 - at) / 1000))
-      const allowed = window.count <= limit
+      const at = arrivedAt ?? now()
+      const log = arrivals.get(team) ?? []
+      arrivals.set(team, log)
+      while (log.length > 0 && (log[0] as number) <= at - WINDOW_MS) log.shift()
+      // Requests are counted in the order they arrived, though one whose body took longer is decided later.
+      let place = log.length
+      while (place > 0 && (log[place - 1] as number) > at) place -= 1
+      const allowed = place < limit
+      log.splice(place, 0, at)
+      const inWindow = place + 1
+      // The window has a place again when all but limit - 1 of what it holds have left it.
+      const freeAt = (log[inWindow - limit] ?? at - WINDOW_MS) + WINDOW_MS
+      const reset = Math.max(1, Math.ceil(((log[0] as number) + WINDOW_MS - at) / 1000))
       const headers: Record<string, string> = {
         'ratelimit-limit': String(limit),
-        'ratelimit-remaining': String(Math.max(0, limit - window.count)),
+        'ratelimit-remaining': String(Math.max(0, limit - inWindow)),
         'ratelimit-reset': String(reset),
       }
-      if (!allowed) headers['retry-after'] = String(reset)
+      if (!allowed) headers['retry-after'] = String(Math.max(1, Math.ceil((freeAt - at) / 1000)))
       return { allowed, headers }
     },
   }

@@ -36,7 +36,8 @@
  * email, with another payload a 409 `invalid_idempotent_request`; after 24
  * hours the key is forgotten and the email sent again. Requests and accepted emails are counted by
  * key (`GET /control/sends?key=`, `GET /control/emails?key=`,
- * `POST /control/release?key=`, `POST /control/rate-clock?at=`), and so are
+ * `POST /control/release?key=`, `POST /control/rate-clock?at=`, and
+ * `?key=&at=` for one team's clock), and so are
  * the requests refused 429 for their team's rate (`GET /control/rate-limited?key=`),
  * which are refused before they count as sends. `POST /control/outage?key=&on=1`
  * (`on=0` to end it) answers every request under that API key 503
@@ -100,9 +101,14 @@ export async function fakeResend(request: Request): Promise<Response> {
     if (url.pathname === '/control/rate-limited') return Response.json({ count: rateLimited.get(key) ?? 0 })
     if (url.pathname === '/control/domain-lists') return Response.json({ count: domainLists.get(key) ?? 0 })
     if (url.pathname === '/control/rate-clock') {
+      // With a `key` (a team key of its own): that team's clock only, so that tests running meanwhile keep theirs.
       const at = url.searchParams.get('at')
-      heldAt = at === null ? undefined : Number(at)
-      return Response.json({ heldAt: heldAt ?? null })
+      const held = at === null ? undefined : Number(at)
+      if (url.searchParams.has('key')) {
+        if (held === undefined) heldAtOfTeam.delete(key)
+        else heldAtOfTeam.set(key, held)
+      } else heldAt = held
+      return Response.json({ heldAt: held ?? null })
     }
     if (url.pathname === '/control/outage') {
       // Every request under this API key is answered 503 while it lasts: Resend (or what stands before it) is down.
@@ -214,6 +220,8 @@ type Email = { to?: string[]; subject?: string; from?: string }
  * fast this machine is.
  */
 let heldAt: number | undefined
+/** The held clocks of single teams (`POST /control/rate-clock?key=&at=`). */
+const heldAtOfTeam = new Map<string, number>()
 const SHARED_TEAM = resendRateLimiter({ requestsPerSecond: 10_000 })
 const TEAM_OF_KEY: Record<string, ReturnType<typeof resendRateLimiter>> = {
   [FAKE_RESEND_KEYS.full]: SHARED_TEAM,
@@ -223,7 +231,8 @@ const TEAM_OF_KEY: Record<string, ReturnType<typeof resendRateLimiter>> = {
 
 /** A key's team: one of the above, or a team of its own for a `test-resend-key-team-…` key. */
 function teamOf(apiKey: string): ReturnType<typeof resendRateLimiter> | undefined {
-  if (apiKey.startsWith(FAKE_RESEND_TEAM_KEY_PREFIX)) TEAM_OF_KEY[apiKey] ??= resendRateLimiter({})
+  if (apiKey.startsWith(FAKE_RESEND_TEAM_KEY_PREFIX))
+    TEAM_OF_KEY[apiKey] ??= resendRateLimiter({ now: () => heldAtOfTeam.get(apiKey) ?? Date.now() })
   return TEAM_OF_KEY[apiKey]
 }
 

@@ -83,6 +83,23 @@ describe("Resend's rate limit (5 requests per second per team)", () => {
     expect(limiter.take('team-a')).toMatchObject({ allowed: true, headers: { 'ratelimit-remaining': '4' } })
   })
 
+  it('the window slides: no second, wherever it starts, holds more than five, and a refusal counts in it too', () => {
+    let now = 1_000_000
+    const limiter = resendRateLimiter({ now: () => now })
+    expect(limiter.take('team-a').allowed).toBe(true)
+    now += 900
+    expect(Array.from({ length: 4 }, () => limiter.take('team-a').allowed)).toEqual([true, true, true, true])
+    // A fixed window that opened at the first request would let five more in from 1,000 ms on: the second
+    // before 1,050 still holds the four of 900.
+    now += 150
+    expect(limiter.take('team-a')).toMatchObject({ allowed: true, headers: { 'ratelimit-remaining': '0' } })
+    const refused = limiter.take('team-a')
+    expect(refused).toMatchObject({ allowed: false, headers: { 'retry-after': '1' } })
+    // At 1,901 the four of 900 have left; the ones of 1,050, the refused one among them, have not.
+    now += 851
+    expect(limiter.take('team-a')).toMatchObject({ allowed: true, headers: { 'ratelimit-remaining': '2' } })
+  })
+
   it('the transport sends five within the second; the sixth is a transient failure that waits as told', async () => {
     await fetch(`${FAKE_RESEND_URL}/control/rate-clock?at=${Date.now()}`, { method: 'POST' })
     const transport = resendTransport({ apiKey: 'test-resend-key-default-rate', baseUrl: FAKE_RESEND_URL })

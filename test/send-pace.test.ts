@@ -13,8 +13,9 @@ import { describe, expect, it } from 'vitest'
 import { configOf } from '../src/config.ts'
 import { reportOf } from '../src/dispatch/pace/answer.ts'
 import { PACE_MAX_WAIT_MS, paceName } from '../src/dispatch/pace/client.ts'
-import { type Slot, WINDOW_MS } from '../src/dispatch/pace/slots.ts'
+import { type Slot, SlotBook, WINDOW_MS } from '../src/dispatch/pace/slots.ts'
 import { paceFor } from '../src/dispatch/transports/index.ts'
+import { resendTransport } from '../src/dispatch/transports/resend.ts'
 import { createLogger } from '../src/log.ts'
 import { FAKE_RESEND_TEAM_KEY_PREFIX, FAKE_RESEND_URL } from './fake-resend.ts'
 import { dispatchOnce, guid, pendingNotification } from './helpers.ts'
@@ -72,7 +73,7 @@ function expectPaced(starts: number[], perSecond: number) {
 }
 
 describe('the pace object', () => {
-  it('hands out slots at most the rate in any window, in the order asked, and sends those it cannot seat back spread at the pace', async () => {
+  it('hands out slots one step of the pace apart, in the order asked, each with the slots that start in its window', async () => {
     const pace = env.SEND_PACE.getByName(`test-slots-${guid()}`)
     const slots: Slot[] = await Promise.all(
       Array.from({ length: 23 }, () => pace.take({ perSecond: 5, maxWaitMs: 60_000 })),
@@ -80,23 +81,37 @@ describe('the pace object', () => {
     expect(slots.every((slot) => slot.kind === 'send' && slot.perSecond === 5)).toBe(true)
     const starts = slots.map((slot) => slot.at).sort((a, b) => a - b)
     expectPaced(starts, 5)
-    // Bursts of five, one window apart: the 23 fit five windows.
-    expect((starts[22] as number) - (starts[0] as number)).toBeGreaterThanOrEqual(4 * WINDOW_MS)
+    for (let i = 1; i < starts.length; i += 1) {
+      expect((starts[i] as number) - (starts[i - 1] as number)).toBeGreaterThanOrEqual(WINDOW_MS / 5)
+    }
+    // A slot never starts beside more of ours in its window than the rate: what Resend's count should be.
+    expect(slots.every((slot) => slot.kind === 'send' && slot.startedInWindow <= 5)).toBe(true)
+  })
 
-    const short = env.SEND_PACE.getByName(`test-slots-${guid()}`)
-    const answers: Slot[] = []
-    for (let i = 0; i < 12; i += 1) answers.push(await short.take({ perSecond: 5, maxWaitMs: 1500 }))
-    // Two windows fit within 1.5 s, handed out in the order asked; the other two are told to come
-    // back, one pace step apart, and hold no slot.
-    expect(answers.map((slot) => slot.kind)).toEqual([...Array(10).fill('send'), 'later', 'later'])
-    expectPaced(
-      answers.slice(0, 10).map((slot) => slot.at),
-      5,
-    )
-    const [first, second] = answers.slice(10)
-    expect((second?.at as number) - (first?.at as number)).toBe(WINDOW_MS / 5)
-    const next = await short.take({ perSecond: 5, maxWaitMs: 60_000 })
-    expect(next).toMatchObject({ kind: 'send', at: first?.at })
+  it('spaces slots from their starts, counts each window, and sends back those it cannot seat, spread at the pace', () => {
+    const book = new SlotBook()
+    const now = 1_000_000
+    const answers = Array.from({ length: 12 }, () => book.take(now, { perSecond: 5, maxWaitMs: 1500 }))
+    const step = WINDOW_MS / 5
+    // Seven slots fit within 1.5 s, 220 ms apart; the other five are told to come back, one step apart,
+    // and hold no slot.
+    expect(answers).toEqual([
+      ...[1, 2, 3, 4, 5, 5, 5].map((startedInWindow, i) => ({
+        kind: 'send',
+        at: now + i * step,
+        waitMs: i * step,
+        perSecond: 5,
+        startedInWindow,
+      })),
+      ...[7, 8, 9, 10, 11].map((i) => ({ kind: 'later', at: now + i * step, perSecond: 5 })),
+    ])
+    expect(book.take(now, { perSecond: 5, maxWaitMs: 60_000 })).toMatchObject({ kind: 'send', at: now + 7 * step })
+    // After a quiet while, the next slot starts at once and is alone in its window.
+    expect(book.take(now + 60_000, { perSecond: 5, maxWaitMs: 0 })).toMatchObject({
+      kind: 'send',
+      at: now + 60_000,
+      startedInWindow: 1,
+    })
   })
 
   it('a hold stops every slot until it ends, and outlives the object; a provider limit below the rate lowers it', async () => {
@@ -123,6 +138,7 @@ describe('the pace object', () => {
 describe('what an answer tells the pace', () => {
   const headers = (values: Record<string, string>) => new Headers(values)
   const answer = (values: Record<string, string>, rateLimited = false, waitSeconds?: number) => ({
+    key: 'a-notification',
     headers: headers(values),
     rateLimited,
     waitSeconds,
@@ -136,17 +152,28 @@ describe('what an answer tells the pace', () => {
     expect(reportOf(answer({ ...usual, 'ratelimit-limit': '50' }), 5, 5)).toBeUndefined()
   })
 
-  it('a 429 holds for its retry-after; a spent window until its reset; a lower limit, and a limit back up, are reported', () => {
+  it('a 429 holds for its retry-after; a window someone else spent until its reset; a lower limit, and a limit back up, are reported', () => {
     expect(reportOf(answer({ ...usual, 'retry-after': '7' }, true, 7), 5, 5)).toEqual({
       perSecond: 5,
       holdSeconds: 7,
       cause: 'rate-limited',
     })
-    expect(reportOf(answer({ ...usual, 'ratelimit-remaining': '0', 'ratelimit-reset': '1' }), 5, 5)).toEqual({
-      perSecond: 5,
-      holdSeconds: 1,
-      cause: 'window-spent',
-    })
+    const spent = answer({ ...usual, 'ratelimit-remaining': '0', 'ratelimit-reset': '1' })
+    // Five of our slots in the window: the window Resend counted full is ours, and the pace spaces the next already.
+    expect(reportOf(spent, 5, 5, 5)).toBeUndefined()
+    // Three of ours: someone else sends for the team too. No slot (the pace was out of reach): nothing explains it.
+    for (const startedInWindow of [3, undefined]) {
+      expect(reportOf(spent, 5, 5, startedInWindow)).toEqual({ perSecond: 5, holdSeconds: 1, cause: 'window-spent' })
+    }
+    // Counted against the limit Resend names, not the rate configured.
+    expect(
+      reportOf(
+        { ...spent, headers: headers({ ...usual, 'ratelimit-limit': '2', 'ratelimit-remaining': '0' }) },
+        5,
+        2,
+        2,
+      ),
+    ).toBeUndefined()
     expect(reportOf(answer({ ...usual, 'ratelimit-limit': '2' }), 5, 5)).toEqual({ perSecond: 5, limit: 2 })
     expect(reportOf(answer(usual), 5, 2)).toEqual({ perSecond: 5, limit: 5 })
   })
@@ -171,6 +198,57 @@ describe('sends through resend, paced', () => {
       expect(await rowOf(id)).toMatchObject({ status: 'sent', send_attempts: 1 })
       expect(await control('rate-limited', id)).toBe(0)
       expect(await control('sends', id)).toBe(1)
+    }
+  })
+
+  it('a window full of our own sends holds nobody; one that another sender of the team filled holds every sender until its reset', async () => {
+    // The fake's clock for each team stands still: every request counts in one second, however long the sends take.
+    const holdClock = (apiKey: string, at?: number) =>
+      fetch(`${FAKE_RESEND_URL}/control/rate-clock?key=${apiKey}${at === undefined ? '' : `&at=${at}`}`, {
+        method: 'POST',
+      })
+    const ours = ownTeam()
+    await holdClock(ours.apiKey, Date.now())
+    try {
+      const ids = await Promise.all(
+        Array.from({ length: 5 }, (_, i) => pendingNotification(`own-window-${i}-${guid().slice(0, 8)}@example.com`)),
+      )
+      // Five invocations at once (one invocation would send them in one request): five slots, a step apart.
+      await dispatchAll(ids, ours.vars)
+      for (const id of ids) {
+        expect(await rowOf(id)).toMatchObject({ status: 'sent', send_attempts: 1 })
+        expect(await control('sends', id)).toBe(1)
+      }
+      // The fifth answer said the window was spent (remaining 0): by our own five, so nothing is held.
+      expect(await kept(ours.apiKey)).toEqual({})
+    } finally {
+      await holdClock(ours.apiKey)
+    }
+
+    const shared = ownTeam()
+    await holdClock(shared.apiKey, Date.now())
+    try {
+      // Another service of the team sends four; our one send is the fifth of the team's second.
+      const otherService = resendTransport({ apiKey: shared.apiKey, baseUrl: FAKE_RESEND_URL })
+      for (let i = 0; i < 4; i += 1) {
+        await otherService.send({
+          notificationId: `other-service-${guid()}`,
+          from: { address: 'notifications@notify-edge.example', name: 'ArtHunt' },
+          to: { address: `other-service-${i}@example.com`, name: 'Анна' },
+          subject: 'Другой сервис',
+          text: 'Текст',
+          html: '<p>Текст</p>',
+          unsubscribeUrl: null,
+        })
+      }
+      const id = await pendingNotification(`shared-window-${guid().slice(0, 8)}@example.com`)
+      const before = Date.now()
+      await dispatchOnce({ notificationId: id }, shared.vars)
+      expect(await rowOf(id)).toMatchObject({ status: 'sent', send_attempts: 1 })
+      // Every sender of the account waits for the window's reset (a second) rather than meet a 429.
+      expect((await kept(shared.apiKey)).heldUntil).toBeGreaterThanOrEqual(before + 1000)
+    } finally {
+      await holdClock(shared.apiKey)
     }
   })
 

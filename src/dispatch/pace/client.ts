@@ -32,6 +32,8 @@ export class Pace implements PaceObserver {
   #stub: Promise<DurableObjectStub<SendPace>> | undefined
   /** The rate of the last slot: what a limit in an answer is compared with. */
   #pacedAt: number
+  /** Each waiting answer's slot count (./slots.ts), by its request's idempotency key. */
+  readonly #startedInWindow = new Map<string, number>()
 
   constructor(namespace: DurableObjectNamespace<SendPace>, apiKey: string, perSecond: number, log: Logger) {
     this.#namespace = namespace
@@ -41,8 +43,11 @@ export class Pace implements PaceObserver {
     this.#pacedAt = perSecond
   }
 
-  /** Waits for this send's slot, or says when to come back when it is more than PACE_MAX_WAIT_MS away. */
-  async slot(): Promise<PaceDecision> {
+  /**
+   * Waits for the slot of the send whose idempotency key is `key`, or says
+   * when to come back when it is more than PACE_MAX_WAIT_MS away.
+   */
+  async slot(key: string): Promise<PaceDecision> {
     let slot: Awaited<ReturnType<SendPace['take']>>
     try {
       slot = await (await this.#object()).take({ perSecond: this.#perSecond, maxWaitMs: PACE_MAX_WAIT_MS })
@@ -52,13 +57,16 @@ export class Pace implements PaceObserver {
     }
     this.#pacedAt = slot.perSecond
     if (slot.kind === 'later') return { kind: 'later', at: new Date(slot.at) }
+    this.#startedInWindow.set(key, slot.startedInWindow)
     if (slot.waitMs > 0) await scheduler.wait(slot.waitMs)
     return { kind: 'go' }
   }
 
   /** Tells the pace what an answer changes, when it changes anything (most do not). */
   async observe(answer: RateAnswer): Promise<void> {
-    const report = reportOf(answer, this.#perSecond, this.#pacedAt)
+    const startedInWindow = this.#startedInWindow.get(answer.key)
+    this.#startedInWindow.delete(answer.key)
+    const report = reportOf(answer, this.#perSecond, this.#pacedAt, startedInWindow)
     if (!report) return
     try {
       await (await this.#object()).observe(report)

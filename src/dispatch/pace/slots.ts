@@ -2,11 +2,15 @@ import { PACE_MAX_REQUESTS_PER_SECOND } from '../../config.ts'
 
 /**
  * The window in which at most `perSecond` slots start: Resend's second, and a
- * guard of a tenth of it. Slots handed out together do not reach Resend
- * together — each waits for the object's answer, then opens its own request —
- * and a request that arrives a little early in Resend's window must not make
- * it the one too many. The guard costs a tenth of the rate; a 429 would cost a
- * send attempt and stop every sender for its `retry-after`.
+ * guard of a tenth of it. Slots start one `WINDOW_MS / perSecond` apart (220
+ * ms at Resend's default of 5), so five starts span 880 ms and a sixth comes
+ * 1,100 ms after the first. The guard is for the way from a slot to Resend:
+ * each sender waits for the object's answer, then builds and opens its own
+ * request, so requests reach Resend up to a few tens of milliseconds off
+ * their slots; a sixth request that arrived early enough to share a second
+ * of Resend's with the first would be refused. The guard costs a tenth of the
+ * rate; a 429 would cost a send attempt and stop every sender for its
+ * `retry-after`.
  */
 export const WINDOW_MS = 1100
 
@@ -15,24 +19,28 @@ export type SlotAsk = { perSecond: number; maxWaitMs: number }
 
 /**
  * The pace's answer. `send`: the sender's slot starts at `at` (epoch ms),
- * `waitMs` from when it was asked. `later`: no slot within the sender's
- * longest wait; come back at `at`. `perSecond` is the rate the slot was paced
- * at: the configured one, or the provider's lower `ratelimit-limit`.
+ * `waitMs` from when it was asked; `startedInWindow` slots, this one among
+ * them, start in the `WINDOW_MS` up to it — what Resend's count of the team's
+ * requests should hold when it answers this one, if nobody else sends for the
+ * team. `later`: no slot within the sender's longest wait; come back at `at`.
+ * `perSecond` is the rate the slot was paced at: the configured one, or the
+ * provider's lower `ratelimit-limit`.
  */
 export type Slot =
-  | { kind: 'send'; at: number; waitMs: number; perSecond: number }
+  | { kind: 'send'; at: number; waitMs: number; perSecond: number; startedInWindow: number }
   | { kind: 'later'; at: number; perSecond: number }
 
 /**
- * The send slots of one provider account: at most `perSecond` slots start in
- * any window of `WINDOW_MS` (a sliding log of the latest starts), none before
- * a hold ends (a 429's `retry-after`, a spent window's `ratelimit-reset`),
+ * The send slots of one provider account: each starts `WINDOW_MS / perSecond`
+ * after the one before it — spaced from their starts, so at most `perSecond`
+ * start in any window of `WINDOW_MS` — none before a hold ends (a 429's
+ * `retry-after`, or the `ratelimit-reset` of a window someone else spent),
  * and the rate is the lower of the configured one and the provider's own
  * limit when it said one. A slot is never earlier than the one before it, so
- * the log stays in order and a rate that rises later cannot squeeze a slot in
- * between two that were paced for a lower one. Times are epoch milliseconds
- * of the caller's clock. Pure: the Durable Object (./send-pace.ts) owns one
- * and keeps what must outlive it.
+ * a rate that rises later cannot squeeze a slot in between two that were
+ * paced for a lower one. Times are epoch milliseconds of the caller's clock.
+ * Pure: the Durable Object (./send-pace.ts) owns one and keeps what must
+ * outlive it.
  */
 export class SlotBook {
   /** Starts of the latest slots, oldest first, at most PACE_MAX_REQUESTS_PER_SECOND of them. */
@@ -63,24 +71,25 @@ export class SlotBook {
   }
 
   /**
-   * The next slot for a sender asking at `now`: the earliest time that keeps
-   * every window within the rate and is past any hold, taken when it is at
-   * most `maxWaitMs` away; otherwise nothing is taken and the sender is told
-   * when to come back.
+   * The next slot for a sender asking at `now`: one step of the pace after
+   * the last slot, past any hold, taken when it is at most `maxWaitMs` away;
+   * otherwise nothing is taken and the sender is told when to come back.
    */
   take(now: number, ask: SlotAsk): Slot {
     const perSecond = this.perSecond(ask.perSecond)
-    const last = this.#starts.at(-1) ?? 0
-    const windowStart = this.#starts.at(-perSecond)
-    const at = Math.max(now, this.#heldUntil, last, windowStart === undefined ? 0 : windowStart + WINDOW_MS)
+    const step = WINDOW_MS / perSecond
+    const last = this.#starts.at(-1)
+    const at = Math.max(now, this.#heldUntil, last === undefined ? 0 : last + step)
     if (at - now > ask.maxWaitMs) {
       const later = Math.max(at, this.#laterFrom)
-      this.#laterFrom = later + WINDOW_MS / perSecond
+      this.#laterFrom = later + step
       return { kind: 'later', at: later, perSecond }
     }
     this.#starts.push(at)
     if (this.#starts.length > PACE_MAX_REQUESTS_PER_SECOND) this.#starts.shift()
-    return { kind: 'send', at, waitMs: at - now, perSecond }
+    let startedInWindow = 0
+    while ((this.#starts.at(-1 - startedInWindow) ?? -Infinity) > at - WINDOW_MS) startedInWindow += 1
+    return { kind: 'send', at, waitMs: at - now, perSecond, startedInWindow }
   }
 
   /** Holds every slot until `until` (epoch ms); true when that moved the hold. */

@@ -114,7 +114,8 @@ async function tryToSend(context: SendContext, item: ToSend | Bundle): Promise<T
   const { lease, transport, pace } = context
   const bundle = 'members' in item ? item : undefined
   if (!lease.canStartSend || (bundle && !transport.deliverBundle)) return { leaseAtRisk: true }
-  const decision = await pace?.slot()
+  // The slot is known by the request's idempotency key, which its answer names again.
+  const decision = await pace?.slot(bundle ? bundle.id : (item as ToSend).row.id)
   if (decision?.kind === 'later') return { pacedTo: decision.at }
   if (!lease.canStartSend) return { leaseAtRisk: true }
   try {

@@ -62,6 +62,7 @@ export function resendTransport(
     const failure = response.ok ? undefined : failureOf(response, text)
     // Every answer carries Resend's rate headers: the pace of every sender of this account learns from them.
     await options.pace?.observe({
+      key,
       headers: response.headers,
       rateLimited: response.status === 429 && failure?.outcome === 'transient',
       waitSeconds: failure?.delaySeconds,
