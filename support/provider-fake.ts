@@ -152,9 +152,10 @@ export async function startProviderFake(options: {
   let webhook = options.webhook
 
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    // The rate counts a request from when it arrived, not from when its body (a batch's hundred emails) was read.
-    const arrivedAt = Date.now()
-    arrivals.push(arrivedAt)
+    // The rate counts a request when it arrives, before its body (a batch's hundred emails) is read and
+    // before anything else is checked: in arrival order, a request refused for another reason too.
+    arrivals.push(Date.now())
+    const rate = limiter.take('chaos')
     const raw = await readBody(request)
     stats.requests += 1
     const key = request.headers['idempotency-key']
@@ -184,7 +185,6 @@ export async function startProviderFake(options: {
       else answer(response, 403, { name: 'invalid_api_key', message: 'API key is invalid' })
       return
     }
-    const rate = limiter.take('chaos', arrivedAt)
     if (!rate.allowed) {
       stats.rateLimited += 1
       stats.overRate += 1

@@ -28,9 +28,9 @@ const WINDOW_MS = 1000
  * second, wherever it starts, is one of the windows it checks, so a pace that
  * never meets a refusal here never meets one from a fixed window either. A
  * refused request counts too (a client that keeps knocking keeps the window
- * full), which is again the stricter reading. `take(team, at)` counts one
- * request of that team, arrived at `at` (when the server saw it, not when it
- * finished reading its body); the headers belong on the answer either way,
+ * full), which is again the stricter reading. `take(team)` counts one
+ * request of that team, called when it arrives (not when its body has been
+ * read), so in arrival order; the headers belong on the answer either way,
  * with `retry-after` on a refusal: the whole seconds until the window has a
  * place again, rounded up as Resend's headers are whole seconds.
  */
@@ -45,24 +45,20 @@ export function resendRateLimiter(options: {
   /** Arrivals of each team's requests within the last second, oldest first. */
   const arrivals = new Map<string, number[]>()
   return {
-    take(team: string, arrivedAt?: number): RateDecision {
+    take(team: string): RateDecision {
       const limit = options.perTeam?.(team) ?? options.requestsPerSecond ?? RESEND_DEFAULT_REQUESTS_PER_SECOND
-      const at = arrivedAt ?? now()
+      const at = now()
       const log = arrivals.get(team) ?? []
       arrivals.set(team, log)
       while (log.length > 0 && (log[0] as number) <= at - WINDOW_MS) log.shift()
-      // Requests are counted in the order they arrived, though one whose body took longer is decided later.
-      let place = log.length
-      while (place > 0 && (log[place - 1] as number) > at) place -= 1
-      const allowed = place < limit
-      log.splice(place, 0, at)
-      const inWindow = place + 1
+      const allowed = log.length < limit
+      log.push(at)
       // The window has a place again when all but limit - 1 of what it holds have left it.
-      const freeAt = (log[inWindow - limit] ?? at - WINDOW_MS) + WINDOW_MS
+      const freeAt = (log[log.length - limit] ?? at - WINDOW_MS) + WINDOW_MS
       const reset = Math.max(1, Math.ceil(((log[0] as number) + WINDOW_MS - at) / 1000))
       const headers: Record<string, string> = {
         'ratelimit-limit': String(limit),
-        'ratelimit-remaining': String(Math.max(0, limit - inWindow)),
+        'ratelimit-remaining': String(Math.max(0, limit - log.length)),
         'ratelimit-reset': String(reset),
       }
       if (!allowed) headers['retry-after'] = String(Math.max(1, Math.ceil((freeAt - at) / 1000)))

@@ -12,8 +12,8 @@ import { env } from 'cloudflare:workers'
 import { describe, expect, it } from 'vitest'
 import { configOf } from '../src/config.ts'
 import { reportOf } from '../src/dispatch/pace/answer.ts'
-import { PACE_MAX_WAIT_MS, paceName } from '../src/dispatch/pace/client.ts'
-import { type Slot, SlotBook, WINDOW_MS } from '../src/dispatch/pace/slots.ts'
+import { PACE_MAX_WAIT_MS, Pace, paceName } from '../src/dispatch/pace/client.ts'
+import { CAREFUL_MS, type Slot, SlotBook, WINDOW_MS } from '../src/dispatch/pace/slots.ts'
 import { paceFor } from '../src/dispatch/transports/index.ts'
 import { resendTransport } from '../src/dispatch/transports/resend.ts'
 import { createLogger } from '../src/log.ts'
@@ -102,6 +102,7 @@ describe('the pace object', () => {
         waitMs: i * step,
         perSecond: 5,
         startedInWindow,
+        careful: false,
       })),
       ...[7, 8, 9, 10, 11].map((i) => ({ kind: 'later', at: now + i * step, perSecond: 5 })),
     ])
@@ -111,7 +112,12 @@ describe('the pace object', () => {
       kind: 'send',
       at: now + 60_000,
       startedInWindow: 1,
+      careful: false,
     })
+    // Careful for a while after a sign of another sender: the slots before its end say so, the next ones not.
+    expect(book.beCareful(now + 60_000 + CAREFUL_MS)).toBe(true)
+    expect(book.take(now + 61_000, { perSecond: 5, maxWaitMs: 0 })).toMatchObject({ careful: true })
+    expect(book.take(now + 60_000 + CAREFUL_MS, { perSecond: 5, maxWaitMs: 0 })).toMatchObject({ careful: false })
   })
 
   it('a hold stops every slot until it ends, and outlives the object; a provider limit below the rate lowers it', async () => {
@@ -157,21 +163,38 @@ describe('what an answer tells the pace', () => {
       perSecond: 5,
       holdSeconds: 7,
       cause: 'rate-limited',
+      shared: true,
     })
     const spent = answer({ ...usual, 'ratelimit-remaining': '0', 'ratelimit-reset': '1' })
+    const ours = (startedInWindow: number, careful = false) => ({ startedInWindow, careful })
     // Five of our slots in the window: the window Resend counted full is ours, and the pace spaces the next already.
-    expect(reportOf(spent, 5, 5, 5)).toBeUndefined()
+    expect(reportOf(spent, 5, 5, ours(5))).toBeUndefined()
     // Three of ours: someone else sends for the team too. No slot (the pace was out of reach): nothing explains it.
-    for (const startedInWindow of [3, undefined]) {
-      expect(reportOf(spent, 5, 5, startedInWindow)).toEqual({ perSecond: 5, holdSeconds: 1, cause: 'window-spent' })
+    for (const slot of [ours(3), undefined]) {
+      expect(reportOf(spent, 5, 5, slot)).toEqual({
+        perSecond: 5,
+        holdSeconds: 1,
+        cause: 'window-spent',
+        shared: true,
+      })
     }
+    // Careful (another sender seen lately): a full window holds even when it is all ours, and keeps it no longer.
+    expect(reportOf(spent, 5, 5, ours(5, true))).toEqual({
+      perSecond: 5,
+      holdSeconds: 1,
+      cause: 'window-spent',
+      shared: false,
+    })
+    // A window not full but fuller than ours: a sign of another sender, and nothing to hold yet.
+    expect(reportOf(answer(usual), 5, 5, ours(1))).toEqual({ perSecond: 5, shared: true })
+    expect(reportOf(answer(usual), 5, 5, ours(2))).toBeUndefined()
     // Counted against the limit Resend names, not the rate configured.
     expect(
       reportOf(
         { ...spent, headers: headers({ ...usual, 'ratelimit-limit': '2', 'ratelimit-remaining': '0' }) },
         5,
         2,
-        2,
+        ours(2),
       ),
     ).toBeUndefined()
     expect(reportOf(answer({ ...usual, 'ratelimit-limit': '2' }), 5, 5)).toEqual({ perSecond: 5, limit: 2 })
@@ -201,30 +224,30 @@ describe('sends through resend, paced', () => {
     }
   })
 
-  it('a window full of our own sends holds nobody; one that another sender of the team filled holds every sender until its reset', async () => {
+  it('a window full of our own sends holds nobody; one that another sender of the team filled holds every sender until its reset, and the pace turns careful', async () => {
+    // Five sends of one account take five slots, a step apart; the answer to the last says the window is
+    // spent (remaining 0). The pace knows each answer's slot by its request's idempotency key.
+    const ours = ownTeam()
+    const pace = new Pace(env.SEND_PACE, ours.apiKey, 5, createLogger('error'))
+    const inOrder: string[] = []
+    await Promise.all(
+      ['own-0', 'own-1', 'own-2', 'own-3', 'own-4'].map(async (key) => {
+        expect(await pace.slot(key)).toEqual({ kind: 'go' })
+        inOrder.push(key)
+      }),
+    )
+    const spent = new Headers({ 'ratelimit-limit': '5', 'ratelimit-remaining': '0', 'ratelimit-reset': '1' })
+    await pace.observe({ key: inOrder.at(-1) as string, headers: spent, rateLimited: false, waitSeconds: undefined })
+    // Five of ours in the window: the window Resend counted full is ours, and nothing is held.
+    expect(await kept(ours.apiKey)).toEqual({})
+    const next = await (await paceOf(ours.apiKey)).take({ perSecond: 5, maxWaitMs: PACE_MAX_WAIT_MS })
+    expect(next).toMatchObject({ kind: 'send', careful: false })
+
     // The fake's clock for each team stands still: every request counts in one second, however long the sends take.
     const holdClock = (apiKey: string, at?: number) =>
       fetch(`${FAKE_RESEND_URL}/control/rate-clock?key=${apiKey}${at === undefined ? '' : `&at=${at}`}`, {
         method: 'POST',
       })
-    const ours = ownTeam()
-    await holdClock(ours.apiKey, Date.now())
-    try {
-      const ids = await Promise.all(
-        Array.from({ length: 5 }, (_, i) => pendingNotification(`own-window-${i}-${guid().slice(0, 8)}@example.com`)),
-      )
-      // Five invocations at once (one invocation would send them in one request): five slots, a step apart.
-      await dispatchAll(ids, ours.vars)
-      for (const id of ids) {
-        expect(await rowOf(id)).toMatchObject({ status: 'sent', send_attempts: 1 })
-        expect(await control('sends', id)).toBe(1)
-      }
-      // The fifth answer said the window was spent (remaining 0): by our own five, so nothing is held.
-      expect(await kept(ours.apiKey)).toEqual({})
-    } finally {
-      await holdClock(ours.apiKey)
-    }
-
     const shared = ownTeam()
     await holdClock(shared.apiKey, Date.now())
     try {
@@ -245,8 +268,11 @@ describe('sends through resend, paced', () => {
       const before = Date.now()
       await dispatchOnce({ notificationId: id }, shared.vars)
       expect(await rowOf(id)).toMatchObject({ status: 'sent', send_attempts: 1 })
-      // Every sender of the account waits for the window's reset (a second) rather than meet a 429.
+      // Every sender of the account waits for the window's reset (a second) rather than meet a 429, and for a
+      // while a full window holds them even when it is all ours: the slack the other service needs.
       expect((await kept(shared.apiKey)).heldUntil).toBeGreaterThanOrEqual(before + 1000)
+      const careful = await (await paceOf(shared.apiKey)).take({ perSecond: 5, maxWaitMs: 60_000 })
+      expect(careful).toMatchObject({ kind: 'send', careful: true })
     } finally {
       await holdClock(shared.apiKey)
     }

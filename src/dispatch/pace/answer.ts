@@ -24,16 +24,22 @@ export type PaceObserver = { observe(answer: RateAnswer): Promise<void> }
 /**
  * What the pace must change after an answer: hold every slot for
  * `holdSeconds` (`rate-limited`: a 429; `window-spent`: `ratelimit-remaining`
- * was 0 before our own slots explain it — someone else sends for the team
- * too), and/or take the provider's `limit`. `perSecond` is the sender's
- * configured rate, against which a lower limit is judged.
+ * was 0 and the pace is careful, or our own slots do not explain it), be
+ * careful for a while (`shared`: someone else spends the team's rate, or our
+ * requests reach Resend further apart than their slots), and/or take the
+ * provider's `limit`. `perSecond` is the sender's configured rate, against
+ * which a lower limit is judged.
  */
 export type PaceReport = {
   perSecond: number
   holdSeconds?: number
   cause?: 'rate-limited' | 'window-spent'
+  shared?: boolean
   limit?: number
 }
+
+/** What the pace said about the slot an answer's request went in (./slots.ts). */
+export type SlotSeen = { startedInWindow: number; careful: boolean }
 
 /** A 429 that named no wait: Resend's window is a second. */
 const DEFAULT_HOLD_SECONDS = 1
@@ -46,38 +52,45 @@ const DEFAULT_HOLD_SECONDS = 1
  * most answers: Resend counted a full window, and the window was ours — the
  * slots started within `WINDOW_MS` up to this one (`startedInWindow`) are as
  * many as it counted — so the pace, which spaces the next slot already, needs
- * no telling. Only a full window that our slots do not fill means another
- * sender spends the team's rate (another service, another key of the team);
- * then every sender waits for its `ratelimit-reset`. A send that had no slot
- * (the pace could not be reached) explains nothing.
+ * no telling. A window Resend counted fuller than our slots make it (full or
+ * not), and any 429 for the rate, are signs that another sender spends the
+ * team's rate (another service, another key of the team), or that our
+ * requests reach Resend further apart than their slots: the pace turns
+ * careful (`shared`), and while it is, every full window holds every sender
+ * until its `ratelimit-reset` — the slack the other sender needs. A send that
+ * had no slot (the pace could not be reached) explains nothing either.
  *
  * @param perSecond - the configured rate
  * @param pacedAt - the rate the pace gave the last slot (the configured one, or a limit it already knows)
- * @param startedInWindow - the pace's count for this request's slot (./slots.ts), when it had one
+ * @param slot - what the pace said about this request's slot, when it had one
  */
 export function reportOf(
   answer: RateAnswer,
   perSecond: number,
   pacedAt: number,
-  startedInWindow?: number,
+  slot?: SlotSeen,
 ): PaceReport | undefined {
   const limit = wholeNumber(answer.headers.get('ratelimit-limit'))
   const remaining = wholeNumber(answer.headers.get('ratelimit-remaining'))
   const reset = wholeNumber(answer.headers.get('ratelimit-reset'))
   const report: PaceReport = { perSecond }
+  // What Resend counted in this request's window beyond our own slots.
+  const counted = remaining === undefined ? undefined : (limit ?? pacedAt) - remaining
+  const foreign = slot === undefined || (counted !== undefined && counted > slot.startedInWindow)
   if (answer.rateLimited) {
     report.holdSeconds = answer.waitSeconds ?? reset ?? DEFAULT_HOLD_SECONDS
     report.cause = 'rate-limited'
-  } else if (remaining === 0 && reset !== undefined && reset > 0) {
-    const counted = limit ?? pacedAt
-    if (startedInWindow === undefined || startedInWindow < counted) {
-      report.holdSeconds = reset
-      report.cause = 'window-spent'
-    }
+    report.shared = true
+  } else if (remaining === 0 && reset !== undefined && reset > 0 && (foreign || slot?.careful === true)) {
+    report.holdSeconds = reset
+    report.cause = 'window-spent'
+    report.shared = foreign
+  } else if (foreign && slot !== undefined) {
+    report.shared = true
   }
   // Reported when it would change the pace: lower than the rate paced at, or higher than a lowered one.
   if (limit !== undefined && limit > 0 && Math.min(limit, perSecond) !== pacedAt) report.limit = limit
-  return report.holdSeconds === undefined && report.limit === undefined ? undefined : report
+  return report.holdSeconds === undefined && report.limit === undefined && !report.shared ? undefined : report
 }
 
 function wholeNumber(header: string | null): number | undefined {

@@ -1,6 +1,6 @@
 import { sha256Hex } from '../../crypto.ts'
 import type { Logger } from '../../log.ts'
-import { type PaceObserver, type RateAnswer, reportOf } from './answer.ts'
+import { type PaceObserver, type RateAnswer, reportOf, type SlotSeen } from './answer.ts'
 import type { SendPace } from './send-pace.ts'
 
 /**
@@ -32,8 +32,8 @@ export class Pace implements PaceObserver {
   #stub: Promise<DurableObjectStub<SendPace>> | undefined
   /** The rate of the last slot: what a limit in an answer is compared with. */
   #pacedAt: number
-  /** Each waiting answer's slot count (./slots.ts), by its request's idempotency key. */
-  readonly #startedInWindow = new Map<string, number>()
+  /** What the pace said about each waiting answer's slot (./slots.ts), by its request's idempotency key. */
+  readonly #slots = new Map<string, SlotSeen>()
 
   constructor(namespace: DurableObjectNamespace<SendPace>, apiKey: string, perSecond: number, log: Logger) {
     this.#namespace = namespace
@@ -57,16 +57,16 @@ export class Pace implements PaceObserver {
     }
     this.#pacedAt = slot.perSecond
     if (slot.kind === 'later') return { kind: 'later', at: new Date(slot.at) }
-    this.#startedInWindow.set(key, slot.startedInWindow)
+    this.#slots.set(key, { startedInWindow: slot.startedInWindow, careful: slot.careful })
     if (slot.waitMs > 0) await scheduler.wait(slot.waitMs)
     return { kind: 'go' }
   }
 
   /** Tells the pace what an answer changes, when it changes anything (most do not). */
   async observe(answer: RateAnswer): Promise<void> {
-    const startedInWindow = this.#startedInWindow.get(answer.key)
-    this.#startedInWindow.delete(answer.key)
-    const report = reportOf(answer, this.#perSecond, this.#pacedAt, startedInWindow)
+    const slot = this.#slots.get(answer.key)
+    this.#slots.delete(answer.key)
+    const report = reportOf(answer, this.#perSecond, this.#pacedAt, slot)
     if (!report) return
     try {
       await (await this.#object()).observe(report)

@@ -1,7 +1,7 @@
 import { DurableObject } from 'cloudflare:workers'
 import { type Logger, loggerFor } from '../../log.ts'
 import type { PaceReport } from './answer.ts'
-import { type Slot, type SlotAsk, SlotBook } from './slots.ts'
+import { CAREFUL_MS, type Slot, type SlotAsk, SlotBook } from './slots.ts'
 
 /** Storage keys of what outlives the object's memory. */
 const KEPT = { heldUntil: 'heldUntil', limit: 'limit' } as const
@@ -58,16 +58,20 @@ export class SendPace extends DurableObject<Env> {
 
   /**
    * Corrects the pace after an answer: a hold stops every slot until it ends;
-   * a limit the provider named other than the one known changes the rate,
-   * logged once per change (every sender reports the same limit).
+   * a sign that someone else spends the team's rate keeps the pace careful
+   * for CAREFUL_MS (./slots.ts); a limit the provider named other than the
+   * one known changes the rate, logged once per change (every sender reports
+   * the same limit).
    */
   observe(report: PaceReport): void {
     const now = Date.now()
+    if (report.shared) this.#book.beCareful(now + CAREFUL_MS)
     if (report.holdSeconds !== undefined && this.#book.hold(now + report.holdSeconds * 1000)) {
       this.ctx.storage.kv.put(KEPT.heldUntil, this.#book.heldUntil)
       const fields = { cause: report.cause, until: new Date(this.#book.heldUntil).toISOString() }
-      // A spent window is the pace working; a 429 means someone else spends the team's rate too.
-      if (report.cause === 'rate-limited') this.#log.warn('pace.held', fields)
+      // A full window of ours, held while careful, is the pace working; anything else means someone else
+      // spends the team's rate too (or our requests reach Resend further apart than their slots).
+      if (report.shared) this.#log.warn('pace.held', fields)
       else this.#log.debug('pace.held', fields)
     }
     if (report.limit !== undefined) {

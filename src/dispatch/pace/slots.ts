@@ -14,6 +14,14 @@ import { PACE_MAX_REQUESTS_PER_SECOND } from '../../config.ts'
  */
 export const WINDOW_MS = 1100
 
+/**
+ * How long the pace stays careful after a sign that someone else spends the
+ * team's rate (or that our requests reach Resend further apart than their
+ * slots): a 429 for the rate, or a window Resend counted fuller than our own
+ * slots make it.
+ */
+export const CAREFUL_MS = 60_000
+
 /** What a sender asks the pace for: its configured rate, and how long it would wait for a slot. */
 export type SlotAsk = { perSecond: number; maxWaitMs: number }
 
@@ -22,12 +30,13 @@ export type SlotAsk = { perSecond: number; maxWaitMs: number }
  * `waitMs` from when it was asked; `startedInWindow` slots, this one among
  * them, start in the `WINDOW_MS` up to it — what Resend's count of the team's
  * requests should hold when it answers this one, if nobody else sends for the
- * team. `later`: no slot within the sender's longest wait; come back at `at`.
+ * team; `careful` while the pace has lately seen someone else spend it.
+ * `later`: no slot within the sender's longest wait; come back at `at`.
  * `perSecond` is the rate the slot was paced at: the configured one, or the
  * provider's lower `ratelimit-limit`.
  */
 export type Slot =
-  | { kind: 'send'; at: number; waitMs: number; perSecond: number; startedInWindow: number }
+  | { kind: 'send'; at: number; waitMs: number; perSecond: number; startedInWindow: number; careful: boolean }
   | { kind: 'later'; at: number; perSecond: number }
 
 /**
@@ -47,6 +56,8 @@ export class SlotBook {
   readonly #starts: number[] = []
   #heldUntil: number
   #limit: number | undefined
+  /** Until when a full window holds every sender whoever filled it (CAREFUL_MS). */
+  #carefulUntil = 0
   /** Where the next refused sender is sent back to: refusals are spread at the pace, not all sent to one moment. */
   #laterFrom = 0
 
@@ -89,7 +100,14 @@ export class SlotBook {
     if (this.#starts.length > PACE_MAX_REQUESTS_PER_SECOND) this.#starts.shift()
     let startedInWindow = 0
     while ((this.#starts.at(-1 - startedInWindow) ?? -Infinity) > at - WINDOW_MS) startedInWindow += 1
-    return { kind: 'send', at, waitMs: at - now, perSecond, startedInWindow }
+    return { kind: 'send', at, waitMs: at - now, perSecond, startedInWindow, careful: at < this.#carefulUntil }
+  }
+
+  /** Keeps the pace careful until `until` (epoch ms); true when that moved it. */
+  beCareful(until: number): boolean {
+    if (until <= this.#carefulUntil) return false
+    this.#carefulUntil = until
+    return true
   }
 
   /** Holds every slot until `until` (epoch ms); true when that moved the hold. */
