@@ -70,6 +70,41 @@ describe('GroupCommit (the dispatch marks, group commit)', () => {
     expect(roundTrips()).toBe(1 + 1 + 3)
   })
 
+  it('a write D1 refused as locked is tried again, not lost; one locked for good, and any other failure, goes to its caller', async () => {
+    await env.DB.exec("DELETE FROM mark_writer_test; INSERT INTO mark_writer_test (id) VALUES ('a'), ('b')")
+    // The real database, refusing its next batches as SQLite does when another connection holds the lock.
+    let lockedFor = 2
+    let batches = 0
+    const db = new Proxy(env.DB, {
+      get(target, property) {
+        if (property !== 'batch') return Reflect.get(target, property).bind(target)
+        return (statements: D1PreparedStatement[]) => {
+          batches += 1
+          if (lockedFor > 0) {
+            lockedFor -= 1
+            return Promise.reject(new Error('D1_ERROR: database is locked: SQLITE_BUSY'))
+          }
+          return target.batch(statements)
+        }
+      },
+    })
+    const writer = new GroupCommit(db)
+    const [marked] = await writer.write([touch(db, 'a')])
+    expect(marked?.meta.changes).toBe(1)
+    expect(batches).toBe(3)
+    expect(await rows()).toEqual([
+      { id: 'a', touched: 1 },
+      { id: 'b', touched: 0 },
+    ])
+
+    lockedFor = 10
+    batches = 0
+    await expect(writer.write([touch(db, 'b')])).rejects.toThrow(/SQLITE_BUSY/)
+    // The first try and three more, then the caller is told (its mark fails as before).
+    expect(batches).toBe(4)
+    expect((await rows()).find((row) => row.id === 'b')?.touched).toBe(0)
+  })
+
   it("a group's tallies are applied in its transaction, one set for the group; a caller written alone applies its own", async () => {
     await env.DB.exec(
       "DELETE FROM mark_writer_test; INSERT INTO mark_writer_test (id) VALUES ('a'), ('b'), ('c'), ('taken')",

@@ -1,3 +1,9 @@
+/** D1's error when SQLite could not take its lock: the transaction did not run. */
+const LOCKED = /SQLITE_BUSY|database is locked/
+
+/** The waits before each further try of a write D1 refused as locked, in ms: under 1.1 s in all. */
+const LOCKED_RETRY_MS = [50, 200, 800]
+
 /** One caller's statements waiting for the next group, and what they ask to be tallied. */
 type Pending<T> = {
   statements: D1PreparedStatement[]
@@ -70,12 +76,29 @@ export class GroupCommit<T = never> {
         // One of them may be what fails: each is tried alone below, and only its own caller sees the error.
       }
     }
-    for (const pending of group) {
+    for (const pending of group) await this.#writeAlone(pending)
+  }
+
+  /**
+   * One caller's statements in a transaction of their own. A write D1 refused
+   * because SQLite could not take its lock did not run at all, so it is tried
+   * again after a short wait: a mark that records a send already made must
+   * not be lost to a moment's contention (its notification would be sent
+   * again once its lease ends). Any other failure goes to the caller at once.
+   */
+  async #writeAlone(pending: Pending<T>): Promise<void> {
+    for (let attempt = 0; ; attempt += 1) {
       try {
         const results = await this.#db.batch([...pending.statements, ...this.#tally(pending.tallies)])
         pending.resolve(results.slice(0, pending.statements.length))
+        return
       } catch (error) {
-        pending.reject(error)
+        const wait = LOCKED_RETRY_MS[attempt]
+        if (wait === undefined || !LOCKED.test(String((error as Error | undefined)?.message))) {
+          pending.reject(error)
+          return
+        }
+        await scheduler.wait(wait)
       }
     }
   }
