@@ -13,7 +13,7 @@ import { env } from 'cloudflare:workers'
 import { Webhook } from 'svix'
 import { afterEach, describe, expect, it } from 'vitest'
 import { FAKE_RESEND_TEAM_KEY_PREFIX, FAKE_RESEND_URL } from './fake-resend.ts'
-import { type DispatchOutcome, dispatchBatch, eventually, guid, runCron } from './helpers.ts'
+import { adminCall, type DispatchOutcome, dispatchBatch, eventually, guid, runCron } from './helpers.ts'
 import { BindingStandIn } from './model/binding-stand-in.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
@@ -291,6 +291,39 @@ describe('failover between cloudflare and resend', () => {
     expect((await rows([id as string]))[0]).toMatchObject({ status: 'sent', transport: 'cloudflare' })
     expect(calls()).toBe(1)
     expect(standIn.emailsOf(id as string)).toHaveLength(1)
+  })
+
+  it('one cancelled after its try through resend was taken as not sent ends cancelled, its reason saying that try may have gone', async () => {
+    const { standIn, calls } = binding()
+    const vars = transports('resend,cloudflare', standIn, { RESEND_BATCH_SIZE: '1' })
+    const [id] = await pending(address('lostanswer-cancelled'))
+    const key = `invitation:${guid()}`
+    await env.DB.prepare('UPDATE notifications SET cancellation_key = ?2 WHERE id = ?1').bind(id, key).run()
+    await drive(ids([id as string]), vars)
+    expect(await resendEmails(id as string)).toBe(1)
+    await dueNow([id as string])
+    const revoked = { ...vars, RESEND_API_KEY: 'test-resend-key-revoked' }
+    await drive(next(await drive(ids([id as string]), revoked)), revoked)
+    const [waiting] = await rows([id as string])
+    expect(waiting).toMatchObject({ status: 'unknown', failover_from: 'resend' })
+    await cron(new Date(Date.parse(waiting?.scheduled_at as string) + 1000), revoked)
+    expect((await rows([id as string]))[0]).toMatchObject({ status: 'pending', maybe_sent_at: null })
+    const cancelled = await adminCall<{ notifications: { id: string; outcome: string }[] }>(
+      'POST',
+      '/v1/cancellations',
+      { key },
+    )
+    expect(cancelled.status).toBe(200)
+    expect(cancelled.body.notifications).toMatchObject([{ id, outcome: 'cancelled' }])
+    const [row] = await rows([id as string])
+    expect(row?.status).toBe('cancelled')
+    // Resend accepted it once: the operator reading this row learns that, instead of a plain "cancelled".
+    expect(row?.status_reason).toBe(
+      `cancelled by an operator (${key}); a try through resend may have gone out: no delivery event came from it, so it is taken as not sent`,
+    )
+    await dueNow([id as string])
+    await drive(ids([id as string]), revoked)
+    expect(calls()).toBe(0)
   })
 
   it('a 5xx storm opens the circuit: mail goes through the second, and the circuit closes on an accepted probe', async () => {

@@ -1,3 +1,5 @@
+import { TAKEN_AS_NOT_SENT } from './sql.ts'
+
 /**
  * Withdrawing the notifications of cancellation keys (src/cancel/): every
  * one that has not gone out ends `cancelled`; the others are marked with the
@@ -78,7 +80,7 @@ export function withdrawByKeys(db: D1Database, keys: readonly string[], now: str
          status_reason = (SELECT 'cancelled by ' || CASE c.source WHEN 'event' THEN 'an event' ELSE 'an operator' END
                             || ' (' || c.key || ')' || CASE WHEN c.source = 'event' AND c.reason IS NOT NULL
                                                            THEN ': ' || c.reason ELSE '' END
-                          FROM cancellations c WHERE c.key = notifications.cancellation_key)
+                          FROM cancellations c WHERE c.key = notifications.cancellation_key) || ${TAKEN_AS_NOT_SENT}
        WHERE ${OF_KEYS} AND ${WITHDRAWABLE}`,
     )
     .bind(JSON.stringify(keys), now)

@@ -1,7 +1,7 @@
 import { STATUS_AS_FILTER } from '../sql.ts'
 import { BY_EMAIL } from './channels.ts'
 import { triedThrough } from './route.ts'
-import { claimable, heldBy, IN_CLAIM_BATCH, maybeSentAt } from './sql.ts'
+import { claimable, heldBy, IN_CLAIM_BATCH, maybeSentAt, TAKEN_AS_NOT_SENT } from './sql.ts'
 
 /**
  * The recipient's side of a send, checked in the claim's D1 batch right before
@@ -56,7 +56,7 @@ export function recipientGate(
       `UPDATE notifications SET lease_until = NULL, updated_at = ?2,
          status = CASE WHEN ${CANCELLED} THEN 'cancelled' WHEN ${OPTED_OUT} THEN 'opted-out' ELSE 'suppressed' END,
          error_code = CASE WHEN ${CANCELLED} OR ${OPTED_OUT} THEN error_code ELSE 'NTF_RECIPIENT_SUPPRESSED' END,
-         status_reason = CASE WHEN ${CANCELLED} THEN 'cancelled while it was in flight; its retry is not sent'
+         status_reason = CASE WHEN ${CANCELLED} THEN 'cancelled while it was in flight; its retry is not sent' || ${TAKEN_AS_NOT_SENT}
            WHEN ${OPTED_OUT} THEN 'the recipient opted out of ' || kind || ' by ' || channel
            ELSE (SELECT 'the address is suppressed (' || s.cause || ', ' || s.source || ')' ${SUPPRESSION} LIMIT 1)
          END

@@ -246,6 +246,7 @@ export async function resolveUnknownOutcomes(
              THEN 'no delivery event came from ' || failover_from || ': sent through the next transport'
              ELSE 'no delivery event arrived for the unknown outcome: sent again' END,
            maybe_sent_at = CASE WHEN failover_from IS NOT NULL THEN NULL ELSE maybe_sent_at END,
+           unconfirmed_through = coalesce(unconfirmed_through, failover_from),
            provider_id = CASE WHEN failover_from IS NOT NULL THEN NULL ELSE provider_id END,
            batch_position = CASE WHEN failover_from IS NOT NULL THEN NULL ELSE batch_position END,
            batch_id = CASE WHEN failover_from IS NOT NULL THEN NULL ELSE batch_id END

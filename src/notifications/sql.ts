@@ -56,6 +56,18 @@ export function mayHaveGoneOut(alias: string): string {
 }
 
 /**
+ * What a cancellation's reason adds when an earlier try of the notification
+ * was taken as not sent (`unconfirmed_through`, set when no delivery event
+ * came from a transport it left, src/notifications/marks.ts): the email may
+ * have gone out through that transport all the same. A string expression,
+ * empty for every other row.
+ */
+export const TAKEN_AS_NOT_SENT = `CASE WHEN notifications.unconfirmed_through IS NOT NULL
+  THEN '; a try through ' || notifications.unconfirmed_through
+    || ' may have gone out: no delivery event came from it, so it is taken as not sent'
+  ELSE '' END`
+
+/**
  * A claim that takes over a `sending` notification whose lease ran out: the
  * claim before it may have sent it and lost its answer, from the time it
  * claimed. An assignment for the `SET` list of a claim (SQLite computes it

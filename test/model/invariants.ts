@@ -535,15 +535,23 @@ function committedAt(
 /**
  * Whether a cancelled notification is one the Worker took as not sent, as
  * documented, because the delivery events of every email a provider took for
- * it never came (the model lost or held them back): a cancellation marked it
- * while its outcome was unknown, and the wait for events ended with none.
+ * it never came (the model lost or held them back), and its reason says so:
+ * a cancellation marked it while its outcome was unknown, and the wait for
+ * events ended with none; or a try through a transport it had to leave was
+ * taken as not sent when no event came from that one, and a cancellation
+ * ended it afterwards — every email taken for it then went through the
+ * transport its reason names.
  */
 function takenAsNotSent(world: World, row: { id: string; status_reason: string | null }): boolean {
   const emails = world.emails().filter((email) => email.notificationId === row.id)
-  return (
-    row.status_reason?.startsWith('cancelled while its outcome was unknown: no delivery event came') === true &&
-    emails.every((email) => world.eventFates.has(emailKey(email)))
-  )
+  if (!emails.every((email) => world.eventFates.has(emailKey(email)))) return false
+  const reason = row.status_reason ?? ''
+  if (reason.startsWith('cancelled while its outcome was unknown: no delivery event came')) return true
+  const left =
+    /; a try through (\w+) may have gone out: no delivery event came from it, so it is taken as not sent$/.exec(
+      reason,
+    )?.[1]
+  return left !== undefined && emails.every((email) => email.transport === left)
 }
 
 /**
