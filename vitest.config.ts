@@ -123,6 +123,7 @@ const worker = (eventShards: 1 | 2, dbShards: 1 | 2 = 1) =>
         MODEL_COMMANDS: process.env.MODEL_COMMANDS ?? '30',
         MODEL_SEED: process.env.MODEL_SEED ?? '',
         MODEL_PATH: process.env.MODEL_PATH ?? '',
+        MODEL_REPLAY_PATH: process.env.MODEL_REPLAY_PATH ?? '',
         MODEL_SHRINK: process.env.MODEL_SHRINK ?? 'yes',
         MODEL_TIMEOUT_MS: process.env.MODEL_TIMEOUT_MS ?? '900000',
         EVENTS_QUEUE_SHARDS: String(eventShards),

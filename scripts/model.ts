@@ -1,11 +1,12 @@
 /**
- * `npm run model -- --runs N [--commands C] [--seed S] [--path P] [--no-shrink] [--databases 1|2]`:
+ * `npm run model -- --runs N [--commands C] [--seed S] [--path P --replay-path R] [--no-shrink] [--databases 1|2]`:
  * the lifecycle model (test/model/lifecycle.test.ts) for longer than `npm
  * test` runs it (100 runs of up to 30 commands), inside workerd like every
  * Worker test: with one D1 database and then with two shards (DB_SHARDS=2),
  * or with the one `--databases` names. It prints the seed, the runs and the commands it ran; a
- * failure prints the seed and path that replay it (`--seed S --path P`) and
- * the shrunk command list. Exits non-zero when an invariant broke.
+ * failure prints the seed and path that replay it and the shrunk command
+ * list, whose `replayPath` comment is the commands' own path: replay with
+ * `--seed S --path P --replay-path R --databases D`, D the project that failed. Exits non-zero when an invariant broke.
  */
 import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
@@ -19,6 +20,7 @@ const { values } = parseArgs({
     commands: { type: 'string', default: '30' },
     seed: { type: 'string' },
     path: { type: 'string' },
+    'replay-path': { type: 'string' },
     'no-shrink': { type: 'boolean', default: false },
     databases: { type: 'string' },
   },
@@ -44,6 +46,7 @@ const result = spawnSync('npx', ['vitest', 'run', ...project, 'test/model/lifecy
     MODEL_COMMANDS: values.commands,
     MODEL_SEED: seed,
     MODEL_PATH: values.path ?? '',
+    MODEL_REPLAY_PATH: values['replay-path'] ?? '',
     MODEL_SHRINK: values['no-shrink'] ? 'no' : 'yes',
     MODEL_TIMEOUT_MS: String(timeoutMs),
   },

@@ -5,6 +5,7 @@ declare namespace Cloudflare {
     MODEL_COMMANDS: string
     MODEL_SEED: string
     MODEL_PATH: string
+    MODEL_REPLAY_PATH: string
     MODEL_SHRINK: string
     MODEL_TIMEOUT_MS: string
   }

@@ -21,12 +21,16 @@ import { type ModelTransports, World } from './world.ts'
  * notifications emailed through both transports as documented).
  * `npm test` runs MODEL_RUNS (100) runs of up to MODEL_COMMANDS (30)
  * commands; `npm run model -- --runs N` runs more. A failure prints its seed
- * and path (replay: `npm run model -- --seed S --path P`) and the shrunk
+ * and path (replay: `npm run model -- --seed S --path P --replay-path R`, R
+ * the counterexample's `replayPath`, with the databases it failed with) and the shrunk
  * command list, which becomes a named test (./sequences.test.ts).
  */
 const RUNS = Number(env.MODEL_RUNS)
 const COMMANDS = Number(env.MODEL_COMMANDS)
 const SEED = env.MODEL_SEED === '' ? Date.now() ^ (Math.random() * 0x100000000) : Number(env.MODEL_SEED)
+// A shrunk failure replays only with the commands' own path too (the counterexample's `replayPath`): fast-check
+// shrinks a command list by the commands that ran, which the seed and path alone do not say.
+const REPLAY = env.MODEL_REPLAY_PATH ? { replayPath: env.MODEL_REPLAY_PATH } : {}
 
 it(
   `the lifecycle model: ${RUNS} runs of up to ${COMMANDS} commands keep every invariant`,
@@ -39,11 +43,11 @@ it(
     const runs = fc.oneof(
       fc.tuple(
         fc.constantFrom<ModelTransports>('resend', 'cloudflare'),
-        fc.commands(commandArbitraries, { maxCommands: COMMANDS, size: 'max' }),
+        fc.commands(commandArbitraries, { maxCommands: COMMANDS, size: 'max', ...REPLAY }),
       ),
       fc.tuple(
         fc.constantFrom<ModelTransports>(['resend', 'cloudflare'], ['cloudflare', 'resend']),
-        fc.commands(failoverArbitraries, { maxCommands: COMMANDS, size: 'max' }),
+        fc.commands(failoverArbitraries, { maxCommands: COMMANDS, size: 'max', ...REPLAY }),
       ),
     )
     const property = fc.asyncProperty(runs, fc.constantFrom('2', '5'), async ([transports, steps], circuit) => {

@@ -757,6 +757,34 @@ describe('failover between two transports (EMAIL_TRANSPORTS)', () => {
     }
   })
 
+  // Found by the model (seed 562719562, two databases, 1,000 runs): the binding down, two emails that may have
+  // gone out through it, its circuit open, then its sender refused while Resend works. Each went through the
+  // cron three times (sent again after its unknown outcome, its wait to fail over, its send through Resend),
+  // and the drain's clock jumped an hour each time the cron enqueued it: a stall of the model, not the Worker's.
+  it('cloudflare, then resend: two emails that may have gone out before the binding’s circuit opened go through resend while the binding refuses', async () => {
+    const { violations, world } = await run(
+      ['cloudflare', 'resend'],
+      [
+        providerState('down', true),
+        mail('invitation', 0),
+        deliver('DISPATCH'),
+        mail('invitation', 0),
+        advance(125),
+        deliver('DISPATCH'),
+        mail('invitation', 0),
+      ],
+      { vars: { CIRCUIT_FAILURES: '2' }, inApp: true },
+    )
+    expect(violations).toEqual([])
+    const rows = await routed()
+    expect(rows.map((row) => [row.status, row.transport])).toEqual([
+      ['sent', 'resend'],
+      ['sent', 'resend'],
+      ['sent', 'resend'],
+    ])
+    for (const row of rows) expect(acceptedThrough(world, row.id)).toEqual(['resend'])
+  })
+
   it.each(ORDERS)(
     '%s: an outage of the first opens its circuit, new mail goes through the second; an accepted probe closes it',
     async (_, order) => {

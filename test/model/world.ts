@@ -1015,10 +1015,22 @@ export class World {
     return { next, waiting, pause }
   }
 
-  /** The clock to the next thing due: at least a minute, as the cron runs, at most an hour. */
+  /**
+   * The clock to the next thing due: at least a minute, as the cron runs, at
+   * most an hour. A message visible now was sent after the round delivered
+   * its queue (by the cron): it is due at the next minute, as a real queue
+   * would deliver it within moments. Leaving it out let the clock jump an
+   * hour each time the cron enqueued something, and a notification sent
+   * through the cron's hands three times in a row (an unknown outcome sent
+   * again, its failover wait, its send through the next transport) took
+   * three hours where it takes one.
+   */
   #moveOn(next: string | undefined, pause: { probe_at: string } | undefined): void {
     const candidates = [
-      ...Object.values(this.queues).map((queue) => queue.nextVisibleAt()),
+      ...Object.values(this.queues).map((queue) => {
+        const at = queue.nextVisibleAt()
+        return at === undefined ? undefined : Math.max(at, this.clock.now + 60_000)
+      }),
       next ? Date.parse(next) + 121_000 : undefined,
       pause ? Date.parse(pause.probe_at) : undefined,
     ].filter((at): at is number => at !== undefined && at > this.clock.now)
