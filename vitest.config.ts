@@ -30,7 +30,7 @@ const SECOND_DB_SHARD = {
 }
 
 /** Tests that need the two databases project's bindings, and run only there. */
-const ONLY_TWO_DATABASES = ['test/shard-grow.test.ts']
+const ONLY_TWO_DATABASES = ['test/shard-grow.test.ts', 'test/model/sequences-shards.test.ts']
 
 /**
  * The guarantee tests that run again with the recipients spread over two D1 databases (DB_SHARDS=2):

@@ -9,7 +9,7 @@ import {
   MAX_MESSAGE_BYTES,
   MAX_SUBJECT_CHARACTERS,
 } from '../src/mail/limits.ts'
-import { buildMime, type Mail } from '../src/mail/mime.ts'
+import { buildMime, type Mail, messageIdOf, notificationIdOfMessageId } from '../src/mail/mime.ts'
 import { maskUnsubscribeTokensInMime } from '../src/preferences/mask.ts'
 import { signUnsubscribe } from '../src/preferences/token.ts'
 
@@ -400,5 +400,20 @@ describe('a raw message with its unsubscribe tokens masked (what a viewer downlo
       unsubscribeUrl: null,
     })
     expect(maskUnsubscribeTokensInMime(transactional)).toBe(transactional)
+  })
+})
+
+describe('the Message-ID of a notification, and back', () => {
+  it('names the notification it was made for, with or without its angle brackets; anything else names none', () => {
+    fc.assert(
+      fc.property(fc.stringMatching(/^ntf_b\d{1,4}_[0-9a-f]{32}$/), fc.domain(), (id, domain) => {
+        const messageId = messageIdOf({ notificationId: id, from: { address: `notifications@${domain}`, name: 'x' } })
+        expect(notificationIdOfMessageId(messageId)).toBe(id)
+        expect(notificationIdOfMessageId(messageId.slice(1, -1))).toBe(id)
+      }),
+    )
+    for (const other of ['', 'no-at-sign', '<a@b@c>', 'two words@example.com', '@example.com']) {
+      expect(notificationIdOfMessageId(other)).toBeNull()
+    }
   })
 })

@@ -4,6 +4,7 @@ import { type EventWrite, persistEvents } from '../d1/transactions.ts'
 import { pseudonymOf } from '../erasure/pseudonym.ts'
 import { PipelineError } from '../errors.ts'
 import type { Logger } from '../log.ts'
+import { notificationIdOfMessageId } from '../mail/mime.ts'
 import { applyDeliveryStatus, discardSettled, settleUnknownOutcome } from '../notifications/delivery.ts'
 import { Settlements } from '../queue/settlements.ts'
 import { suppressAutomatically } from '../suppression/suppression-store.ts'
@@ -58,7 +59,9 @@ export async function consumeEmailEvents(batch: MessageBatch<unknown>, env: Env,
  * With D1 shards, each event is recorded in the shard of its notification:
  * the one its id names (our header, which Resend's events carry back), else
  * the one whose notification has its provider id (one read per shard for the
- * batch). An event no shard knows is recorded in the primary. The
+ * batch). An event no shard knows is recorded in the shard of the
+ * notification its Message-ID names (ours: `<{notificationId}@…>`), else in
+ * the primary. The
  * suppression a bounce or a complaint asks for is about an address, which
  * recipients in any shard may share: it is written in every other shard
  * first, and the event retried if that fails.
@@ -90,9 +93,17 @@ async function recordSharded(
       return
     }
   }
-  // An event no shard knows (yet) is recorded in the primary.
-  const homeOf = (item: Decoded) =>
-    item.event.notificationId === null ? (found.get(item)?.shard ?? 0) : shardOfId(item.event.notificationId, count)
+  // An event no shard knows (yet) is recorded in the shard of the notification its Message-ID names: a send
+  // whose mark was never written turns unknown there, and the cron settles it by the events of its own shard.
+  // Recorded in the primary, such an event was not found, and the email was sent a second time.
+  // Anything else goes to the primary.
+  const homeOf = (item: Decoded) => {
+    if (item.event.notificationId !== null) return shardOfId(item.event.notificationId, count)
+    const known = found.get(item)
+    if (known !== undefined) return known.shard
+    const named = notificationIdOfMessageId(item.event.providerMessageId)
+    return named === null ? 0 : shardOfId(named, count)
+  }
   // What an event asks of the suppression list is written in every shard but its own first: a
   // recipient at the same address may be in any (one who complained must not be emailed from
   // another shard, nor a bounced address tried again there). Unguarded, as a link that never comes

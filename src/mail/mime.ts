@@ -24,6 +24,14 @@ export function messageIdOf(mail: Pick<Mail, 'notificationId' | 'from'>): string
   return `<${mail.notificationId}@${mail.from.address.slice(mail.from.address.indexOf('@') + 1)}>`
 }
 
+/**
+ * The notification a Message-ID of ours names (`messageIdOf`'s inverse), with
+ * or without its angle brackets; null for one that is not of that form.
+ */
+export function notificationIdOfMessageId(messageId: string): string | null {
+  return /^<?([^@<>\s]+)@[^@<>\s]+>?$/.exec(messageId.trim())?.[1] ?? null
+}
+
 const encoder = new TextEncoder()
 
 /** UTF-8 text as base64 in lines of 76 characters (RFC 2045). */
