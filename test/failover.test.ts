@@ -153,6 +153,28 @@ function resendEvent(type: string, emailId: string, to: string, notificationId: 
   }
 }
 
+/**
+ * An email Resend took with the answer lost: sent through resend, then tried again under a revoked key, it
+ * waits `unknown` for Resend's events before the binding may send it (`failover_from`). With `cancellationKey`,
+ * the email carries that key.
+ */
+async function waitingToLeaveResend(local: string, cancellationKey?: string) {
+  const { standIn, calls } = binding()
+  const vars = transports('resend,cloudflare', standIn, { RESEND_BATCH_SIZE: '1' })
+  const [id = ''] = await pending(address(local))
+  if (cancellationKey !== undefined) {
+    await env.DB.prepare('UPDATE notifications SET cancellation_key = ?2 WHERE id = ?1').bind(id, cancellationKey).run()
+  }
+  await drive(ids([id]), vars)
+  expect(await resendEmails(id)).toBe(1)
+  await dueNow([id])
+  const revoked = { ...vars, RESEND_API_KEY: 'test-resend-key-revoked' }
+  await drive(next(await drive(ids([id]), revoked)), revoked)
+  const [waiting] = await rows([id])
+  expect(waiting).toMatchObject({ status: 'unknown', failover_from: 'resend' })
+  return { id, standIn, calls, revoked, waiting }
+}
+
 afterEach(async () => {
   // A pause or a circuit outlives its test otherwise, and would steer every later test's sends.
   await env.DB.batch([env.DB.prepare('DELETE FROM transport_pauses'), env.DB.prepare('DELETE FROM transport_failures')])
@@ -267,16 +289,7 @@ describe('failover between cloudflare and resend', () => {
   })
 
   it('one that may have gone out and whose events never come goes through the next transport only after the wait', async () => {
-    const { standIn, calls } = binding()
-    const vars = transports('resend,cloudflare', standIn, { RESEND_BATCH_SIZE: '1' })
-    const [id] = await pending(address('lostanswer-alone'))
-    await drive(ids([id as string]), vars)
-    expect(await resendEmails(id as string)).toBe(1)
-    await dueNow([id as string])
-    const revoked = { ...vars, RESEND_API_KEY: 'test-resend-key-revoked' }
-    await drive(next(await drive(ids([id as string]), revoked)), revoked)
-    const [waiting] = await rows([id as string])
-    expect(waiting).toMatchObject({ status: 'unknown', failover_from: 'resend' })
+    const { id, standIn, calls, revoked, waiting } = await waitingToLeaveResend('lostanswer-alone')
     // Before its time, the cron leaves it waiting.
     expect((await cron(new Date(), revoked)).filter((m) => m.notificationId === id)).toEqual([])
     expect((await rows([id as string]))[0]?.status).toBe('unknown')
@@ -294,18 +307,8 @@ describe('failover between cloudflare and resend', () => {
   })
 
   it('one cancelled after its try through resend was taken as not sent ends cancelled, its reason saying that try may have gone', async () => {
-    const { standIn, calls } = binding()
-    const vars = transports('resend,cloudflare', standIn, { RESEND_BATCH_SIZE: '1' })
-    const [id] = await pending(address('lostanswer-cancelled'))
     const key = `invitation:${guid()}`
-    await env.DB.prepare('UPDATE notifications SET cancellation_key = ?2 WHERE id = ?1').bind(id, key).run()
-    await drive(ids([id as string]), vars)
-    expect(await resendEmails(id as string)).toBe(1)
-    await dueNow([id as string])
-    const revoked = { ...vars, RESEND_API_KEY: 'test-resend-key-revoked' }
-    await drive(next(await drive(ids([id as string]), revoked)), revoked)
-    const [waiting] = await rows([id as string])
-    expect(waiting).toMatchObject({ status: 'unknown', failover_from: 'resend' })
+    const { id, calls, revoked, waiting } = await waitingToLeaveResend('lostanswer-cancelled', key)
     await cron(new Date(Date.parse(waiting?.scheduled_at as string) + 1000), revoked)
     expect((await rows([id as string]))[0]).toMatchObject({ status: 'pending', maybe_sent_at: null })
     const cancelled = await adminCall<{ notifications: { id: string; outcome: string }[] }>(
