@@ -23,7 +23,8 @@ describe('guarantees where features meet, across two D1 shards', () => {
   // shard and was recorded in the primary; the notification, in the other shard, turned unknown, found no
   // event in its own shard, and was sent a second time.
   it("the binding's delivery event for an email whose mark failed settles it in its own shard: one email", async () => {
-    world = new World('cloudflare', { vars: { CIRCUIT_FAILURES: '5' } })
+    // Person 0 in the shard that is not the primary: the event was recorded in the primary, away from it.
+    world = new World('cloudflare', { vars: { CIRCUIT_FAILURES: '5' }, shards: [1] })
     const violations = await play(world, [
       emit('authoritative', 0, 0),
       // The fifth D1 call from here is the dispatch's mark of the accepted send.

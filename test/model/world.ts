@@ -274,12 +274,19 @@ export class World {
   /** What happened, a line a step, for the report of a failing run. */
   readonly trace: string[] = []
   readonly run: string
+  /**
+   * The shard of each person `setup` adds, by index (modulo the databases):
+   * placed, not drawn from a random user id, so that a run replays with the
+   * same persons in the same shards. Absent: person i in shard i.
+   */
+  readonly #shards: readonly number[]
   #started = false
 
   constructor(
     transports: ModelTransports,
-    options: { windowHours?: number; vars?: Record<string, string>; inApp?: boolean } = {},
+    options: { windowHours?: number; vars?: Record<string, string>; inApp?: boolean; shards?: readonly number[] } = {},
   ) {
+    this.#shards = options.shards ?? []
     this.transports = typeof transports === 'string' ? [transports] : [...transports]
     this.transport = this.transports[0] as ModelTransport
     this.failover = this.transports.length > 1
@@ -379,10 +386,12 @@ export class World {
    */
   async setup(): Promise<void> {
     await this.start()
+    const count = shardDbs().length
+    const shardOf = (index: number) => this.#shards[index] ?? index
     const people = [
-      this.addPerson({ contact: true, instant: true }),
-      this.addPerson({ contact: false, instant: false }),
-      this.addPerson({ contact: true, instant: false }),
+      this.addPerson({ contact: true, instant: true }, await userInShard(shardOf(0), count)),
+      this.addPerson({ contact: false, instant: false }, await userInShard(shardOf(1), count)),
+      this.addPerson({ contact: true, instant: false }, await userInShard(shardOf(2), count)),
     ]
     // Each kind's in-app channel, on (or off) for every urgency, through the operator's route: a response's
     // email then escalates, an invitation's item goes to the feed.
@@ -603,7 +612,7 @@ export class World {
   }
 
   /** Adds a person; their address has letters in upper case, as addresses arrive. */
-  addPerson(options: { contact: boolean; instant: boolean }, userId: string = crypto.randomUUID()): Person {
+  addPerson(options: { contact: boolean; instant: boolean }, userId: string): Person {
     const index = this.people.length
     const person: Person = {
       userId,
