@@ -29,6 +29,13 @@ const SECOND_DB_SHARD = {
   d1Databases: { DB_1: 'notify-edge-1', GROW_DB: 'notify-edge-grow', GROW_DB_1: 'notify-edge-grow-1' },
 }
 
+/**
+ * Tests that measure a pace against the wall clock (Resend's sliding second, test/fake-resend.ts): they
+ * run alone, after the rest. Beside another workerd on two cores, a paced request can leave later than
+ * the pace's guard allows and bunch with the next, which the stand-in then refuses as over the rate.
+ */
+const ALONE = ['test/send-pace.test.ts']
+
 /** Tests that need the two databases project's bindings, and run only there. */
 const ONLY_TWO_DATABASES = ['test/shard-grow.test.ts', 'test/model/sequences-shards.test.ts']
 
@@ -140,7 +147,16 @@ export default defineConfig({
         extends: true,
         plugins: [worker(1)],
         // test/node/ runs in Node against `wrangler dev` (node --test), not inside workerd.
-        test: { name: 'worker', include: ['test/**/*.test.ts'], exclude: ['test/node/**', ...ONLY_TWO_DATABASES] },
+        test: {
+          name: 'worker',
+          include: ['test/**/*.test.ts'],
+          exclude: ['test/node/**', ...ONLY_TWO_DATABASES, ...ALONE],
+        },
+      },
+      {
+        extends: true,
+        plugins: [worker(1)],
+        test: { name: 'alone', include: ALONE, sequence: { groupOrder: 1 }, fileParallelism: false },
       },
       { extends: true, plugins: [worker(2)], test: { name: 'two event queues', include: SHARDED } },
       { extends: true, plugins: [worker(1, 2)], test: { name: 'two databases', include: TWO_DATABASES } },
@@ -154,5 +170,7 @@ export default defineConfig({
       return false
     },
     testTimeout: 60_000,
+    // Two test files at a time, one workerd each: much of a file's time is waiting on a queue or a timer.
+    maxWorkers: 2,
   },
 })
