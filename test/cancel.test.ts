@@ -236,7 +236,9 @@ describe('cancel by key', () => {
     const again = await cancel(key)
     expect(first.status).toBe(200)
     expect(again.body).toEqual(first.body)
-    expect(first.body.notifications).toMatchObject([{ channel: 'email', status: 'cancelled', outcome: 'cancelled' }])
+    expect(first.body.notifications).toMatchObject([
+      { channel: 'email', status: 'cancelled', outcome: 'cancelled', unconfirmedThrough: null },
+    ])
     const audited = await env.DB.prepare(
       "SELECT count(*) AS n FROM audit_log WHERE action = 'cancellation.create' AND target = ?1",
     )

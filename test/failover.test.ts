@@ -13,7 +13,7 @@ import { env } from 'cloudflare:workers'
 import { Webhook } from 'svix'
 import { afterEach, describe, expect, it } from 'vitest'
 import { FAKE_RESEND_TEAM_KEY_PREFIX, FAKE_RESEND_URL } from './fake-resend.ts'
-import { adminCall, type DispatchOutcome, dispatchBatch, eventually, guid, runCron } from './helpers.ts'
+import { adminCall, consoleAnswer, type DispatchOutcome, dispatchBatch, eventually, guid, runCron } from './helpers.ts'
 import { BindingStandIn } from './model/binding-stand-in.ts'
 import { fetchWorker } from './worker-fetch.ts'
 
@@ -311,13 +311,22 @@ describe('failover between cloudflare and resend', () => {
     const { id, calls, revoked, waiting } = await waitingToLeaveResend('lostanswer-cancelled', key)
     await cron(new Date(Date.parse(waiting?.scheduled_at as string) + 1000), revoked)
     expect((await rows([id as string]))[0]).toMatchObject({ status: 'pending', maybe_sent_at: null })
-    const cancelled = await adminCall<{ notifications: { id: string; outcome: string }[] }>(
-      'POST',
-      '/v1/cancellations',
-      { key },
-    )
+    const cancelled = await adminCall<{
+      notifications: { id: string; outcome: string; unconfirmedThrough: string | null }[]
+    }>('POST', '/v1/cancellations', { key })
     expect(cancelled.status).toBe(200)
-    expect(cancelled.body.notifications).toMatchObject([{ id, outcome: 'cancelled' }])
+    // The answer says it too: an operator who reads only the report learns that resend may have sent it.
+    expect(cancelled.body.notifications).toMatchObject([{ id, outcome: 'cancelled', unconfirmedThrough: 'resend' }])
+    // And so does the console's confirmation, which asks the same route (said again, it answers the same).
+    const confirmed = await consoleAnswer(
+      `/console/cancellations?key=${encodeURIComponent(key)}`,
+      { key },
+      '/console/cancellations',
+    )
+    expect(confirmed.status).toBe(200)
+    expect(confirmed.html.replace(/<[^>]+>/g, ' ')).toMatch(
+      /cancelled\s+cancelled; a try through resend may have gone out/,
+    )
     const [row] = await rows([id as string])
     expect(row?.status).toBe('cancelled')
     // Resend accepted it once: the operator reading this row learns that, instead of a plain "cancelled".

@@ -440,12 +440,13 @@ export async function consolePage(path = '/console', form?: Record<string, strin
 
 /**
  * The console's page at `path` for a signed-in admin (signed in with the
- * token form), or with `form` the answer of its editor's Preview (posted with
- * the page's CSRF token), with its status.
+ * token form), or with `form` the answer of its form (posted with the page's
+ * CSRF token to `action`, by default its editor's Preview), with its status.
  */
 export async function consoleAnswer(
   path: string,
   form?: Record<string, string>,
+  action = `${path}/preview`,
 ): Promise<{ status: number; html: string }> {
   const call = (target: string, init: RequestInit = {}) =>
     worker.fetch(new Request(`http://worker${target}`, { redirect: 'manual', ...init }), env, createExecutionContext())
@@ -459,7 +460,7 @@ export async function consoleAnswer(
   const html = await page.text()
   if (!form) return { status: page.status, html }
   const csrf = /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? ''
-  const posted = await call(`${path}/preview`, {
+  const posted = await call(action, {
     method: 'POST',
     headers: { cookie, origin: 'http://worker', 'content-type': 'application/x-www-form-urlencoded' },
     body: new URLSearchParams({ _csrf: csrf, ...form }).toString(),

@@ -42,6 +42,12 @@ export type CancelReport = {
     recipientUserId: string
     status: string
     outcome: CancelOutcome
+    /**
+     * The transport of a try that never reported on this email and was taken
+     * as not sent when the email went on to the next transport: it may have
+     * gone out that way, whatever the outcome says. Null when there was none.
+     */
+    unconfirmedThrough: string | null
   }[]
 }
 
@@ -55,6 +61,7 @@ type Marked = {
   recipient_user_id: string
   cancellation_key: string
   digest_id: string | null
+  unconfirmed_through: string | null
 }
 
 /** Statuses in which a notification is being sent, or may still go out by itself. */
@@ -148,6 +155,7 @@ export async function cancelKeys(
           recipientUserId: row.recipient_user_id,
           status: outcome === 'withdrawn' ? 'cancelled' : row.status,
           outcome,
+          unconfirmedThrough: row.unconfirmed_through,
         }
       })
     return { key, cancelledAt: first?.cancelled_at ?? nowIso, source, notifications }

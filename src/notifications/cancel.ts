@@ -123,7 +123,8 @@ export function markCancelled(db: D1Database, keys: readonly string[], now: stri
     .prepare(
       `UPDATE notifications SET cancelled_at = coalesce(cancelled_at, ?2)
        WHERE ${OF_KEYS}
-       RETURNING id, event_id, kind, channel, status, status_reason, recipient_user_id, cancellation_key, digest_id`,
+       RETURNING id, event_id, kind, channel, status, status_reason, recipient_user_id, cancellation_key, digest_id,
+                 unconfirmed_through`,
     )
     .bind(JSON.stringify(keys), now)
 }

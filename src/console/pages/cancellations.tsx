@@ -80,7 +80,9 @@ cancellationPages.post('/', needsAdmin, async (c) => {
           n.channel,
           <code>{n.recipientUserId}</code>,
           <strong>{n.status}</strong>,
-          n.outcome,
+          n.unconfirmedThrough === null
+            ? n.outcome
+            : `${n.outcome}; a try through ${n.unconfirmedThrough} may have gone out`,
         ])}
       />
     </Layout>,
