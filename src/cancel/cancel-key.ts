@@ -44,8 +44,9 @@ export type CancelReport = {
     outcome: CancelOutcome
     /**
      * The transport of a try that never reported on this email and was taken
-     * as not sent when the email went on to the next transport: it may have
-     * gone out that way, whatever the outcome says. Null when there was none.
+     * as not sent — when the email went on to the next transport, or when a
+     * cancellation that came while its outcome was unknown ended it: it may
+     * have gone out that way, whatever the outcome says. Null when there was none.
      */
     unconfirmedThrough: string | null
   }[]

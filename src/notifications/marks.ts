@@ -231,11 +231,13 @@ export async function resolveUnknownOutcomes(
       )
       .bind(now, keyed, transports),
     // One a cancellation marked while it was in flight is not sent again: taken as not sent, as the
-    // resend would take it, it ends cancelled (src/notifications/cancel.ts).
+    // resend would take it, it ends cancelled (src/notifications/cancel.ts). It keeps the transport of the
+    // try so taken, which a cancellation's answer names: that try may have gone out all the same.
     db
       .prepare(
         `UPDATE notifications SET status = 'cancelled', lease_until = NULL, updated_at = ?1,
-           status_reason = 'cancelled while its outcome was unknown: no delivery event came, so it is taken as not sent, and not sent again'
+           status_reason = 'cancelled while its outcome was unknown: no delivery event came, so it is taken as not sent, and not sent again',
+           unconfirmed_through = coalesce(unconfirmed_through, failover_from, ${triedThrough('?3')})
          WHERE ${sentAgain} AND cancelled_at IS NOT NULL`,
       )
       .bind(now, keyed, transports),

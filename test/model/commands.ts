@@ -5,7 +5,7 @@ import { contact, decision, invitation, invitationKey, response, responseKey, wi
 import { during, settled } from './invariants.ts'
 import type { QueuedMessage } from './model-queue.ts'
 import type { ResendFault } from './resend-stand-in.ts'
-import type { ModelTransport, Person, QueueBinding, World } from './world.ts'
+import type { ModelTransport, OperatorCancel, Person, QueueBinding, World } from './world.ts'
 
 /**
  * The commands of the lifecycle model (fast-check's model-based testing:
@@ -270,10 +270,13 @@ async function cancelKey(world: World, key: string): Promise<void> {
   world.clock.set(world.clock.now + 1)
   const askedAt = world.clock.iso
   const answer = await world.operator('POST', '/v1/cancellations', { key, reason: 'the model cancels it' })
-  const body = (await answer.json().catch(() => ({}))) as { notifications?: { id: string; outcome: string }[] }
-  const outcomes = (body.notifications ?? []).map((entry) => `${entry.id} ${entry.outcome}`).join(', ')
+  const body = (await answer.json().catch(() => ({}))) as { notifications?: OperatorCancel['answered'] }
+  const answered = body.notifications ?? []
+  const outcomes = answered
+    .map((entry) => `${entry.id} ${entry.outcome}${entry.unconfirmedThrough ? ` (${entry.unconfirmedThrough}?)` : ''}`)
+    .join(', ')
   world.note(`  ${key}: ${answer.status}${outcomes ? ` (${outcomes})` : ''}`)
-  if (answer.status === 200) world.cancels.push({ key, askedAt, emailsBefore: world.emails().length })
+  if (answer.status === 200) world.cancels.push({ key, askedAt, emailsBefore: world.emails().length, answered })
 }
 
 export type Pick = 'all' | 'oldest' | 'newest' | 'reversed' | 'odd'

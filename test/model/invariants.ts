@@ -37,7 +37,32 @@ export async function during(world: World): Promise<string[]> {
     ...(await throttleHolds(world)),
     ...(await oneOutcomePerEscalation(world)),
     ...(await nothingSentAfterCancel(world)),
+    ...cancelAnswersHold(world),
   ]
+}
+
+/**
+ * What a cancellation answered holds: a notification it reported `cancelled`
+ * had not gone out and never will — no provider ever accepted an email of
+ * it — unless the answer named a transport that took a try of it without
+ * reporting on it (`unconfirmedThrough`), and then every email of it went
+ * through that one.
+ */
+function cancelAnswersHold(world: World): string[] {
+  const violations: string[] = []
+  const emails = Map.groupBy(world.emails(), (email) => email.notificationId)
+  for (const cancel of world.cancels) {
+    for (const entry of cancel.answered) {
+      if (entry.outcome !== 'cancelled') continue
+      const wrong = (emails.get(entry.id) ?? []).filter((email) => email.transport !== entry.unconfirmedThrough)
+      if (wrong.length > 0) {
+        violations.push(
+          `what a cancellation answered holds: notification ${entry.id} was reported cancelled (unconfirmedThrough ${entry.unconfirmedThrough}) by the cancellation of ${cancel.key} asked at ${cancel.askedAt}, yet ${wrong.map((email) => `${email.transport} accepted its email at ${iso(email.at)}`).join(', ')}`,
+        )
+      }
+    }
+  }
+  return violations
 }
 
 /**

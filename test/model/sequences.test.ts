@@ -454,6 +454,33 @@ describe('guarantees where features meet', () => {
     expect(row?.status).toBe('sent')
   })
 
+  // Found by a read of the answer `unconfirmedThrough` was added to: a cancellation that came while the binding's
+  // answer was lost marks the email in flight; the wait for its delivery event ends with none, and the email ends
+  // cancelled, taken as not sent. Asked again, the cancellation answered `cancelled` with nothing to say the
+  // binding had taken it, which the row's reason said.
+  it('an email cancelled while its outcome was unknown, taken as not sent: a second cancellation names the binding', async () => {
+    const { violations, world } = await run('cloudflare', [
+      emit('invitation', 0),
+      deliver('EVENTS'),
+      providerFault(BINDING_LOSE),
+      deliver('DISPATCH'),
+      cancel(0),
+      step('lateEvents(601 s): the binding’s event comes after the wait for it', (w) => w.lateEvents(601)),
+      cron(),
+      cancel(0),
+      deliver('EMAIL_EVENTS'),
+    ])
+    expect(violations).toEqual([])
+    const [row] = await rows()
+    expect(row?.status).toBe('cancelled')
+    expect(world.binding.emailsOf(row?.id ?? '')).toHaveLength(1)
+    expect(
+      world.cancels.map((done) =>
+        done.answered.map(({ outcome, unconfirmedThrough }) => [outcome, unconfirmedThrough]),
+      ),
+    ).toEqual([[['in-flight', null]], [['cancelled', 'cloudflare']]])
+  })
+
   it('a batch member failed for good without a message of its own, while notify-dlq refuses: its dead letter is kept', async () => {
     // Its tenth try, the last the policy allows, with notify-dlq refusing.
     const tries = Array.from({ length: 9 }, () => [advance(3601), deliverFor(0)]).flat()

@@ -148,6 +148,8 @@ export type OperatorCancel = {
   askedAt: string
   /** How many emails the provider had accepted when the answer came: those after it came later. */
   emailsBefore: number
+  /** What the answer said of each notification of the key. */
+  answered: { id: string; outcome: string; unconfirmedThrough: string | null }[]
 }
 
 /** The queues by binding. */

@@ -31,7 +31,7 @@ const Report = z
         }),
         unconfirmedThrough: z.string().nullable().openapi({
           description:
-            'a transport that took a try of this email and never reported on it: the try was taken as not sent when the email went on to the next transport, so it may have gone out that way, whatever the outcome says (its reason says so too); null when there was none',
+            'a transport that took a try of this email and never reported on it: the try was taken as not sent, when the email went on to the next transport or when a cancellation that came while its outcome was unknown ended it, so it may have gone out that way, whatever the outcome says (its reason says so too); null when there was none',
         }),
       }),
     ),
