@@ -13,7 +13,8 @@ import { type ModelTransports, World } from './world.ts'
  * erasure and cancellation (also while a send is in flight), a person's look
  * at their feed — against the real Worker, with the invariants checked after
  * every command and once more when the run's faults are healed and it has
- * run on. Its three persons are placed in the D1 shards by fast-check too. A run has one transport (either), or both in either order
+ * run on. fast-check places its three persons in the D1 shards too. A run
+ * has one transport (either), or both in either order
  * (EMAIL_TRANSPORTS: failover, its circuit opening after CIRCUIT_FAILURES
  * failures in a row, two or the default five), with failover's commands
  * (./commands.ts `failoverArbitraries`) as often as the others; the summary
