@@ -237,7 +237,7 @@ describe('cancel by key', () => {
     expect(first.status).toBe(200)
     expect(again.body).toEqual(first.body)
     expect(first.body.notifications).toMatchObject([
-      { channel: 'email', status: 'cancelled', outcome: 'cancelled', unconfirmedThrough: null },
+      { channel: 'email', status: 'cancelled', outcome: 'cancelled', unconfirmedThrough: [] },
     ])
     const audited = await env.DB.prepare(
       "SELECT count(*) AS n FROM audit_log WHERE action = 'cancellation.create' AND target = ?1",

@@ -312,11 +312,11 @@ describe('failover between cloudflare and resend', () => {
     await cron(new Date(Date.parse(waiting?.scheduled_at as string) + 1000), revoked)
     expect((await rows([id as string]))[0]).toMatchObject({ status: 'pending', maybe_sent_at: null })
     const cancelled = await adminCall<{
-      notifications: { id: string; outcome: string; unconfirmedThrough: string | null }[]
+      notifications: { id: string; outcome: string; unconfirmedThrough: string[] }[]
     }>('POST', '/v1/cancellations', { key })
     expect(cancelled.status).toBe(200)
     // The answer says it too: an operator who reads only the report learns that resend may have sent it.
-    expect(cancelled.body.notifications).toMatchObject([{ id, outcome: 'cancelled', unconfirmedThrough: 'resend' }])
+    expect(cancelled.body.notifications).toMatchObject([{ id, outcome: 'cancelled', unconfirmedThrough: ['resend'] }])
     // And so does the console's confirmation, which asks the same route (said again, it answers the same).
     const confirmed = await consoleAnswer(
       `/console/cancellations?key=${encodeURIComponent(key)}`,
@@ -336,6 +336,36 @@ describe('failover between cloudflare and resend', () => {
     await dueNow([id as string])
     await drive(ids([id as string]), revoked)
     expect(calls()).toBe(0)
+  })
+
+  it('one taken as not sent through resend, then lost through the binding and cancelled in flight: a later cancellation names both', async () => {
+    const key = `invitation:${guid()}`
+    const { id, standIn, revoked, waiting } = await waitingToLeaveResend('lostanswer-twice', key)
+    await cron(new Date(Date.parse(waiting?.scheduled_at as string) + 1000), revoked)
+    await dueNow([id])
+    // The binding takes it and its answer is lost: it waits for the binding's delivery event.
+    standIn.script.push('lose-after-accept')
+    await drive(ids([id]), revoked)
+    const [unknown] = await rows([id])
+    expect(unknown).toMatchObject({ status: 'unknown', transport: 'cloudflare' })
+    expect(standIn.emailsOf(id)).toHaveLength(1)
+    const cancel = () =>
+      adminCall<{ notifications: { id: string; outcome: string; unconfirmedThrough: string[] }[] }>(
+        'POST',
+        '/v1/cancellations',
+        { key },
+      )
+    expect((await cancel()).body.notifications).toMatchObject([
+      { id, outcome: 'in-flight', unconfirmedThrough: ['resend'] },
+    ])
+    // No event from the binding either: taken as not sent, it ends cancelled, and is not sent again.
+    await cron(new Date(Date.parse(unknown?.scheduled_at as string) + 1000), revoked)
+    const [ended] = await rows([id])
+    expect(ended?.status).toBe('cancelled')
+    // Either provider may have sent it: the answer names both, not only the first.
+    expect((await cancel()).body.notifications).toMatchObject([
+      { id, outcome: 'cancelled', unconfirmedThrough: ['resend', 'cloudflare'] },
+    ])
   })
 
   it('a 5xx storm opens the circuit: mail goes through the second, and the circuit closes on an accepted probe', async () => {

@@ -43,12 +43,13 @@ export type CancelReport = {
     status: string
     outcome: CancelOutcome
     /**
-     * The transport of a try that never reported on this email and was taken
-     * as not sent — when the email went on to the next transport, or when a
-     * cancellation that came while its outcome was unknown ended it: it may
-     * have gone out that way, whatever the outcome says. Null when there was none.
+     * The transports of tries that never reported on this email and were taken
+     * as not sent — when the email went on to the next transport, when a
+     * cancellation that came while its outcome was unknown ended it, or when an
+     * operator replayed it: it may have gone out through them, whatever the
+     * outcome says. Empty when there was none.
      */
-    unconfirmedThrough: string | null
+    unconfirmedThrough: string[]
   }[]
 }
 
@@ -156,7 +157,7 @@ export async function cancelKeys(
           recipientUserId: row.recipient_user_id,
           status: outcome === 'withdrawn' ? 'cancelled' : row.status,
           outcome,
-          unconfirmedThrough: row.unconfirmed_through,
+          unconfirmedThrough: row.unconfirmed_through?.split(',') ?? [],
         }
       })
     return { key, cancelledAt: first?.cancelled_at ?? nowIso, source, notifications }

@@ -1,5 +1,5 @@
 import { triedThrough } from './route.ts'
-import { heldBy, TRY_NOT_COUNTED } from './sql.ts'
+import { heldBy, TRY_NOT_COUNTED, withUnconfirmed } from './sql.ts'
 
 // An in-app item a cancellation withdrew while it was on its way: the feed refused it, or removed it
 // right after (src/cancel/cancel-key.ts withdraws every item of the key, whatever its row's status).
@@ -237,7 +237,7 @@ export async function resolveUnknownOutcomes(
       .prepare(
         `UPDATE notifications SET status = 'cancelled', lease_until = NULL, updated_at = ?1,
            status_reason = 'cancelled while its outcome was unknown: no delivery event came, so it is taken as not sent, and not sent again',
-           unconfirmed_through = coalesce(unconfirmed_through, failover_from, ${triedThrough('?3')})
+           unconfirmed_through = ${withUnconfirmed(`coalesce(failover_from, ${triedThrough('?3')})`)}
          WHERE ${sentAgain} AND cancelled_at IS NOT NULL`,
       )
       .bind(now, keyed, transports),
@@ -248,7 +248,7 @@ export async function resolveUnknownOutcomes(
              THEN 'no delivery event came from ' || failover_from || ': sent through the next transport'
              ELSE 'no delivery event arrived for the unknown outcome: sent again' END,
            maybe_sent_at = CASE WHEN failover_from IS NOT NULL THEN NULL ELSE maybe_sent_at END,
-           unconfirmed_through = coalesce(unconfirmed_through, failover_from),
+           unconfirmed_through = ${withUnconfirmed('failover_from')},
            provider_id = CASE WHEN failover_from IS NOT NULL THEN NULL ELSE provider_id END,
            batch_position = CASE WHEN failover_from IS NOT NULL THEN NULL ELSE batch_position END,
            batch_id = CASE WHEN failover_from IS NOT NULL THEN NULL ELSE batch_id END

@@ -1,3 +1,4 @@
+import { withUnconfirmed } from './sql.ts'
 /**
  * Puts a notification an operator replays back in the pipeline: a `failed`
  * one to `pending`, due now; one that never had content — it waited for its
@@ -15,7 +16,9 @@
  * is a decision to send again, and a batch cannot be sent whole once a member
  * went its own way. For the same reason it no longer counts as a send that
  * may have gone out (`maybe_sent_at`): one whose outcome was left unknown past
- * the provider's window (NTF_SEND_UNKNOWN) is sent again when replayed.
+ * the provider's window (NTF_SEND_UNKNOWN) is sent again when replayed. The
+ * transport of that try joins `unconfirmed_through`, so that a cancellation
+ * that ends the replayed notification still says the try may have gone.
  * Parameters: id, now, the end of a new wait.
  */
 export function resetForReplay(db: D1Database, id: string, now: string, waitUntil: string): D1PreparedStatement {
@@ -27,6 +30,8 @@ export function resetForReplay(db: D1Database, id: string, now: string, waitUnti
          scheduled_at = CASE WHEN model IS NOT NULL AND is_digest = 0 THEN ?3 ELSE ?2 END,
          enqueued_at = ?2, error_code = NULL, status_reason = 'replayed by an operator', lease_until = NULL,
          updated_at = ?2, send_attempts = 0, batch_id = NULL, batch_position = NULL, send_alone = 1,
+         unconfirmed_through = CASE WHEN maybe_sent_at IS NOT NULL OR provider_id IS NOT NULL
+                                    THEN ${withUnconfirmed('transport')} ELSE unconfirmed_through END,
          maybe_sent_at = NULL
        WHERE id = ?1 AND content_removed_at IS NULL
          AND (status = 'failed'

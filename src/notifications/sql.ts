@@ -57,15 +57,31 @@ export function mayHaveGoneOut(alias: string): string {
 
 /**
  * What a cancellation's reason adds when an earlier try of the notification
- * was taken as not sent (`unconfirmed_through`, set when no delivery event
- * came from a transport it left, src/notifications/marks.ts): the email may
- * have gone out through that transport all the same. A string expression,
+ * was taken as not sent (`unconfirmed_through`, the transports of such tries,
+ * comma-separated: set when no delivery event came from a transport it left,
+ * or from one whose outcome a cancellation found unknown, src/notifications/marks.ts,
+ * and by an operator's replay of one that may have gone, ./replay.ts): the
+ * email may have gone out through them all the same. A string expression,
  * empty for every other row.
  */
-export const TAKEN_AS_NOT_SENT = `CASE WHEN notifications.unconfirmed_through IS NOT NULL
+export const TAKEN_AS_NOT_SENT = `CASE WHEN notifications.unconfirmed_through IS NULL THEN ''
+  WHEN instr(notifications.unconfirmed_through, ',') = 0
   THEN '; a try through ' || notifications.unconfirmed_through
     || ' may have gone out: no delivery event came from it, so it is taken as not sent'
-  ELSE '' END`
+  ELSE '; tries through ' || replace(notifications.unconfirmed_through, ',', ' and ')
+    || ' may have gone out: no delivery event came from them, so they are taken as not sent' END`
+
+/**
+ * `unconfirmed_through` with the transport `transport` (an SQL expression;
+ * NULL adds nothing) added to its list, once: for the `SET` list of a
+ * statement that takes a try through it as not sent.
+ */
+export function withUnconfirmed(transport: string): string {
+  return `CASE WHEN (${transport}) IS NULL THEN unconfirmed_through
+    WHEN unconfirmed_through IS NULL THEN (${transport})
+    WHEN instr(',' || unconfirmed_through || ',', ',' || (${transport}) || ',') > 0 THEN unconfirmed_through
+    ELSE unconfirmed_through || ',' || (${transport}) END`
+}
 
 /**
  * A claim that takes over a `sending` notification whose lease ran out: the

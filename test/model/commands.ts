@@ -273,7 +273,10 @@ async function cancelKey(world: World, key: string): Promise<void> {
   const body = (await answer.json().catch(() => ({}))) as { notifications?: OperatorCancel['answered'] }
   const answered = body.notifications ?? []
   const outcomes = answered
-    .map((entry) => `${entry.id} ${entry.outcome}${entry.unconfirmedThrough ? ` (${entry.unconfirmedThrough}?)` : ''}`)
+    .map(
+      (entry) =>
+        `${entry.id} ${entry.outcome}${entry.unconfirmedThrough.length > 0 ? ` (${entry.unconfirmedThrough.join(', ')}?)` : ''}`,
+    )
     .join(', ')
   world.note(`  ${key}: ${answer.status}${outcomes ? ` (${outcomes})` : ''}`)
   if (answer.status === 200) world.cancels.push({ key, askedAt, emailsBefore: world.emails().length, answered })

@@ -43,21 +43,25 @@ export async function during(world: World): Promise<string[]> {
 
 /**
  * What a cancellation answered holds: a notification it reported `cancelled`
- * had not gone out and never will — no provider ever accepted an email of
- * it — unless the answer named a transport that took a try of it without
- * reporting on it (`unconfirmedThrough`), and then every email of it went
- * through that one.
+ * had not gone out and never will — no provider accepted an email of it,
+ * before the answer or after — but for the tries the answer named, taken as
+ * not sent with no report from their transport (`unconfirmedThrough`): an
+ * email accepted before the answer through one of those transports.
  */
 function cancelAnswersHold(world: World): string[] {
   const violations: string[] = []
-  const emails = Map.groupBy(world.emails(), (email) => email.notificationId)
+  const emails = world.emails()
   for (const cancel of world.cancels) {
     for (const entry of cancel.answered) {
       if (entry.outcome !== 'cancelled') continue
-      const wrong = (emails.get(entry.id) ?? []).filter((email) => email.transport !== entry.unconfirmedThrough)
+      const wrong = emails.filter(
+        (email, index) =>
+          email.notificationId === entry.id &&
+          !(index < cancel.emailsBefore && entry.unconfirmedThrough.includes(email.transport)),
+      )
       if (wrong.length > 0) {
         violations.push(
-          `what a cancellation answered holds: notification ${entry.id} was reported cancelled (unconfirmedThrough ${entry.unconfirmedThrough}) by the cancellation of ${cancel.key} asked at ${cancel.askedAt}, yet ${wrong.map((email) => `${email.transport} accepted its email at ${iso(email.at)}`).join(', ')}`,
+          `what a cancellation answered holds: notification ${entry.id} was reported cancelled (unconfirmedThrough [${entry.unconfirmedThrough.join(', ')}]) by the cancellation of ${cancel.key} asked at ${cancel.askedAt}, yet ${wrong.map((email) => `${email.transport} accepted its email at ${iso(email.at)}`).join(', ')}`,
         )
       }
     }
@@ -560,23 +564,39 @@ function committedAt(
 /**
  * Whether a cancelled notification is one the Worker took as not sent, as
  * documented, because the delivery events of every email a provider took for
- * it never came (the model lost or held them back), and its reason says so:
- * a cancellation marked it while its outcome was unknown, and the wait for
- * events ended with none; or a try through a transport it had to leave was
- * taken as not sent when no event came from that one, and a cancellation
- * ended it afterwards — every email taken for it then went through the
- * transport its reason names.
+ * it never came (the model lost or held them back, or, with one transport,
+ * never reported it: `reported`, the `emailKey`s of the delivery events
+ * stored), and its reason says so: a cancellation marked it while its
+ * outcome was unknown, and the wait for events ended with none; or a try
+ * through a transport it had to leave, or one an operator replayed after it
+ * may have gone out, was taken as not sent with no event from that one, and
+ * a cancellation ended it afterwards — every email taken for it then went
+ * through a transport its reason names.
  */
-function takenAsNotSent(world: World, row: { id: string; status_reason: string | null }): boolean {
+function takenAsNotSent(
+  world: World,
+  row: { id: string; status_reason: string | null },
+  reported: ReadonlySet<string>,
+): boolean {
   const emails = world.emails().filter((email) => email.notificationId === row.id)
-  if (!emails.every((email) => world.eventFates.has(emailKey(email)))) return false
+  const unreported = (email: ModelEmail) =>
+    world.eventFates.has(emailKey(email)) || (!world.failover && !reported.has(emailKey(email)))
+  if (!emails.every(unreported)) return false
   const reason = row.status_reason ?? ''
   if (reason.startsWith('cancelled while its outcome was unknown: no delivery event came')) return true
   const left =
-    /; a try through (\w+) may have gone out: no delivery event came from it, so it is taken as not sent$/.exec(
-      reason,
-    )?.[1]
-  return left !== undefined && emails.every((email) => email.transport === left)
+    /; (?:a try|tries) through ([\w ]+?) may have gone out: no delivery event came from (?:it|them), so (?:it is|they are) taken as not sent$/
+      .exec(reason)?.[1]
+      ?.split(' and ')
+  return left !== undefined && emails.every((email) => left.includes(email.transport))
+}
+
+/** The `emailKey`s of the emails a delivery event stored in D1 reports. */
+async function reportedEmails(): Promise<Set<string>> {
+  const events = await allRows<{ provider: string; provider_message_id: string }>(
+    'SELECT provider, provider_message_id FROM delivery_events',
+  )
+  return new Set(events.map((event) => emailKey({ transport: event.provider, providerId: event.provider_message_id })))
 }
 
 /**
@@ -603,7 +623,7 @@ async function nothingSentAfterCancel(world: World): Promise<string[]> {
   const emailed = firstEmails(world)
   for (const row of rows) {
     const at = emailed.get(row.id)
-    if (row.status === 'cancelled' && at !== undefined && !takenAsNotSent(world, row)) {
+    if (row.status === 'cancelled' && at !== undefined && !takenAsNotSent(world, row, await reportedEmails())) {
       violations.push(
         `nothing sent after its cancel: notification ${row.id} (${row.kind}, key ${row.cancellation_key}) is cancelled (${row.status_reason}), yet the provider accepted its email at ${iso(at)}`,
       )

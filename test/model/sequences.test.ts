@@ -116,6 +116,18 @@ const LOST_THEN_PAST_THE_WINDOW = [
   deliver('DISPATCH'),
 ]
 
+/** An invitation whose answer was lost, then left unknown past Resend's window: failed, as a dead letter. */
+const FAILED_UNKNOWN = [
+  emit('invitation', 0),
+  deliver('EVENTS'),
+  ...LOST_THEN_PAST_THE_WINDOW,
+  advance(601),
+  cron(),
+  step('it failed as a dead letter', async () => {
+    expect((await rows())[0]).toMatchObject({ status: 'failed', error_code: 'NTF_SEND_UNKNOWN' })
+  }),
+]
+
 /** Two invitations, to person 0 and person 2, sent in one Resend batch. */
 const BATCH_OF_TWO = [emit('invitation', 0), emit('invitation', 2), deliver('EVENTS')]
 
@@ -248,22 +260,31 @@ describe('guarantees where features meet', () => {
   })
 
   it('an operator’s replay of a send left unknown past the window sends it again: the operator decided', async () => {
-    const { violations, world } = await run('resend', [
-      emit('invitation', 0),
-      deliver('EVENTS'),
-      ...LOST_THEN_PAST_THE_WINDOW,
-      advance(601),
-      cron(),
-      step('it failed as a dead letter', async () => {
-        expect((await rows())[0]).toMatchObject({ status: 'failed', error_code: 'NTF_SEND_UNKNOWN' })
-      }),
-      operate('replay', 0),
-      deliver('DISPATCH'),
-    ])
+    const { violations, world } = await run('resend', [...FAILED_UNKNOWN, operate('replay', 0), deliver('DISPATCH')])
     expect(violations).toEqual([])
     const [row] = await rows()
     expect(row?.status).toBe('sent')
     expect(world.resend.emailsOf(row?.id ?? '')).toHaveLength(2)
+  })
+
+  // Found by a review of the answer's unconfirmedThrough: the replay forgets that the send may have gone out
+  // (maybe_sent_at), and a cancellation then withdrew it as one never sent, answering cancelled with nothing
+  // named, over the email Resend had taken.
+  it('an operator’s replay of a send left unknown past the window, then cancelled: the answer names resend', async () => {
+    const { violations, world } = await run('resend', [
+      ...FAILED_UNKNOWN,
+      operate('replay', 0),
+      cancel(0),
+      deliver('DISPATCH'),
+    ])
+    expect(violations).toEqual([])
+    const [row] = await rows()
+    expect(row?.status).toBe('cancelled')
+    expect(row?.status_reason).toMatch(/; a try through resend may have gone out/)
+    expect(world.resend.emailsOf(row?.id ?? '')).toHaveLength(1)
+    expect(world.cancels.flatMap((done) => done.answered)).toMatchObject([
+      { outcome: 'cancelled', unconfirmedThrough: ['resend'] },
+    ])
   })
 
   it('a verification decision whose fallback’s answer was lost under Resend: one email for the decision', async () => {
@@ -478,7 +499,7 @@ describe('guarantees where features meet', () => {
       world.cancels.map((done) =>
         done.answered.map(({ outcome, unconfirmedThrough }) => [outcome, unconfirmedThrough]),
       ),
-    ).toEqual([[['in-flight', null]], [['cancelled', 'cloudflare']]])
+    ).toEqual([[['in-flight', []]], [['cancelled', ['cloudflare']]]])
   })
 
   it('a batch member failed for good without a message of its own, while notify-dlq refuses: its dead letter is kept', async () => {

@@ -149,7 +149,7 @@ export type OperatorCancel = {
   /** How many emails the provider had accepted when the answer came: those after it came later. */
   emailsBefore: number
   /** What the answer said of each notification of the key. */
-  answered: { id: string; outcome: string; unconfirmedThrough: string | null }[]
+  answered: { id: string; outcome: string; unconfirmedThrough: string[] }[]
 }
 
 /** The queues by binding. */

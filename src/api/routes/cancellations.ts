@@ -29,9 +29,9 @@ const Report = z
           description:
             '`cancelled`: it had not gone out and never will (but see `unconfirmedThrough`); `withdrawn`: an in-app item that was shown, removed from its feed and open pages; `in-flight`: being sent as the cancellation came — it goes, or, if that try fails, it is cancelled at its retry (its status in the event’s story says which); `too-late`: it went out (an email sent, or told in a digest already closed); `ended`: it had ended without going out',
         }),
-        unconfirmedThrough: z.string().nullable().openapi({
+        unconfirmedThrough: z.array(z.string()).openapi({
           description:
-            'a transport that took a try of this email and never reported on it: the try was taken as not sent, when the email went on to the next transport or when a cancellation that came while its outcome was unknown ended it, so it may have gone out that way, whatever the outcome says (its reason says so too); null when there was none',
+            'the transports that took a try of this email and never reported on it: each try was taken as not sent (when the email went on to the next transport, when a cancellation that came while its outcome was unknown ended it, or when an operator replayed it), so it may have gone out through them, whatever the outcome says (its reason says so too); empty when there was none',
         }),
       }),
     ),

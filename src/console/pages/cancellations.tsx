@@ -80,9 +80,9 @@ cancellationPages.post('/', needsAdmin, async (c) => {
           n.channel,
           <code>{n.recipientUserId}</code>,
           <strong>{n.status}</strong>,
-          n.unconfirmedThrough === null
+          n.unconfirmedThrough.length === 0
             ? n.outcome
-            : `${n.outcome}; a try through ${n.unconfirmedThrough} may have gone out`,
+            : `${n.outcome}; a try through ${n.unconfirmedThrough.join(' and ')} may have gone out`,
         ])}
       />
     </Layout>,
