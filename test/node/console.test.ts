@@ -125,17 +125,21 @@ test('an operator fixes a missing template and replays the filtered set, with Ja
   await page.getByRole('navigation').getByRole('link', { name: 'Dead letters' }).click()
   await page.getByLabel('Search (event id, message id or error)').fill(eventId)
   await page.getByRole('button', { name: 'Filter' }).click()
+  // Each click below loads a new page (JavaScript is off): waited for, so that nothing is read off the old one.
+  await page.waitForURL((url) => url.searchParams.get('q') === eventId)
   visit('dead-letters', page)
   const rows = page.locator('tbody tr')
   assert.equal(await rows.count(), 1)
   assert.match((await rows.first().textContent()) ?? '', /NTF_TEMPLATE_NOT_RESOLVED/)
   await rows.first().getByRole('link').first().click()
+  await page.waitForURL((url) => /^\/console\/dead-letters\/[^/]+$/.test(url.pathname))
   visit('dead-letter', page)
   assert.match(await page.locator('main').innerText(), /no active template for \(VerificationApproved, kk/)
   assert.match(await page.locator('pre').last().innerText(), /"Decision": "approved"/)
 
   // Its event's story.
   await page.getByRole('link', { name: eventId }).first().click()
+  await page.waitForURL((url) => url.pathname === `/console/events/${eventId}`)
   visit('event-story', page)
   assert.match(await page.locator('main').innerText(), /NTF_TEMPLATE_NOT_RESOLVED/)
 
