@@ -159,6 +159,7 @@ test('an operator fixes a missing template and replays the filtered set, with Ja
   // Bulk replay of the filtered set: a preview with the count, then the confirmation.
   await page.goto(`${worker.url}/console/dead-letters?code=NTF_TEMPLATE_NOT_RESOLVED&status=open`)
   await page.getByRole('link', { name: 'Replay all matching…' }).click()
+  await page.waitForURL((url) => url.pathname === '/console/dead-letters/bulk')
   visit('bulk-preview', page)
   const count = Number(/replays (\d+) open/.exec(await page.locator('.note').innerText())?.[1])
   assert.ok(count >= 1)
@@ -180,6 +181,7 @@ test('an operator fixes a missing template and replays the filtered set, with Ja
 
   // The audit trail names both changes, made through the console.
   await page.getByRole('navigation').getByRole('link', { name: 'Audit trail' }).click()
+  await page.waitForURL((url) => url.pathname === '/console/audit')
   visit('audit', page)
   const trail = await page.locator('tbody').innerText()
   assert.match(trail, /admin token\s+console\s+template\.save\s+VerificationApproved\/kk\/email/)
@@ -304,13 +306,14 @@ test("a digested event's story names its digest and its email; the digest's page
   assert.match(await digests.innerText(), new RegExp(`${digest.id}\\s+sent\\s+2\\s+sent `))
 
   await digests.getByRole('link', { name: digest.id }).click()
+  await page.getByRole('heading', { name: 'Events told (2)' }).waitFor()
   visit('digest', page)
-  assert.ok(await page.getByRole('heading', { name: 'Events told (2)' }).isVisible())
   assert.ok(!(await page.locator('main').innerText()).includes(address))
   const told = page.getByRole('region', { name: 'Events told in the digest' })
   assert.equal(await told.locator('tbody tr').count(), 2)
   await told.getByRole('link', { name: eventIds[1] as string }).click()
-  assert.equal(page.url(), `${worker.url}/console/events/${eventIds[1]}`)
+  // Waited for: the link leads to the event's story, or this times out.
+  await page.waitForURL(`${worker.url}/console/events/${eventIds[1]}`)
 
   await page.goto(`${worker.url}/console`)
   assert.match(
