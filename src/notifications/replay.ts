@@ -1,4 +1,4 @@
-import { withUnconfirmed } from './sql.ts'
+import { mayHaveGoneOut, withUnconfirmed } from './sql.ts'
 /**
  * Puts a notification an operator replays back in the pipeline: a `failed`
  * one to `pending`, due now; one that never had content — it waited for its
@@ -30,7 +30,7 @@ export function resetForReplay(db: D1Database, id: string, now: string, waitUnti
          scheduled_at = CASE WHEN model IS NOT NULL AND is_digest = 0 THEN ?3 ELSE ?2 END,
          enqueued_at = ?2, error_code = NULL, status_reason = 'replayed by an operator', lease_until = NULL,
          updated_at = ?2, send_attempts = 0, batch_id = NULL, batch_position = NULL, send_alone = 1,
-         unconfirmed_through = CASE WHEN maybe_sent_at IS NOT NULL OR provider_id IS NOT NULL
+         unconfirmed_through = CASE WHEN ${mayHaveGoneOut('notifications')}
                                     THEN ${withUnconfirmed('transport')} ELSE unconfirmed_through END,
          maybe_sent_at = NULL
        WHERE id = ?1 AND content_removed_at IS NULL

@@ -2,7 +2,7 @@ import { env } from 'cloudflare:workers'
 import type { ItemMarks } from '../../src/inbox/feed.ts'
 import { FINAL_STATUSES } from '../../src/notifications/status.ts'
 import { allRows, shardDbs } from '../shards.ts'
-import { emailKey, type ModelEmail, type OperatorCancel, type Resolution, type World } from './world.ts'
+import { emailKey, type ModelEmail, type OperatorCancel, type Resolution, reportedEmails, type World } from './world.ts'
 
 /**
  * The lifecycle's invariants, read off the real D1 (every shard of it) and
@@ -591,14 +591,6 @@ function takenAsNotSent(
   return left !== undefined && emails.every((email) => left.includes(email.transport))
 }
 
-/** The `emailKey`s of the emails a delivery event stored in D1 reports. */
-async function reportedEmails(): Promise<Set<string>> {
-  const events = await allRows<{ provider: string; provider_message_id: string }>(
-    'SELECT provider, provider_message_id FROM delivery_events',
-  )
-  return new Set(events.map((event) => emailKey({ transport: event.provider, providerId: event.provider_message_id })))
-}
-
 /**
  * Nothing sent after its cancel committed: no notification ended `cancelled`
  * was emailed (but one taken as not sent because the delivery events of its
@@ -621,12 +613,17 @@ async function nothingSentAfterCancel(world: World): Promise<string[]> {
      WHERE n.cancellation_key IS NOT NULL`,
   )
   const emailed = firstEmails(world)
+  // Read once, and only when a cancelled notification was emailed: this runs after every command.
+  let reported: Set<string> | undefined
   for (const row of rows) {
     const at = emailed.get(row.id)
-    if (row.status === 'cancelled' && at !== undefined && !takenAsNotSent(world, row, await reportedEmails())) {
-      violations.push(
-        `nothing sent after its cancel: notification ${row.id} (${row.kind}, key ${row.cancellation_key}) is cancelled (${row.status_reason}), yet the provider accepted its email at ${iso(at)}`,
-      )
+    if (row.status === 'cancelled' && at !== undefined) {
+      reported ??= await reportedEmails()
+      if (!takenAsNotSent(world, row, reported)) {
+        violations.push(
+          `nothing sent after its cancel: notification ${row.id} (${row.kind}, key ${row.cancellation_key}) is cancelled (${row.status_reason}), yet the provider accepted its email at ${iso(at)}`,
+        )
+      }
     }
     const committed = committedAt(world, row.cancellation_key, [row.key_cancelled_at])
     // Within one model millisecond the times cannot order a write and a cancellation: an event of the key

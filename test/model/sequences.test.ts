@@ -116,6 +116,9 @@ const LOST_THEN_PAST_THE_WINDOW = [
   deliver('DISPATCH'),
 ]
 
+/** An invitation the binding took with its answer lost: unknown, waiting for the binding's delivery event. */
+const BINDING_ANSWER_LOST = [emit('invitation', 0), deliver('EVENTS'), providerFault(BINDING_LOSE), deliver('DISPATCH')]
+
 /** An invitation whose answer was lost, then left unknown past Resend's window: failed, as a dead letter. */
 const FAILED_UNKNOWN = [
   emit('invitation', 0),
@@ -454,10 +457,7 @@ describe('guarantees where features meet', () => {
 
   it('a delivery event that arrives after an unknown outcome went back to pending settles it: no second email', async () => {
     const { violations, world } = await run('cloudflare', [
-      emit('invitation', 0),
-      deliver('EVENTS'),
-      providerFault(BINDING_LOSE),
-      deliver('DISPATCH'),
+      ...BINDING_ANSWER_LOST,
       // Late, past the wait for it (the clock moved without Cloudflare's event being taken).
       step('advance(601 s) with the delivery event still on its queue', async (w) => w.clock.advance(601)),
       cron(),
@@ -481,10 +481,7 @@ describe('guarantees where features meet', () => {
   // binding had taken it, which the row's reason said.
   it('an email cancelled while its outcome was unknown, taken as not sent: a second cancellation names the binding', async () => {
     const { violations, world } = await run('cloudflare', [
-      emit('invitation', 0),
-      deliver('EVENTS'),
-      providerFault(BINDING_LOSE),
-      deliver('DISPATCH'),
+      ...BINDING_ANSWER_LOST,
       cancel(0),
       step('lateEvents(601 s): the binding’s event comes after the wait for it', (w) => w.lateEvents(601)),
       cron(),

@@ -76,6 +76,14 @@ export type Resolution = { id: string; from: string; failover: string | null; at
 /** What the model did to the delivery events of an email: lost them, or held them past a wait. */
 export type EventFate = 'lost' | 'late'
 
+/** The `emailKey`s of the emails a delivery event stored in D1 (in any shard) reports. */
+export async function reportedEmails(): Promise<Set<string>> {
+  const events = await allRows<{ provider: string; provider_message_id: string }>(
+    'SELECT provider, provider_message_id FROM delivery_events',
+  )
+  return new Set(events.map((event) => emailKey({ transport: event.provider, providerId: event.provider_message_id })))
+}
+
 /** The key of an email in `World.eventFates`: its transport and the provider's id, without angle brackets. */
 export function emailKey(email: { transport: string; providerId: string }): string {
   return `${email.transport}:${email.providerId.replace(/^<(.*)>$/, '$1')}`
@@ -573,13 +581,7 @@ export class World {
    * (`eventFates`), after whatever wait for them ended meanwhile.
    */
   async lateEvents(seconds: number): Promise<void> {
-    const reported = new Set(
-      (
-        await allRows<{ provider: string; provider_message_id: string }>(
-          'SELECT provider, provider_message_id FROM delivery_events',
-        )
-      ).map((event) => emailKey({ transport: event.provider, providerId: event.provider_message_id })),
-    )
+    const reported = await reportedEmails()
     let late = 0
     for (const email of this.#emails) {
       const key = emailKey(email)
